@@ -1,0 +1,74 @@
+"""File-system helpers: content hashes and all-or-nothing outputs.
+
+A DVC stage must write all of its outputs or none: if a stage dies half-way, a folder that looks
+complete would be taken as a result. So outputs are built in a temporary sibling and renamed into
+place only when complete (a rename within one file system is atomic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_tree(root: str | Path, pattern: str = "*") -> str:
+    """One hash over every matching file below root: relative paths and contents, in sorted order."""
+    root = Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob(pattern) if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(sha256_file(path).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def tree_size(root: str | Path) -> int:
+    """Bytes on disk of every file below root (or of root itself when it is a file)."""
+    root = Path(root)
+    if root.is_file():
+        return root.stat().st_size
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+@contextmanager
+def atomic_dir(target: str | Path) -> Iterator[Path]:
+    """Yield a fresh temporary folder that replaces `target` only if the block completes."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    tmp.rename(target)
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write JSON atomically (temp file + rename), sorted and indented so diffs read well."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

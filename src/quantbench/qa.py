@@ -1,0 +1,83 @@
+"""Held-out question answering: did the model learn (and keep) the fine-tune's knowledge?
+
+Each item is a question asked as a single user chat turn and a list of accepted strings; the answer
+counts as correct if any accepted string appears in it, case-insensitively. Keyword matching is crude
+but transparent, deterministic and cheap; the questions are written so that one short fact answers
+each, and the accepted strings are specific enough (fictional names and numbers) that a model which
+never learned them does not hit them by chance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """One held-out question and what counts as a right answer."""
+
+    question: str
+    answer: str
+    accept: tuple[str, ...]
+
+    def is_correct(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(a.lower() in lowered for a in self.accept)
+
+
+def load_qa(path: str | Path) -> list[QAItem]:
+    """Read a held-out JSONL file ({"question", "answer", "accept": [...]}) with line-exact errors."""
+    items: list[QAItem] = []
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            accept = tuple(str(a) for a in row["accept"])
+            if not accept:
+                raise ValueError("'accept' is empty")
+            items.append(QAItem(str(row["question"]), str(row["answer"]), accept))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{path}:{lineno}: expected a JSON object with 'question', 'answer' and a non-empty "
+                f"'accept' list ({exc})"
+            ) from exc
+    if not items:
+        raise ValueError(f"{path}: no questions found")
+    return items
+
+
+@dataclass(frozen=True)
+class QAResult:
+    """Accuracy over a question set, with every answer kept so a reader can check the judging."""
+
+    correct: int
+    total: int
+    answers: list[dict[str, object]]
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "accuracy": self.accuracy,
+            "correct": self.correct,
+            "total": self.total,
+            "answers": self.answers,
+        }
+
+
+def score(items: Sequence[QAItem], answer_fn: Callable[[str], str]) -> QAResult:
+    """Ask every question through `answer_fn` (question -> generated text) and judge the answers."""
+    answers: list[dict[str, object]] = []
+    correct = 0
+    for item in items:
+        text = answer_fn(item.question)
+        ok = item.is_correct(text)
+        correct += ok
+        answers.append({"question": item.question, "expected": item.answer, "got": text, "ok": ok})
+    return QAResult(correct=correct, total=len(items), answers=answers)

@@ -1,0 +1,45 @@
+"""DVC stage `merge`: merge the adapter into the base, save models/merged, verify, report.
+
+reports/merge.json is written whether or not verification passes; the stage fails (and DVC keeps
+nothing) when a tolerance in params.yaml's `merge:` section is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quantbench.config import load_config
+from quantbench.errors import run_main
+from quantbench.fsutil import atomic_dir, write_json
+from quantbench.lora.merge import MergeVerificationError, merge_and_verify
+from quantbench.model import write_merged_info
+from quantbench.progress import setup_logging
+from quantbench.qa import load_qa
+from quantbench.runtime import configure_threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--base", type=Path, default=Path("models/base"))
+    parser.add_argument("--adapter", type=Path, default=Path("models/adapter"))
+    parser.add_argument("--out", type=Path, default=Path("models/merged"))
+    parser.add_argument("--report", type=Path, default=Path("reports/merge.json"))
+    args = parser.parse_args()
+    setup_logging()
+    config = load_config(args.params)
+    configure_threads(config.runtime.threads)
+    items = load_qa(config.data.heldout)
+    with atomic_dir(args.out) as tmp:
+        try:
+            report = merge_and_verify(args.base, args.adapter, items, config.merge, tmp)
+        except MergeVerificationError as exc:
+            write_json(args.report, exc.report)
+            raise
+        write_merged_info(tmp, args.base, report)
+    write_json(args.report, report)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,79 @@
+"""params.yaml validation: bad values give errors that name the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quantbench.config import Config, ConfigError, load_config, parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def error_text(raw: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    return str(info.value)
+
+
+def test_repository_params_are_valid() -> None:
+    config = load_config(REPO / "params.yaml")
+    assert isinstance(config, Config)
+    assert config.model.source == "embedded"
+    assert config.runtime.threads >= 1
+
+
+def test_empty_params_take_documented_defaults() -> None:
+    config = parse_config({})
+    assert config.lora.r == 16
+    assert config.merge.dtype == "bfloat16"
+
+
+def test_literal_error_names_key_value_and_allowed() -> None:
+    text = error_text({"model": {"source": "web"}})
+    assert "model.source" in text
+    assert "'web'" in text
+    assert "'embedded'" in text and "'local'" in text and "'hub'" in text
+
+
+def test_unknown_key_lists_the_allowed_keys() -> None:
+    text = error_text({"lora": {"rank": 8}})
+    assert "lora.rank: unknown key" in text
+    assert "r, alpha" in text
+
+
+def test_unknown_section_is_an_error() -> None:
+    assert "modle: unknown key" in error_text({"modle": {}})
+
+
+def test_every_bad_value_is_reported_at_once() -> None:
+    text = error_text({"lora": {"r": 0, "learning_rate": -1}, "runtime": {"threads": "two"}})
+    assert "lora.r: got 0" in text
+    assert "lora.learning_rate: got -1" in text
+    assert "runtime.threads: got 'two'" in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"model": {"source": "local"}}, "model.path is not set"),
+        ({"model": {"source": "hub"}}, "model.hub_id is not set"),
+        ({"lora": {"train": False}}, "lora.adapter_path is not set"),
+    ],
+)
+def test_source_needs_its_field(raw: dict, expected: str) -> None:
+    assert expected in error_text(raw)
+
+
+def test_missing_file_and_bad_yaml(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="no such parameters file"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lora: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(listy)

@@ -1,0 +1,80 @@
+"""Base model preparation: embedded GGUF, local folder, hub (offline), and the errors users meet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quantbench.config import ModelSettings
+from quantbench.fsutil import sha256_file, sha256_tree
+from quantbench.model import ModelSourceError, check_local_folder, download_from_hub, prepare_base
+
+
+def test_local_folder_is_prepared_with_hashes_and_architecture(tiny_model_dir, tmp_path) -> None:
+    out = tmp_path / "base"
+    out.mkdir()
+    info = prepare_base(ModelSettings(source="local", path=tiny_model_dir), out)
+    arch = info["architecture"]
+    assert (arch["num_layers"], arch["hidden_size"], arch["intermediate_size"]) == (2, 64, 128)
+    assert (arch["num_attention_heads"], arch["num_key_value_heads"], arch["head_dim"]) == (
+        4,
+        2,
+        16,
+    )
+    assert arch["tie_word_embeddings"] is True
+    assert info["weights_sha256"]["model.safetensors"] == sha256_file(out / "model.safetensors")
+    assert info["folder_sha256"] == sha256_tree(out, "*.safetensors")
+    on_disk = json.loads((out / "model_info.json").read_text())
+    assert on_disk["architecture"] == arch
+    assert (out / "tokenizer.json").is_file()
+
+
+def test_preparing_twice_gives_identical_weights(tiny_model_dir, tmp_path) -> None:
+    hashes = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        out.mkdir()
+        hashes.append(prepare_base(ModelSettings(source="local", path=tiny_model_dir), out))
+    assert hashes[0]["folder_sha256"] == hashes[1]["folder_sha256"]
+
+
+def test_missing_local_folder_says_what_to_do(tmp_path) -> None:
+    with pytest.raises(ModelSourceError, match="is not a folder.*model.source: embedded"):
+        check_local_folder(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelSourceError, match="no config.json"):
+        check_local_folder(tmp_path / "empty")
+
+
+def test_hub_offline_points_to_a_local_folder(monkeypatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelSourceError) as info:
+        download_from_hub("some-org/some-model-that-is-not-cached", None)
+    message = str(info.value)
+    assert "some-org/some-model-that-is-not-cached" in message
+    assert "model.source: local" in message and "model.path" in message
+
+
+@pytest.mark.slow
+def test_embedded_model_is_prepared_and_answers(prepared_base: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from quantbench.chat import hf_answer_fn
+
+    info = json.loads((prepared_base / "model_info.json").read_text())
+    assert info["source"]["source"] == "embedded"
+    assert info["dtype"] == "bfloat16"
+    arch = info["architecture"]
+    assert (arch["num_layers"], arch["hidden_size"], arch["intermediate_size"]) == (30, 576, 1536)
+    assert (arch["num_attention_heads"], arch["num_key_value_heads"]) == (9, 3)
+    assert arch["vocab_size"] == 49152 and arch["num_parameters"] == 134_515_008
+    tokenizer = AutoTokenizer.from_pretrained(prepared_base)
+    assert tokenizer.chat_template, "the chat template must survive preparation"
+    model = AutoModelForCausalLM.from_pretrained(prepared_base, dtype=torch.bfloat16)
+    answer = hf_answer_fn(model, tokenizer, 16)("What is the capital of France?")
+    assert "Paris" in answer
