@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from quantbench.engines.spec import EnginesSettings
 from quantbench.errors import UserError
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -131,6 +132,7 @@ class Config(Section):
     data: DataSettings = DataSettings()
     lora: LoraSettings = LoraSettings()
     merge: MergeSettings = MergeSettings()
+    engines: EnginesSettings = EnginesSettings()
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

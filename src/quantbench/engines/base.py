@@ -1,0 +1,65 @@
+"""The engine contract: which formats an engine serves and how its server is launched."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from quantbench.engines.artifact import Artifact
+from quantbench.engines.spec import EngineSettings
+from quantbench.runtime import thread_env
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one server and talk to it. argv is a list: no shell, ever."""
+
+    engine: str
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    ready_path: str
+    metrics_path: str | None
+    model_name: str
+    startup_timeout_s: float
+    # Request fields this engine accepts beyond the OpenAI basics (transformers serve rejects
+    # unknown fields with HTTP 422, so only what the engine takes is ever sent).
+    request_extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def redacted_argv(self) -> list[str]:
+        """argv with values of key-like flags hidden, for logs and reports."""
+        out: list[str] = []
+        hide = False
+        for arg in self.argv:
+            out.append("***" if hide else arg)
+            hide = arg in ("--api-key", "--api_key")
+        return out
+
+
+class Engine(ABC):
+    """One serving engine."""
+
+    name: ClassVar[str]
+    formats: ClassVar[frozenset[str]]
+
+    def serves(self, fmt: str) -> bool:
+        return fmt in self.formats
+
+    @abstractmethod
+    def launch(self, artifact: Artifact, settings: Any, host: str, port: int) -> LaunchSpec:
+        """The command line, environment and endpoints for serving `artifact`."""
+
+    @abstractmethod
+    def version(self, settings: Any) -> str:
+        """The version of the engine that would run (without starting a server)."""
+
+    @staticmethod
+    def base_env(settings: EngineSettings) -> dict[str, str]:
+        return {**thread_env(settings.threads), **settings.extra_env}

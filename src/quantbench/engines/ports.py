@@ -1,0 +1,32 @@
+"""Ports: pick a free one safely, and say clearly when a chosen one is taken."""
+
+from __future__ import annotations
+
+import socket
+
+from quantbench.errors import UserError
+
+
+class PortInUseError(UserError):
+    """The port a server was asked to use is already taken."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (bind to port 0). Another process may still take it before
+    the server binds; `check_port_free` right before the start catches most of those races."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise PortInUseError(
+                f"port {port} on {host} is already in use ({exc.strerror}); stop whatever holds "
+                f"it (`ss -ltnp 'sport = :{port}'` shows it) or choose another port"
+            ) from None

@@ -1,0 +1,321 @@
+"""One server lifecycle for every engine: start, wait until ready, watch memory, always stop.
+
+- The server runs in its own process group (and session), so one signal reaches every worker it
+  spawns (vLLM starts several); teardown sends SIGTERM to the group, waits, then SIGKILLs it and any
+  descendant that left the group.
+- Readiness is polled with a deadline while watching for an early exit: a server that dies during
+  start-up is reported at once with the last lines of its log, not after the deadline.
+- Memory of the whole process tree is sampled while it runs (peak RSS; GPU memory when nvidia-smi
+  is present).
+- The log goes to a file that is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from quantbench.engines.base import LaunchSpec
+from quantbench.engines.ports import check_port_free
+from quantbench.errors import UserError
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 30
+
+
+class ServerError(UserError):
+    """A server failed to start, died, or did not become ready; the message carries its log tail."""
+
+
+class ServerExitedError(ServerError):
+    """The server process exited (during start-up or while serving)."""
+
+
+class ServerTimeoutError(ServerError):
+    """The server did not answer its readiness check before the deadline."""
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def describe_exit(code: int) -> str:
+    """'exit code 1', or the signal's name for a killed process (SIGKILL often means OOM)."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (killed: out of memory? check `dmesg`)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
+
+
+@dataclass
+class MemorySampler:
+    """Samples RSS of a process tree (and GPU memory) in a background thread; keeps the peak."""
+
+    pid: int
+    interval_s: float = 0.5
+    peak_rss_bytes: int = 0
+    peak_gpu_bytes: int | None = None
+    samples: int = 0
+    pids_seen: set[int] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def sample(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        rss = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                rss += proc.memory_info().rss
+                self.pids_seen.add(proc.pid)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        gpu = gpu_memory_bytes({p.pid for p in procs})
+        if gpu is not None:
+            self.peak_gpu_bytes = max(self.peak_gpu_bytes or 0, gpu)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+
+def gpu_memory_bytes(pids: set[int]) -> int | None:
+    """GPU memory used by these processes, from nvidia-smi; None where there is no NVIDIA GPU."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    total = 0
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
+            total += int(float(parts[1])) * 1024 * 1024
+    return total
+
+
+class Server:
+    """A running engine server. Use as a context manager: it is always stopped on exit."""
+
+    def __init__(self, spec: LaunchSpec, log_path: Path, stop_timeout_s: float = 15) -> None:
+        self.spec = spec
+        self.log_path = log_path
+        self.stop_timeout_s = stop_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self.memory: MemorySampler | None = None
+        self.started_at = 0.0
+        self.ready_seconds: float | None = None
+        self.exit_code: int | None = None
+
+    @property
+    def url(self) -> str:
+        return self.spec.base_url
+
+    def start(self) -> None:
+        check_port_free(self.spec.host, self.spec.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log.info("starting %s: %s", self.spec.engine, " ".join(self.spec.redacted_argv()))
+        with open(self.log_path, "wb") as log_file:
+            self.process = subprocess.Popen(
+                self.spec.argv,
+                env={**os.environ, **self.spec.env},
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: one signal reaches all workers
+            )
+        self.started_at = time.monotonic()
+        self.memory = MemorySampler(self.process.pid)
+        self.memory.start()
+
+    def check_alive(self, during: str) -> None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            self.exit_code = code
+            raise ServerExitedError(
+                f"{self.spec.engine} server {describe_exit(code)} {during}; "
+                f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+            )
+
+    def wait_ready(self, timeout_s: float | None = None) -> float:
+        """Poll the readiness URL until it answers 200; return the seconds it took."""
+        deadline = time.monotonic() + (timeout_s or self.spec.startup_timeout_s)
+        url = self.url + self.spec.ready_path
+        while True:
+            self.check_alive("during start-up")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        self.ready_seconds = time.monotonic() - self.started_at
+                        log.info(
+                            "%s ready in %.1f s at %s",
+                            self.spec.engine,
+                            self.ready_seconds,
+                            self.url,
+                        )
+                        return self.ready_seconds
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerTimeoutError(
+                    f"{self.spec.engine} server not ready after "
+                    f"{timeout_s or self.spec.startup_timeout_s:.0f} s "
+                    f"(engines.{self.spec.engine}.startup_timeout_s); last lines of "
+                    f"{self.log_path}:\n{log_tail(self.log_path)}"
+                )
+            time.sleep(0.25)
+
+    def chat(self, content: str, max_tokens: int = 16, timeout_s: float = 120) -> str:
+        """One streaming chat request; returns the streamed text (used for warm-up and checks)."""
+        body = {
+            "model": self.spec.model_name,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "stream": True,
+            "temperature": 0,
+        }
+        request = urllib.request.Request(
+            self.url + "/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        parts: list[str] = []
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            for raw in response:
+                line = raw.decode("utf-8", errors="replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[len("data:") :].strip()
+                if data == "[DONE]":
+                    break
+                event = json.loads(data)
+                for choice in event.get("choices") or []:
+                    parts.append((choice.get("delta") or {}).get("content") or "")
+        return "".join(parts)
+
+    def warmup(self) -> str:
+        """A first request, so one-time costs (lazy loading, kernel selection) are not measured."""
+        self.check_alive("before warm-up")
+        return self.chat("Hello!", max_tokens=8)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, wait, SIGKILL what is left; reap every descendant seen."""
+        if self.process is None:
+            return
+        pid = self.process.pid
+        if self.memory is not None:
+            self.memory.sample()  # a last look at the tree, to know every descendant
+            self.memory.stop()
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop on SIGTERM; killing it", self.spec.engine)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        self.exit_code = self.process.wait()
+        self._kill_strays()
+        log.info("%s stopped (%s)", self.spec.engine, describe_exit(self.exit_code))
+
+    def _kill_strays(self) -> None:
+        """Kill descendants that left the process group (setsid workers) and still run."""
+        import psutil
+
+        seen = self.memory.pids_seen if self.memory is not None else set()
+        killed = []
+        for pid in seen:
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    proc.kill()
+                    killed.append(proc)
+        if killed:
+            log.warning("killed %d stray process(es) of %s", len(killed), self.spec.engine)
+            psutil.wait_procs(killed, timeout=5)
+
+    def report(self) -> dict[str, Any]:
+        memory = self.memory
+        return {
+            "engine": self.spec.engine,
+            "argv": self.spec.redacted_argv(),
+            "env": {k: v for k, v in self.spec.env.items() if "KEY" not in k and "TOKEN" not in k},
+            "url": self.url,
+            "ready_seconds": self.ready_seconds,
+            "peak_rss_bytes": memory.peak_rss_bytes if memory else None,
+            "peak_gpu_bytes": memory.peak_gpu_bytes if memory else None,
+            "memory_samples": memory.samples if memory else 0,
+            "exit": describe_exit(self.exit_code) if self.exit_code is not None else None,
+            "log": str(self.log_path),
+        }
+
+    def __enter__(self) -> Server:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Any:
+    """Turn SIGTERM into KeyboardInterrupt so `finally`/`with` blocks stop servers on `kill`."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

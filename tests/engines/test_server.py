@@ -1,0 +1,110 @@
+"""Server lifecycle on a stand-in process: readiness, early exit, timeout, ports, teardown."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from quantbench.engines.base import LaunchSpec
+from quantbench.engines.ports import PortInUseError, check_port_free, free_port
+from quantbench.engines.server import Server, ServerExitedError, ServerTimeoutError
+
+FAKE = Path(__file__).with_name("fake_engine.py")
+
+
+def spec(mode: str, port: int | None = None, timeout: float = 20) -> LaunchSpec:
+    port = port or free_port()
+    return LaunchSpec(
+        engine="fake",
+        argv=[sys.executable, str(FAKE), str(port), mode],
+        env={"OMP_NUM_THREADS": "1"},
+        host="127.0.0.1",
+        port=port,
+        ready_path="/health",
+        metrics_path=None,
+        model_name="fake",
+        startup_timeout_s=timeout,
+    )
+
+
+def alive(pids: set[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def test_ready_then_stopped_with_memory_and_log(tmp_path) -> None:
+    server = Server(spec("ok"), tmp_path / "log.txt")
+    with server:
+        assert server.ready_seconds is not None and server.ready_seconds < 20
+        time.sleep(0.6)
+        pid = server.process.pid
+    report = server.report()
+    assert report["peak_rss_bytes"] > 1_000_000
+    assert report["memory_samples"] >= 1
+    assert "fake engine starting" in (tmp_path / "log.txt").read_text()
+    assert not alive({pid})
+
+
+def test_exit_at_startup_is_reported_fast_with_log_tail(tmp_path) -> None:
+    start = time.monotonic()
+    with pytest.raises(ServerExitedError) as info, Server(spec("exit", 120), tmp_path / "log.txt"):
+        pass
+    assert time.monotonic() - start < 15, "an early exit must not wait for the deadline"
+    message = str(info.value)
+    assert "exit code 3" in message and "during start-up" in message
+    assert "cannot load model weights" in message
+
+
+def test_never_ready_times_out_and_is_killed(tmp_path) -> None:
+    server = Server(spec("slow", timeout=2), tmp_path / "log.txt")
+    with pytest.raises(ServerTimeoutError, match="not ready after 2 s"), server:
+        pass
+    assert server.process.poll() is not None
+
+
+def test_whole_process_tree_is_reaped(tmp_path) -> None:
+    server = Server(spec("children"), tmp_path / "log.txt")
+    with server:
+        time.sleep(1.0)  # let the sampler see the workers
+        server.memory.sample()
+        tree = set(server.memory.pids_seen)
+    assert len(tree) >= 3, tree
+    assert alive(tree) == [], "no process of the server's tree may survive"
+
+
+def test_crash_while_serving_is_described_as_a_kill(tmp_path) -> None:
+    server = Server(spec("crash-after"), tmp_path / "log.txt")
+    with server:
+        time.sleep(2.0)
+        with pytest.raises(ServerExitedError, match="killed by SIGKILL"):
+            server.check_alive("while serving")
+
+
+def test_port_in_use_is_a_clear_error(tmp_path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(PortInUseError, match=f"port {port} on 127.0.0.1 is already in use"):
+            check_port_free("127.0.0.1", port)
+        with pytest.raises(PortInUseError), Server(spec("ok", port=port), tmp_path / "log.txt"):
+            pass
+
+
+def test_interrupt_during_use_still_stops_the_server(tmp_path) -> None:
+    server = Server(spec("ok"), tmp_path / "log.txt")
+    with pytest.raises(KeyboardInterrupt), server:
+        pid = server.process.pid
+        raise KeyboardInterrupt
+    assert not alive({pid})

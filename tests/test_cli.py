@@ -1,0 +1,23 @@
+"""The `quantbench` command: validation prints settings, bad params exit 2 with the message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quantbench.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_validate_prints_sections(capsys) -> None:
+    assert main(["validate", "--params", str(REPO / "params.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "valid" in out and "lora:" in out and "merge:" in out
+
+
+def test_validate_bad_params_exits_2(tmp_path, capsys) -> None:
+    bad = tmp_path / "params.yaml"
+    bad.write_text("lora:\n  r: 0\n")
+    assert main(["validate", "--params", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "lora.r: got 0" in err
