@@ -17,7 +17,8 @@ def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.params)
     print(f"{args.params}: valid")
     for name, section in config:
-        print(f"  {name}: {section.model_dump(mode='json')}")
+        shown = section.model_dump(mode="json") if hasattr(section, "model_dump") else section
+        print(f"  {name}: {shown}")
     return 0
 
 
@@ -49,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
     serve.add_argument("--params", default="params.yaml")
     serve.set_defaults(handler=_serve)
+
+    from quantbench.load.cli import add_bench_arguments, run_bench
+
+    bench = sub.add_parser(
+        "bench", help="load-test a running OpenAI-compatible server (see docs/LOAD.md)"
+    )
+    add_bench_arguments(bench)
+    bench.set_defaults(handler=run_bench)
     return parser
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from quantbench.engines.spec import EnginesSettings
 from quantbench.errors import UserError
+from quantbench.load.spec import DatasetPrompts, WorkloadSpec
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -133,6 +134,25 @@ class Config(Section):
     lora: LoraSettings = LoraSettings()
     merge: MergeSettings = MergeSettings()
     engines: EnginesSettings = EnginesSettings()
+    workload: WorkloadSpec = WorkloadSpec(
+        prompts=DatasetPrompts(path=Path("data/prompts.jsonl")),
+        load=[{"kind": "concurrency", "concurrency": 1}],
+        num_requests=8,
+    )
+    slo: str = Field(
+        "",
+        description="SLO constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; rps>=2' "
+        "(see src/quantbench/slo.py); empty: no constraints.",
+    )
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_parses(cls, text: str) -> str:
+        from quantbench.slo import parse_slo
+
+        if text.strip():
+            parse_slo(text)  # raises with a caret under the bad part
+        return text
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

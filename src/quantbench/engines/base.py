@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from quantbench.engines.artifact import Artifact
@@ -24,9 +24,6 @@ class LaunchSpec:
     metrics_path: str | None
     model_name: str
     startup_timeout_s: float
-    # Request fields this engine accepts beyond the OpenAI basics (transformers serve rejects
-    # unknown fields with HTTP 422, so only what the engine takes is ever sent).
-    request_extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:

@@ -20,12 +20,18 @@ class LlamaCppEngine(Engine):
     formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
 
     def _binary(self, settings: LlamaCppSettings) -> str:
-        if not settings.binary.is_file():
+        if settings.binary is None:
+            from quantbench.llamacpp import toolchain
+
+            binary = toolchain().binary("llama-server")
+        else:
+            binary = settings.binary
+        if not binary.is_file():
             raise UserError(
-                f"engines.llamacpp.binary: {settings.binary} does not exist; run `make llamacpp` "
+                f"engines.llamacpp.binary: {binary} does not exist; run `make llamacpp` "
                 "to build llama-server from the pinned source release"
             )
-        return str(settings.binary.resolve())
+        return str(binary.resolve())
 
     def launch(
         self, artifact: Artifact, settings: LlamaCppSettings, host: str, port: int
@@ -48,7 +54,6 @@ class LlamaCppEngine(Engine):
             metrics_path="/metrics",
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
-            request_extras={"ignore_eos": True},
         )
 
     def version(self, settings: LlamaCppSettings) -> str:

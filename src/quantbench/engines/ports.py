@@ -23,6 +23,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 def check_port_free(host: str, port: int) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # As servers do: a port whose last connections linger in TIME_WAIT is free to listen on;
+        # only a live listener makes the bind fail.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

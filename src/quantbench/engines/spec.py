@@ -70,9 +70,10 @@ class VllmSettings(EngineSettings):
 
 
 class LlamaCppSettings(EngineSettings):
-    binary: Path = Field(
-        Path("build/llama.cpp/bin/llama-server"),
-        description="The llama-server built from the pinned llama-cpp-python source release.",
+    binary: Path | None = Field(
+        None,
+        description="A llama-server executable; default: the one built from the pinned "
+        "llama-cpp-python source release (`make llamacpp`).",
     )
     parallel: int = Field(1, ge=1, description="Slots served at once (`-np`), continuous batching.")
     ctx_size: int = Field(

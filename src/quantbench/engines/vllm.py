@@ -66,7 +66,6 @@ class VllmEngine(Engine):
             metrics_path="/metrics",
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
-            request_extras={"ignore_eos": True, "stream_options": {"include_usage": True}},
         )
 
     def version(self, settings: VllmSettings) -> str:

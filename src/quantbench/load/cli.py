@@ -1,0 +1,266 @@
+"""``quantbench bench``: run a workload against any running OpenAI-compatible server.
+
+The workload comes from the ``workload:`` section of a params file (``--params``), from flags, or
+both (flags win). Results go to ``--out``: ``records.jsonl`` (one line per request),
+``summary.json`` (the typed result), and with ``--vllm-json`` one ``vllm-<point>.json`` per point
+in ``vllm bench serve``'s field names. Progress goes to stderr, a results table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from quantbench.load.bench import BenchSummary, BenchTarget, run_benchmark
+from quantbench.load.engines import ENGINES
+from quantbench.load.export import to_vllm_result
+from quantbench.load.prompts import DatasetError
+from quantbench.load.records import read_records
+from quantbench.load.spec import WorkloadSpec
+from quantbench.slo import SLOParseError
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``quantbench bench``'s options to ``parser``."""
+    t = parser.add_argument_group("server")
+    t.add_argument(
+        "--url", required=True, help="base URL of the server, e.g. http://127.0.0.1:8000"
+    )
+    t.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="openai",
+        help="which optional request fields the server accepts (default: openai)",
+    )
+    t.add_argument("--model", help="'model' of the requests (default: the server's first model)")
+    t.add_argument(
+        "--tokenizer",
+        help="local tokenizer.json or model dir, to count tokens the server does not report",
+    )
+    t.add_argument(
+        "--header",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra HTTP header (repeatable)",
+    )
+    w = parser.add_argument_group("workload (overrides --params)")
+    w.add_argument("--params", type=Path, help="YAML file with a 'workload:' (and 'slo:') section")
+    w.add_argument("--name", help="scenario name recorded with each request")
+    w.add_argument("--api", choices=["chat", "completions"])
+    w.add_argument("--dataset", type=Path, help="JSONL prompts (id, messages|prompt, max_tokens)")
+    w.add_argument("--max-tokens", type=int, help="max_tokens for dataset lines without one")
+    w.add_argument("--random-input-len", type=int, help="random prompts of this many tokens")
+    w.add_argument("--random-output-len", type=int, help="... generating this many tokens")
+    w.add_argument("--random-range-ratio", type=float, help="spread of random lengths (0-1)")
+    w.add_argument("--concurrency", type=_int_list, help="closed loop: streams, e.g. 1,4,16")
+    w.add_argument("--rate", type=_float_list, help="open loop: requests/s, e.g. 0.5,1,2")
+    w.add_argument("--burstiness", type=float, help="open loop: gamma shape (1 = Poisson)")
+    w.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight")
+    w.add_argument("--num-requests", type=int, help="measured requests per point")
+    w.add_argument("--duration", type=float, help="measured seconds per point")
+    w.add_argument("--warmup-requests", type=int, help="unmeasured requests first")
+    w.add_argument("--warmup-s", type=float, help="unmeasured seconds first")
+    w.add_argument("--seed", type=int)
+    w.add_argument(
+        "--fixed-output-length",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ask the engine for exactly max_tokens tokens",
+    )
+    w.add_argument(
+        "--request-field",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=JSON",
+        help="extra request body field, e.g. temperature=0",
+    )
+    w.add_argument("--timeout", type=float, help="fail a request after this long without data")
+    w.add_argument("--workers", type=int, help="Locust worker processes (0: one process)")
+    w.add_argument("--percentiles", type=_float_list, help="e.g. 50,90,95,99")
+    w.add_argument(
+        "--keep-text",
+        action="store_true",
+        default=None,
+        help="keep generated text in records.jsonl",
+    )
+    o = parser.add_argument_group("results")
+    o.add_argument(
+        "--slo", help="constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; error_rate<=0.01'"
+    )
+    o.add_argument("--out", type=Path, default=Path("reports/bench"), help="output directory")
+    o.add_argument(
+        "--vllm-json",
+        action="store_true",
+        help="also write vllm-<point>.json in vllm bench serve's field names",
+    )
+
+
+def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | None]:
+    """The workload (params file, then flags) and the SLO text."""
+    data: dict[str, Any] = {}
+    slo = None
+    if args.params:
+        # The one place that reads params files validates them; flags then override.
+        from quantbench.config import load_config
+
+        config = load_config(args.params)
+        data = config.workload.model_dump(mode="json")
+        slo = config.slo or None
+    simple = {
+        "name": args.name, "api": args.api, "num_requests": args.num_requests,
+        "duration_s": args.duration, "warmup_requests": args.warmup_requests,
+        "warmup_s": args.warmup_s, "seed": args.seed,
+        "fixed_output_length": args.fixed_output_length, "timeout_s": args.timeout,
+        "workers": args.workers, "percentiles": args.percentiles, "keep_text": args.keep_text,
+    }  # fmt: skip
+    data.update({k: v for k, v in simple.items() if v is not None})
+    if args.dataset is not None:
+        data["prompts"] = {"source": "dataset", "path": str(args.dataset)}
+        if args.max_tokens is not None:
+            data["prompts"]["max_tokens"] = args.max_tokens
+    elif args.random_input_len is not None or args.random_output_len is not None:
+        if args.random_input_len is None or args.random_output_len is None:
+            raise ValueError("random prompts need both --random-input-len and --random-output-len")
+        data["prompts"] = {
+            "source": "random",
+            "input_len": args.random_input_len,
+            "output_len": args.random_output_len,
+        }
+        if args.random_range_ratio is not None:
+            data["prompts"]["range_ratio"] = args.random_range_ratio
+    points: list[dict[str, Any]] = []
+    for c in args.concurrency or []:
+        points.append({"kind": "concurrency", "concurrency": c})
+    for r in args.rate or []:
+        point: dict[str, Any] = {"kind": "rate", "rate": r}
+        if args.burstiness is not None:
+            point["burstiness"] = args.burstiness
+        if args.max_concurrency is not None:
+            point["max_concurrency"] = args.max_concurrency
+        points.append(point)
+    if points:
+        data["load"] = points
+    if args.request_field:
+        fields = dict(data.get("request_fields") or {})
+        for key, raw in args.request_field:
+            try:
+                fields[key] = json.loads(raw)
+            except json.JSONDecodeError:
+                fields[key] = raw  # a bare word is a string
+        data["request_fields"] = fields
+    if "prompts" not in data:
+        raise ValueError("no prompts: give --dataset, or --random-input-len/--random-output-len, "
+                         "or a --params file whose workload has 'prompts'")  # fmt: skip
+    if "load" not in data:
+        raise ValueError("no load shape: give --concurrency or --rate (or 'load' in --params)")
+    return WorkloadSpec.model_validate(data), args.slo if args.slo is not None else slo
+
+
+def format_table(summary: BenchSummary) -> str:
+    head = (
+        f"{'point':<16}{'ok':>6}{'fail':>6}{'inc':>5}{'req/s':>9}{'out tok/s':>11}"
+        f"{'TTFT p50':>10}{'p99':>9}{'TPOT p50':>10}{'ITL p50':>9}{'E2E p50':>10}{'goodput':>9}"
+    )
+    rows = [head]
+
+    def ms(stats: Any, key: str) -> str:
+        return "-" if stats is None else f"{stats.percentiles_ms.get(key, float('nan')):.1f}"
+
+    for p in summary.points:
+        good = "-" if p.goodput is None else f"{p.goodput:.2f}"
+        rows.append(
+            f"{p.point:<16}{p.completed:>6}{p.failed:>6}{p.incomplete:>5}"
+            f"{p.request_throughput:>9.2f}{p.output_throughput:>11.1f}"
+            f"{ms(p.ttft, 'p50'):>10}{ms(p.ttft, 'p99'):>9}{ms(p.tpot, 'p50'):>10}"
+            f"{ms(p.itl, 'p50'):>9}{ms(p.e2e, 'p50'):>10}{good:>9}"
+        )
+        for r in p.slo:
+            rows.append(f"    {'PASS' if r.passed else 'FAIL'}  {r.reason}")
+    return "\n".join(rows)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run ``quantbench bench``; 0 when the run completed, 2 on bad input or no server."""
+    try:
+        spec, slo = workload_from_args(args)
+        target = BenchTarget(
+            url=args.url,
+            engine=args.engine,
+            model=args.model,
+            tokenizer=args.tokenizer,
+            headers=dict(args.header),
+        )
+        summary = run_benchmark(spec, target, args.out, slo=slo)
+    except ValidationError as e:
+        print(f"error: invalid workload:\n{_pydantic_errors(e)}", file=sys.stderr)
+        return 2
+    except SLOParseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, DatasetError, RuntimeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.vllm_json:
+        records = read_records(args.out / "records.jsonl")
+        for point in summary.points:
+            mine = [r for r in records if r.point == point.point]
+            data = to_vllm_result(
+                point, model=summary.model, api=spec.api, percentiles=spec.percentiles,
+                tokenizer=args.tokenizer, records=mine,
+            )  # fmt: skip
+            (args.out / f"vllm-{point.point}.json").write_text(json.dumps(data), encoding="utf-8")
+    print(format_table(summary))
+    print(f"results: {args.out / 'summary.json'}, {args.out / 'records.jsonl'}", file=sys.stderr)
+    return 0
+
+
+def _pydantic_errors(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        where = ".".join(str(x) for x in err["loc"]) or "workload"
+        lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point until the top-level CLI wires ``bench`` in."""
+    parser = argparse.ArgumentParser(prog="quantbench bench", description=__doc__)
+    add_bench_arguments(parser)
+    return run_bench(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Distributed load: a Locust master and N worker processes running one plan.
+
+For when one load process cannot keep up (see the harness ceiling in docs/LOAD.md). The master
+splits the plan round-robin (worker k of N sends requests k, k+N, k+2N, ... of the same schedule,
+so an open loop's merged arrivals are the planned ones), starts every worker at the same instant,
+and writes the records the workers stream back into one file.
+
+Here the workers are local processes. On several machines, start the master where the results
+should land and a worker on each load machine:
+
+    python -m quantbench.load.runner master --plan plan.json --records out.jsonl \\
+        --workers 4 --bind-host 0.0.0.0 --bind-port 5557
+    python -m quantbench.load.runner worker --master-host MASTER_IP --master-port 5557
+
+Workers need only this package and the master's address: the plan travels in Locust messages.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+from quantbench.load.procs import spawn_module, stop_group
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def run_distributed(
+    plan_path: Path,
+    records_path: Path,
+    workers: int,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    wait_workers_s: float = 60.0,
+) -> int:
+    """Run a plan on a master and ``workers`` local worker processes; the master's exit code."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    port = port or free_port(host)
+    master = spawn_module(
+        "quantbench.load.runner",
+        [
+            "master", "--plan", str(plan_path), "--records", str(records_path),
+            "--workers", str(workers), "--bind-host", host, "--bind-port", str(port),
+            "--wait-workers-s", str(wait_workers_s),
+        ],
+    )  # fmt: skip
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(workers):
+            procs.append(
+                spawn_module(
+                    "quantbench.load.runner",
+                    ["worker", "--master-host", host, "--master-port", str(port)],
+                )
+            )
+        rc = master.wait()
+        for p in procs:
+            try:
+                p.wait(timeout=15)  # they quit when the master tells them to
+            except subprocess.TimeoutExpired:
+                stop_group(p)
+        return rc
+    finally:
+        for p in procs:
+            stop_group(p)
+        stop_group(master)

@@ -1,0 +1,364 @@
+"""A fake OpenAI-compatible streaming server: the test double of the load harness.
+
+Every request gets a scripted behaviour (time to first token, output length, delays between
+tokens, or a failure: an HTTP error, a stream closed half-way, no answer at all), taken round-robin
+in arrival order from the script. The server logs the true time it wrote each chunk, so a test
+can compare what the harness measured with what happened, free of the server's own scheduling
+jitter. Options mimic the dialects of real engines: usage in the last chunk or not, a closing
+``data: [DONE]`` or not, a role-only first chunk, HTTP 422 on unknown request fields
+(``transformers serve``).
+
+    python -m quantbench.load.fake_server --port 0 --script script.json --log truth.jsonl
+
+prints ``listening on http://127.0.0.1:PORT`` once it accepts connections; SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantbench.load.procs import spawn_module, stop_group
+
+STANDARD_FIELDS = frozenset(
+    {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream",
+     "temperature", "top_p", "seed", "stop", "n", "user"}
+)  # fmt: skip
+
+
+class Behaviour(BaseModel):
+    """What the server does with one request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    ttft_ms: float | list[float] = Field(
+        default=0.0, description="Delay before the first token; a list is cycled per request."
+    )
+    itl_ms: float | list[float] = Field(
+        default=0.0, description="Delay before each further token; a list is cycled per token."
+    )
+    output_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens to stream; None: max_tokens when the request forces the length "
+        "(ignore_eos or min_tokens), else min(max_tokens, the script's default).",
+    )
+    status: int = Field(default=200, description="Answer with this HTTP status and an error body.")
+    close_after_tokens: int | None = Field(
+        default=None, ge=0, description="Drop the connection after this many tokens."
+    )
+    hang: bool = Field(default=False, description="Never answer (until the client gives up).")
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    behaviours: list[Behaviour] = Field(default_factory=lambda: [Behaviour()], min_length=1)
+    model: str = "fake-model"
+    default_output_tokens: int = Field(default=16, ge=0)
+    usage: Literal["requested", "always", "never"] = Field(
+        default="requested",
+        description="Usage in the last chunk: when stream_options.include_usage asks, always "
+        "(transformers serve), or never.",
+    )
+    done_marker: bool = Field(default=True, description="End streams with data: [DONE].")
+    role_chunk: bool = Field(default=True, description="Send a role-only chunk first (chat).")
+    strict_fields: bool = Field(
+        default=False, description="HTTP 422 for fields outside the standard OpenAI ones."
+    )
+    strict_model: bool = Field(default=False, description="HTTP 404 unless model matches.")
+
+
+def _cycled(value: float | list[float], i: int) -> float:
+    if isinstance(value, list):
+        return value[i % len(value)] if value else 0.0
+    return value
+
+
+def _words(body: dict[str, Any]) -> int:
+    if isinstance(body.get("prompt"), str):
+        return len(body["prompt"].split())
+    return sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
+
+
+class FakeServer:
+    def __init__(self, script: Script, log: IO[str] | None) -> None:
+        self.script = script
+        self.log = log
+        self.arrivals = 0
+        self.per_behaviour: dict[int, int] = {}
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        app.router.add_post("/v1/completions", self.handle)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.script.model, "object": "model"}]}
+        )
+
+    def _write_log(self, entry: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write(json.dumps(entry) + "\n")
+            self.log.flush()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        arrival = time.time()
+        n = self.arrivals
+        self.arrivals += 1
+        b_index = n % len(self.script.behaviours)
+        behaviour = self.script.behaviours[b_index]
+        k = self.per_behaviour.get(b_index, 0)
+        self.per_behaviour[b_index] = k + 1
+        entry: dict[str, Any] = {
+            "request_id": request.headers.get("X-Request-Id"),
+            "arrival_index": n,
+            "behaviour": behaviour.name,
+            "arrival": arrival,
+            "chunk_times": [],
+        }
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return self._error(entry, 400, "request body is not JSON")
+        if not isinstance(body, dict):
+            return self._error(entry, 400, "request body must be a JSON object")
+        if self.script.strict_fields:
+            unknown = sorted(set(body) - STANDARD_FIELDS)
+            if unknown:
+                return self._error(entry, 422, f"unknown fields: {unknown}")
+        if self.script.strict_model and body.get("model") != self.script.model:
+            return self._error(entry, 404, f"model {body.get('model')!r} is not served")
+        if behaviour.hang:
+            return await self._hang(request, entry)
+        if behaviour.status != 200:
+            return self._error(entry, behaviour.status, f"scripted failure ({behaviour.name})")
+        return await self._stream(request, body, behaviour, k, entry)
+
+    def _error(self, entry: dict[str, Any], status: int, message: str) -> web.Response:
+        entry.update(outcome="error", status=status, tokens=0)
+        self._write_log(entry)
+        return web.json_response(
+            {"error": {"message": message, "type": "fake", "code": status}}, status=status
+        )
+
+    async def _hang(self, request: web.Request, entry: dict[str, Any]) -> web.Response:
+        # Poll the connection: the handler is not cancelled when the client goes away.
+        transport = request.transport
+        while transport is not None and not transport.is_closing():
+            await asyncio.sleep(0.02)
+        entry.update(outcome="hung", status=None, tokens=0, end=time.time())
+        self._write_log(entry)
+        return web.Response(status=499)
+
+    def _n_tokens(self, body: dict[str, Any], behaviour: Behaviour) -> int:
+        if behaviour.output_tokens is not None:
+            return behaviour.output_tokens
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if max_tokens is None:
+            return self.script.default_output_tokens
+        if body.get("ignore_eos") or body.get("min_tokens"):
+            return int(max_tokens)
+        return min(int(max_tokens), self.script.default_output_tokens)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        behaviour: Behaviour,
+        k: int,
+        entry: dict[str, Any],
+    ) -> web.StreamResponse:
+        chat = request.path.endswith("/chat/completions")
+        n_tokens = self._n_tokens(body, behaviour)
+        usage_wanted = self.script.usage == "always" or (
+            self.script.usage == "requested"
+            and bool((body.get("stream_options") or {}).get("include_usage"))
+        )
+        model = body.get("model", self.script.model)
+        cid = f"fake-{entry['arrival_index']}"
+
+        def chunk(text: str | None, finish: str | None = None, usage: Any = None) -> bytes:
+            if chat:
+                delta: dict[str, Any] = {} if text is None else {"content": text}
+                if text == "" and self.script.role_chunk:
+                    delta = {"role": "assistant", "content": ""}
+                choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+                obj = "chat.completion.chunk"
+            else:
+                choices = [{"index": 0, "text": text or "", "finish_reason": finish}]
+                obj = "text_completion"
+            event: dict[str, Any] = {"id": cid, "object": obj, "model": model, "choices": choices}
+            if usage is not None:
+                event = {"id": cid, "object": obj, "model": model, "choices": [], "usage": usage}
+            return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        times: list[float] = entry["chunk_times"]
+        outcome = "completed"
+        try:
+            await resp.prepare(request)
+            if chat and self.script.role_chunk:
+                await resp.write(chunk(""))
+            for i in range(n_tokens):
+                if behaviour.close_after_tokens is not None and i >= behaviour.close_after_tokens:
+                    outcome = "closed"
+                    break
+                delay = (
+                    _cycled(behaviour.ttft_ms, k) if i == 0 else _cycled(behaviour.itl_ms, i - 1)
+                )
+                if delay > 0:
+                    await asyncio.sleep(delay / 1000)
+                data = chunk(f" tok{i}")
+                # Stamp before the write: the send() inside it may wake the client, which can
+                # then run before this process reads the clock again.
+                times.append(time.time())
+                await resp.write(data)
+            if outcome == "closed":
+                assert request.transport is not None
+                request.transport.abort()
+            else:
+                await resp.write(chunk(None, finish="length" if n_tokens else "stop"))
+                if usage_wanted:
+                    usage = {
+                        "prompt_tokens": _words(body),
+                        "completion_tokens": n_tokens,
+                        "total_tokens": _words(body) + n_tokens,
+                    }
+                    await resp.write(chunk(None, usage=usage))
+                if self.script.done_marker:
+                    await resp.write(b"data: [DONE]\n\n")
+                await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            outcome = "client_gone"
+        entry.update(outcome=outcome, status=200, tokens=len(times), end=time.time())
+        self._write_log(entry)
+        return resp
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The server's truth log: one entry per request, in the order requests ended."""
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def _serve(script: Script, host: str, port: int, log_path: Path | None) -> None:
+    log = log_path.open("w", encoding="utf-8") if log_path else None
+    server = FakeServer(script, log)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    site = web.SockSite(runner, sock, backlog=1024)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"listening on http://{host}:{sock.getsockname()[1]}", flush=True)
+    await stop.wait()
+    await runner.cleanup()
+    if log is not None:
+        log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m quantbench.load.fake_server", description=__doc__
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", type=Path, help="JSON script (default: one instant behaviour)")
+    parser.add_argument("--log", type=Path, help="truth log to write (JSONL)")
+    args = parser.parse_args(argv)
+    script = (
+        Script.model_validate_json(args.script.read_text(encoding="utf-8"))
+        if args.script
+        else Script()
+    )
+    asyncio.run(_serve(script, args.host, args.port, args.log))
+    return 0
+
+
+class FakeServerProcess:
+    """Runs the fake server in its own process group; stops it by that group's id."""
+
+    def __init__(self, script: Script, workdir: Path, log: bool = True) -> None:
+        self.script = script
+        self.workdir = workdir
+        self.log_path: Path | None = workdir / "fake_server_log.jsonl" if log else None
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self, timeout_s: float = 20.0) -> FakeServerProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        script_path = self.workdir / "fake_server_script.json"
+        script_path.write_text(self.script.model_dump_json(), encoding="utf-8")
+        args = ["--script", str(script_path)]
+        if self.log_path is not None:
+            args += ["--log", str(self.log_path)]
+        self.proc = spawn_module("quantbench.load.fake_server", args, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        deadline = time.time() + timeout_s
+        line = ""
+        while time.time() < deadline and self.proc.poll() is None:
+            line = self.proc.stdout.readline()
+            if line.startswith("listening on "):
+                self.url = line.split()[-1]
+                return self
+        self.stop()
+        raise RuntimeError(f"fake server did not start (last output: {line!r})")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        stop_group(self.proc)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def truth(self) -> list[dict[str, Any]]:
+        if self.log_path is None:
+            raise ValueError("this server was started without a log")
+        return read_log(self.log_path)
+
+    def __enter__(self) -> FakeServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def fake_server(script: Script, workdir: Path) -> Iterator[FakeServerProcess]:
+    server = FakeServerProcess(script, workdir).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

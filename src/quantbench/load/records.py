@@ -1,0 +1,122 @@
+"""The one per-request record, and its JSON Lines file format.
+
+Times are ``time.time()`` seconds since the epoch: on one machine every process reads the same
+clock, so a client's times can be compared with a server's log, and over several machines they
+stay meaningful to a person. Durations are always differences of times of one process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, Literal
+
+Status = Literal["completed", "failed", "incomplete"]
+TokenSource = Literal["usage", "tokenizer", "chunks", "none"]
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request, as seen by the load generator."""
+
+    request_id: str
+    index: int
+    """Position in the point's request sequence (0 is the first request sent)."""
+    point: str
+    scenario: str
+    prompt_id: str
+    warmup: bool
+    worker: int
+    send_time: float
+    scheduled_time: float | None = None
+    """Open loop: when the arrival was due; send_time - scheduled_time is the arrival lag."""
+    first_token_time: float | None = None
+    """Arrival of the first chunk with non-empty content (role-only chunks do not count)."""
+    end_time: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    """Arrival time of every chunk that carried content."""
+    chunk_tokens: list[int] = field(default_factory=list)
+    """Tokens in each content chunk: from cumulative usage when the server streams it, else 1."""
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tokens_source: TokenSource = "none"
+    status: Status = "completed"
+    http_status: int | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    output_text: str | None = None
+
+    # Derived values, in seconds; None where undefined.
+    @property
+    def ttft(self) -> float | None:
+        if self.first_token_time is None:
+            return None
+        return self.first_token_time - self.send_time
+
+    @property
+    def e2e(self) -> float | None:
+        if self.end_time is None:
+            return None
+        return self.end_time - self.send_time
+
+    @property
+    def tpot(self) -> float | None:
+        """(E2E - TTFT) / (output tokens - 1); undefined below 2 output tokens."""
+        ttft, e2e, n = self.ttft, self.e2e, self.output_tokens
+        if ttft is None or e2e is None or n is None or n < 2:
+            return None
+        return (e2e - ttft) / (n - 1)
+
+    @property
+    def itls(self) -> list[float]:
+        """Gaps between consecutive content chunks."""
+        t = self.chunk_times
+        return [b - a for a, b in itertools.pairwise(t)]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "record") -> RequestRecord:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown record fields {unknown}")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise ValueError(f"{where}: {e}") from None
+
+
+def write_records(path: Path, records: Iterable[RequestRecord]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(rec.to_json() + "\n")
+            n += 1
+    return n
+
+
+def append_records(f: IO[str], records: Iterable[RequestRecord]) -> None:
+    for rec in records:
+        f.write(rec.to_json() + "\n")
+
+
+def iter_records(path: Path) -> Iterator[RequestRecord]:
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip():
+                where = f"{path}:{lineno}"
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
+                yield RequestRecord.from_dict(data, where)
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    return list(iter_records(path))

@@ -1,0 +1,249 @@
+"""Entry point of a load process: Locust in library mode, stopping by itself.
+
+    python -m quantbench.load.runner local  --plan PLAN.json --records OUT.jsonl
+    python -m quantbench.load.runner master --plan PLAN.json --records OUT.jsonl --workers N
+    python -m quantbench.load.runner worker --master-host HOST [--master-port 5557]
+
+``local`` runs the whole plan in this process. ``master`` sends each connected worker its share
+of the plan, starts them together, and writes the records they send back into one file.
+``worker`` runs a share; it needs nothing but the master's address, so it can run on another
+machine. Locust never exits on its own when its users are done: each mode stops itself once
+every planned request has a record, or when the plan's time is up (requests still in flight
+are then recorded as incomplete).
+
+Progress goes to stderr every ``progress_interval_s``.
+"""
+
+from __future__ import annotations
+
+# Locust monkey-patches sockets, ssl and threads with gevent when imported: it goes first.
+import locust  # noqa: F401  isort: skip
+
+import argparse
+import gc
+import logging
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import gevent
+from gevent.event import Event
+from locust.env import Environment
+
+from quantbench.load.locustfile import Dispatcher, StreamingUser, set_dispatcher
+from quantbench.load.plan import LoadPlan
+from quantbench.load.records import RequestRecord
+
+# Delay between "everyone is ready" and the first request, so all processes start together.
+START_DELAY_S = 0.1
+RECORD_FLUSH_S = 0.25
+
+
+class _QuietSpawnRate(logging.Filter):
+    # All users start at once on purpose; Locust warns about any spawn rate above 100.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "spawn rate" not in record.getMessage()
+
+
+logging.getLogger("locust.runners").addFilter(_QuietSpawnRate())
+
+
+class Progress:
+    """Counts records and prints a line now and then."""
+
+    def __init__(self, point: str, expected: int | None, interval_s: float) -> None:
+        self.point, self.expected, self.interval_s = point, expected, interval_s
+        self.completed = self.failed = self.incomplete = self.chunks = 0
+        self.sent = 0
+        self.t0 = time.time()
+        self._last_chunks = 0
+        self._last_t = self.t0
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.status == "completed":
+            self.completed += 1
+        elif rec.status == "failed":
+            self.failed += 1
+        else:
+            self.incomplete += 1
+        self.chunks += len(rec.chunk_times)
+
+    def line(self, in_flight: int | None = None) -> str:
+        now = time.time()
+        rate = (self.chunks - self._last_chunks) / max(now - self._last_t, 1e-9)
+        self._last_chunks, self._last_t = self.chunks, now
+        done = self.completed + self.failed + self.incomplete
+        total = f"/{self.expected}" if self.expected is not None else ""
+        flight = f" in flight {in_flight}" if in_flight is not None else ""
+        return (
+            f"[{self.point}] {now - self.t0:6.1f}s  done {done}{total}  ok {self.completed}  "
+            f"failed {self.failed}  incomplete {self.incomplete}{flight}  {rate:,.0f} chunks/s"
+        )
+
+    def loop(self, in_flight: Any = None) -> None:
+        while True:
+            gevent.sleep(self.interval_s)
+            print(self.line(in_flight() if in_flight else None), file=sys.stderr, flush=True)
+
+
+def run_local(plan: LoadPlan, records_path: Path) -> int:
+    progress = Progress(plan.point, plan.share_size(), plan.progress_interval_s)
+    with records_path.open("w", encoding="utf-8") as out:
+
+        def sink(rec: RequestRecord) -> None:
+            out.write(rec.to_json() + "\n")
+            progress.add(rec)
+
+        dispatcher = Dispatcher(plan, sink, worker=0)
+        set_dispatcher(dispatcher)
+        env = Environment(user_classes=[StreamingUser], host=plan.url)
+        runner = env.create_local_runner()
+        runner.start(plan.users, spawn_rate=plan.users)
+        if runner.spawning_greenlet is not None:
+            runner.spawning_greenlet.join()
+        gc.freeze()  # keep the collector's pauses short: setup objects are never garbage
+        dispatcher.start(time.time() + START_DELAY_S)
+        progress.t0 = dispatcher.t0
+        printer = gevent.spawn(progress.loop, lambda: len(dispatcher.in_flight))
+        dispatcher.finished.wait()
+        printer.kill()
+        runner.quit()
+    print(progress.line(0), file=sys.stderr, flush=True)
+    return 0
+
+
+def run_master(
+    plan: LoadPlan,
+    records_path: Path,
+    workers: int,
+    bind_host: str,
+    bind_port: int,
+    wait_workers_s: float,
+) -> int:
+    total = plan.share_size()
+    progress = Progress(plan.point, total, plan.progress_interval_s)
+    done_workers: set[str] = set()
+    env = Environment(user_classes=[StreamingUser], host=plan.url)
+    runner = env.create_master_runner(bind_host, bind_port)
+    with records_path.open("w", encoding="utf-8") as out:
+
+        def on_records(environment: Any, msg: Any, **_: Any) -> None:
+            for data in msg.data:
+                rec = RequestRecord.from_dict(data)
+                out.write(rec.to_json() + "\n")
+                progress.add(rec)
+
+        def on_done(environment: Any, msg: Any, **_: Any) -> None:
+            done_workers.add(msg.node_id)
+
+        runner.register_message("qb_records", on_records)
+        runner.register_message("qb_done", on_done)
+
+        deadline = time.time() + wait_workers_s
+        while runner.worker_count < workers:
+            if time.time() > deadline:
+                print(
+                    f"error: {runner.worker_count} of {workers} workers connected to "
+                    f"{bind_host}:{bind_port} within {wait_workers_s:g} s",
+                    file=sys.stderr,
+                )
+                runner.quit()
+                return 2
+            gevent.sleep(0.05)
+        ids = sorted(runner.clients)
+        for i, client_id in enumerate(ids):
+            runner.send_message(
+                "qb_plan", {"plan": plan.share(i, len(ids)).to_dict()}, client_id=client_id
+            )
+        spawned = Event()
+        env.events.spawning_complete.add_listener(lambda user_count, **_: spawned.set())
+        runner.start(plan.users, spawn_rate=plan.users)
+        spawned.wait()
+        t0 = time.time() + START_DELAY_S
+        for client_id in ids:
+            runner.send_message("qb_go", {"t0": t0}, client_id=client_id)
+        progress.t0 = t0
+        printer = gevent.spawn(progress.loop)
+        hard_stop = None if plan.stop_after_s is None else t0 + plan.stop_after_s + 60
+        rc = 0
+        while len(done_workers) < len(ids):
+            if runner.worker_count < len(ids) - len(done_workers) or (
+                hard_stop is not None and time.time() > hard_stop
+            ):
+                print("error: a worker went missing before it finished", file=sys.stderr)
+                rc = 1
+                break
+            gevent.sleep(0.05)
+        printer.kill()
+        runner.quit()
+    print(progress.line(), file=sys.stderr, flush=True)
+    return rc
+
+
+def run_worker(master_host: str, master_port: int) -> int:
+    env = Environment(user_classes=[StreamingUser])
+    runner = env.create_worker_runner(master_host, master_port)
+    pending: list[dict[str, Any]] = []
+    holder: dict[str, Dispatcher] = {}
+
+    def flush() -> None:
+        if pending:
+            batch = pending[:]
+            pending.clear()
+            runner.send_message("qb_records", batch)
+
+    def flusher() -> None:
+        dispatcher = holder["d"]
+        while not dispatcher.finished.is_set():
+            dispatcher.finished.wait(timeout=RECORD_FLUSH_S)
+            flush()
+        flush()
+        runner.send_message("qb_done", {"records": dispatcher.recorded})
+
+    def on_plan(environment: Any, msg: Any, **_: Any) -> None:
+        plan = LoadPlan.from_dict(msg.data["plan"])
+        dispatcher = Dispatcher(plan, lambda rec: pending.append(asdict(rec)), plan.share_index)
+        holder["d"] = dispatcher
+        set_dispatcher(dispatcher)
+
+    def on_go(environment: Any, msg: Any, **_: Any) -> None:
+        gc.freeze()
+        holder["d"].start(float(msg.data["t0"]))
+        gevent.spawn(flusher)
+
+    runner.register_message("qb_plan", on_plan)
+    runner.register_message("qb_go", on_go)
+    runner.greenlet.join()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m quantbench.load.runner", description=__doc__)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    local = sub.add_parser("local", help="run a plan in this process")
+    master = sub.add_parser("master", help="run a plan on worker processes")
+    for p in (local, master):
+        p.add_argument("--plan", type=Path, required=True, help="plan JSON written by the parent")
+        p.add_argument("--records", type=Path, required=True, help="JSONL file to write")
+    master.add_argument("--workers", type=int, required=True, help="workers to wait for")
+    master.add_argument("--bind-host", default="127.0.0.1", help="address workers connect to")
+    master.add_argument("--bind-port", type=int, default=5557)
+    master.add_argument("--wait-workers-s", type=float, default=60.0)
+    worker = sub.add_parser("worker", help="run the share of a plan a master sends")
+    worker.add_argument("--master-host", default="127.0.0.1")
+    worker.add_argument("--master-port", type=int, default=5557)
+    args = parser.parse_args(argv)
+    if args.mode == "worker":
+        return run_worker(args.master_host, args.master_port)
+    plan = LoadPlan.load(args.plan)
+    if args.mode == "local":
+        return run_local(plan, args.records)
+    return run_master(
+        plan, args.records, args.workers, args.bind_host, args.bind_port, args.wait_workers_s
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

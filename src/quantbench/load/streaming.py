@@ -1,0 +1,118 @@
+"""Reading an OpenAI-compatible server-sent-event stream into a :class:`RequestRecord`.
+
+Pure parsing, no network, so every server dialect can be tested with hand-written bytes:
+
+* a stream ends with ``data: [DONE]`` (vLLM, llama-server) or just with the end of the body
+  (``transformers serve``);
+* chunks may carry no content: a role-only first chunk, a usage-only last chunk with empty
+  ``choices``; the first token is the first chunk with non-empty content;
+* usage may come in the last chunk (``stream_options.include_usage``), in every chunk
+  (vLLM's continuous usage stats: then each chunk's token count is the growth of
+  ``completion_tokens``), or not at all (the parent process counts with a tokenizer);
+* an error may arrive as an event (``{"error": ...}`` or ``{"object": "error"}``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from quantbench.load.records import RequestRecord
+
+
+class StreamError(Exception):
+    """The server reported an error inside the stream, or sent something unreadable."""
+
+
+class StreamParser:
+    """Feeds SSE lines, with their arrival times, into a record."""
+
+    def __init__(self, record: RequestRecord, api: str) -> None:
+        self.record = record
+        self.chat = api == "chat"
+        self.done = False
+        self._data: list[bytes] = []
+        self._data_time = 0.0
+        self._text: list[str] = []
+        self._usage_completion = 0
+
+    def feed_line(self, line: bytes, t: float) -> None:
+        """One line of the body (with or without its line ending), read at time ``t``."""
+        line = line.rstrip(b"\r\n")
+        if not line:
+            self._dispatch()
+            return
+        if line.startswith(b":"):
+            return  # SSE comment / keep-alive
+        name, _, value = line.partition(b":")
+        if name != b"data":
+            return  # 'event:', 'id:', 'retry:' carry nothing we use
+        if value.startswith(b" "):
+            value = value[1:]
+        if not self._data:
+            self._data_time = t
+        self._data.append(value)
+
+    def finish(self) -> None:
+        """The body ended: flush an event that had no blank line after it."""
+        self._dispatch()
+        self.record.output_text = "".join(self._text)
+
+    def _dispatch(self) -> None:
+        if not self._data:
+            return
+        data = b"\n".join(self._data)
+        t = self._data_time
+        self._data = []
+        if data.strip() == b"[DONE]":
+            self.done = True
+            return
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError:
+            raise StreamError(f"unreadable event: {data[:200]!r}") from None
+        if not isinstance(event, dict):
+            raise StreamError(f"event is not a JSON object: {data[:200]!r}")
+        self._take(event, t)
+
+    def _take(self, event: dict[str, Any], t: float) -> None:
+        if "error" in event or event.get("object") == "error":
+            err = event.get("error", event)
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise StreamError(f"server error in stream: {msg}")
+        rec = self.record
+        text = ""
+        choices = event.get("choices") or []
+        if choices and isinstance(choices[0], dict):
+            choice = choices[0]
+            if self.chat:
+                delta = choice.get("delta") or {}
+                # Reasoning models stream their thinking first; it is output all the same.
+                text = (
+                    (delta.get("content") or "")
+                    + (delta.get("reasoning_content") or "")
+                    + (delta.get("reasoning") or "")
+                )
+            else:
+                text = choice.get("text") or ""
+            if choice.get("finish_reason"):
+                rec.finish_reason = choice["finish_reason"]
+        usage = event.get("usage")
+        n_tokens = 1
+        if isinstance(usage, dict):
+            if usage.get("prompt_tokens") is not None:
+                rec.prompt_tokens = int(usage["prompt_tokens"])
+            completion = usage.get("completion_tokens")
+            if completion is not None:
+                completion = int(completion)
+                if text and completion > self._usage_completion:
+                    n_tokens = completion - self._usage_completion
+                self._usage_completion = max(self._usage_completion, completion)
+                rec.output_tokens = completion
+                rec.tokens_source = "usage"
+        if text:
+            if rec.first_token_time is None:
+                rec.first_token_time = t
+            rec.chunk_times.append(t)
+            rec.chunk_tokens.append(n_tokens)
+            self._text.append(text)

@@ -1,0 +1,338 @@
+"""Service-level objectives: parse constraint text, check requests and results against it.
+
+Text is a list of constraints separated by ``;`` (or ``,``)::
+
+    ttft:p95<=500ms; tpot:p50<200ms; e2e:p99<=60s; rps>=2; output_tps>=50; goodput>=1;
+    error_rate<=0.01
+
+A constraint is ``metric[:statistic] operator number[unit]``:
+
+* latency metrics, one value per request: ``ttft``, ``tpot``, ``itl``, ``e2e``; units ``ms`` or
+  ``s`` (required); statistic ``mean``, ``median``, ``min``, ``max``, ``pNN`` or ``pNN.N``.
+  Without a statistic the constraint is about every request: a point is checked on its ``max``.
+* aggregate metrics, one value per point: ``rps`` (completed requests/s, unit ``rps`` or
+  ``req/s``), ``output_tps`` and ``total_tps`` (tokens/s, unit ``tok/s``), ``goodput``
+  (requests/s meeting every per-request SLO, unit ``rps``), ``error_rate`` (a fraction, or ``%``).
+* operators ``<``, ``<=``, ``>``, ``>=``, ``==``.
+
+Latency constraints play two parts: each request is checked against its own value (that is what
+goodput counts; for ``itl`` the statistic is taken over the request's own gaps), and a point is
+checked against the statistic over all its requests. Aggregate constraints apply to a point only.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
+AGGREGATE_METRICS = ("rps", "output_tps", "total_tps", "goodput", "error_rate")
+METRICS = LATENCY_METRICS + AGGREGATE_METRICS
+
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+NEGATION = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!="}
+
+# unit -> factor to the metric's canonical unit (ms, requests/s, tokens/s, fraction)
+_UNITS: dict[str, dict[str, float]] = {
+    "latency": {"ms": 1.0, "s": 1000.0},
+    "requests": {"": 1.0, "rps": 1.0, "req/s": 1.0},
+    "tokens": {"": 1.0, "tok/s": 1.0},
+    "fraction": {"": 1.0, "%": 0.01},
+}
+_KIND = {
+    **{m: "latency" for m in LATENCY_METRICS},
+    "rps": "requests",
+    "goodput": "requests",
+    "output_tps": "tokens",
+    "total_tps": "tokens",
+    "error_rate": "fraction",
+}
+_DISPLAY_UNIT = {"latency": "ms", "requests": "req/s", "tokens": "tok/s", "fraction": ""}
+_STAT_RE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
+
+
+class SLOParseError(ValueError):
+    """Bad constraint text; ``str()`` shows the text with a caret under the bad part."""
+
+    def __init__(self, text: str, start: int, end: int, problem: str, allowed: str) -> None:
+        self.text, self.start, self.end = text, start, max(end, start + 1)
+        self.problem, self.allowed = problem, allowed
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        line = self.text.replace("\n", " ")
+        caret = " " * self.start + "^" * (self.end - self.start)
+        return f"invalid SLO: {self.problem}\n  {line}\n  {caret}\n{self.allowed}"
+
+
+class Constraint(BaseModel):
+    """One parsed constraint; ``threshold`` is in the metric's canonical unit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str
+    statistic: str | None
+    op: str
+    threshold: float
+    unit: str
+    text: str
+
+    @property
+    def per_request(self) -> bool:
+        return self.metric in LATENCY_METRICS
+
+    @property
+    def percentile(self) -> float | None:
+        m = _STAT_RE.fullmatch(self.statistic or "")
+        return float(m.group(1)) if m else None
+
+    def holds(self, value: float) -> bool:
+        return OPERATORS[self.op](value, self.threshold)
+
+    def describe(self) -> str:
+        stat = f" {self.statistic}" if self.statistic else (" max" if self.per_request else "")
+        return f"{self.metric}{stat}"
+
+
+class ConstraintResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    constraint: Constraint
+    value: float | None
+    passed: bool
+    reason: str
+
+
+def _fmt(value: float, kind: str) -> str:
+    unit = _DISPLAY_UNIT[kind]
+    number = f"{value:.4g}" if kind == "fraction" else f"{value:,.4g}".replace(",", "")
+    if kind == "latency" and abs(value) >= 100:
+        number = f"{value:.0f}"
+    return f"{number} {unit}".strip()
+
+
+class _Scanner:
+    def __init__(self, text: str, start: int, end: int) -> None:
+        self.text, self.pos, self.end = text, start, end
+
+    def skip_ws(self) -> None:
+        while self.pos < self.end and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def take(self, pattern: re.Pattern[str]) -> tuple[str, int, int] | None:
+        self.skip_ws()
+        m = pattern.match(self.text, self.pos, self.end)
+        if not m:
+            return None
+        self.pos = m.end()
+        return m.group(0), m.start(), m.end()
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_OP = re.compile(r"<=|>=|==|<|>|=|!=")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_UNIT = re.compile(r"[A-Za-z%/]+")
+
+
+def _allowed_stats() -> str:
+    return "allowed statistics: mean, median, min, max, pNN or pNN.N (e.g. p50, p99, p99.9)"
+
+
+def _parse_one(text: str, start: int, end: int) -> Constraint:
+    sc = _Scanner(text, start, end)
+    got = sc.take(_NAME)
+    if got is None:
+        sc.skip_ws()
+        raise SLOParseError(
+            text,
+            sc.pos,
+            sc.pos + 1,
+            "expected a metric name",
+            f"allowed metrics: {', '.join(METRICS)}",
+        )
+    metric, m0, m1 = got
+    if metric not in METRICS:
+        raise SLOParseError(
+            text, m0, m1, f"unknown metric {metric!r}", f"allowed metrics: {', '.join(METRICS)}"
+        )
+    kind = _KIND[metric]
+    statistic = None
+    sc.skip_ws()
+    if sc.pos < end and text[sc.pos] == ":":
+        sc.pos += 1
+        got = sc.take(_NAME)
+        if got is None:
+            sc.skip_ws()
+            raise SLOParseError(
+                text, sc.pos, sc.pos + 1, "expected a statistic after ':'", _allowed_stats()
+            )
+        statistic, s0, s1 = got
+        if metric not in LATENCY_METRICS:
+            raise SLOParseError(
+                text, s0 - 1, s1, f"{metric} is one number per point and takes no statistic",
+                f"write it as '{metric}>=...' without ':{statistic}'",
+            )  # fmt: skip
+        pm = _STAT_RE.fullmatch(statistic)
+        if statistic not in ("mean", "median", "min", "max") and not (
+            pm and 0 < float(pm.group(1)) < 100
+        ):
+            raise SLOParseError(text, s0, s1, f"unknown statistic {statistic!r}", _allowed_stats())
+    got = sc.take(_OP)
+    ops = "allowed operators: < <= > >= =="
+    if got is None or got[0] in ("=", "!="):
+        sc.skip_ws()
+        span = (got[1], got[2]) if got else (sc.pos, sc.pos + 1)
+        found = f"{got[0]!r}" if got else repr(text[sc.pos : sc.pos + 1] or "end of text")
+        raise SLOParseError(text, *span, f"expected a comparison operator, found {found}", ops)
+    op = got[0]
+    got = sc.take(_NUMBER)
+    if got is None:
+        sc.skip_ws()
+        raise SLOParseError(
+            text, sc.pos, sc.pos + 1, f"expected a number after {op!r}", "e.g. 500ms, 2, 0.01"
+        )
+    number = float(got[0])
+    n0, n1 = got[1], got[2]
+    unit = ""
+    sc.skip_ws()
+    u = _UNIT.match(text, sc.pos, end)
+    u_start, u_end = sc.pos, sc.pos
+    if u:
+        unit, u_start, u_end = u.group(0), u.start(), u.end()
+        sc.pos = u.end()
+    units = _UNITS[kind]
+    if unit not in units:
+        allowed = ", ".join(x for x in units if x) + (" or none" if "" in units else "")
+        problem = (
+            f"{metric} needs a unit" if not unit else f"unit {unit!r} does not apply to {metric}"
+        )
+        raise SLOParseError(text, u_start if unit else n0, u_end if unit else n1, problem,
+                            f"allowed units for {metric}: {allowed}")  # fmt: skip
+    sc.skip_ws()
+    if sc.pos < end:
+        raise SLOParseError(
+            text, sc.pos, end, f"unexpected text {text[sc.pos:end].strip()!r}",
+            "separate constraints with ';'",
+        )  # fmt: skip
+    return Constraint(
+        metric=metric,
+        statistic=statistic,
+        op=op,
+        threshold=number * units[unit],
+        unit=unit,
+        text=text[start:end].strip(),
+    )
+
+
+def parse_slo(text: str) -> list[Constraint]:
+    """Parse constraint text; raises :class:`SLOParseError` pointing at the bad part."""
+    constraints: list[Constraint] = []
+    pos = 0
+    for m in re.finditer(r"[;,\n]|$", text):
+        start, end = pos, m.start()
+        pos = m.end()
+        if text[start:end].strip():
+            constraints.append(_parse_one(text, start, end))
+        if m.group(0) == "":
+            break
+    if any(c.metric == "goodput" for c in constraints) and not per_request(constraints):
+        i = text.find("goodput")
+        raise SLOParseError(
+            text, i, i + len("goodput"),
+            "goodput counts requests that meet the per-request SLOs, and there are none",
+            f"add at least one of {', '.join(LATENCY_METRICS)} (e.g. 'ttft<=500ms')",
+        )  # fmt: skip
+    return constraints
+
+
+def per_request(constraints: Sequence[Constraint]) -> list[Constraint]:
+    return [c for c in constraints if c.per_request]
+
+
+class RequestLatencies(Protocol):
+    """Per-request values in seconds (what :class:`~quantbench.load.records.RequestRecord` has)."""
+
+    @property
+    def ttft(self) -> float | None: ...
+    @property
+    def tpot(self) -> float | None: ...
+    @property
+    def e2e(self) -> float | None: ...
+    @property
+    def itls(self) -> list[float]: ...
+
+
+def _within_request(values_ms: list[float], statistic: str | None) -> float | None:
+    if not values_ms:
+        return None
+    if statistic in (None, "max"):
+        return max(values_ms)
+    if statistic == "min":
+        return min(values_ms)
+    if statistic == "mean":
+        return sum(values_ms) / len(values_ms)
+    p = 50.0 if statistic == "median" else float(statistic[1:])  # type: ignore[index]
+    s = sorted(values_ms)
+    rank = (len(s) - 1) * p / 100
+    lo, hi = math.floor(rank), math.ceil(rank)
+    return s[lo] + (s[hi] - s[lo]) * (rank - lo)
+
+
+def request_meets(constraints: Sequence[Constraint], req: RequestLatencies) -> bool:
+    """Whether one completed request meets every per-request constraint.
+
+    A request without a value for a metric (TPOT with one output token, ITL with one chunk)
+    counts as 0 for it, the convention of ``vllm bench serve``'s goodput.
+    """
+    for c in constraints:
+        if c.metric == "itl":
+            value = _within_request([g * 1000 for g in req.itls], c.statistic)
+        else:
+            seconds = getattr(req, c.metric)
+            value = None if seconds is None else seconds * 1000
+        if not c.holds(0.0 if value is None else value):
+            return False
+    return True
+
+
+def evaluate(
+    constraints: Sequence[Constraint],
+    lookup: Callable[[str, str | None], float | None],
+) -> list[ConstraintResult]:
+    """Check a point's values; ``lookup(metric, statistic)`` returns them in canonical units."""
+    results = []
+    for c in constraints:
+        kind = _KIND[c.metric]
+        value = lookup(c.metric, c.statistic)
+        name = c.describe()
+        want = f"{c.op} {_fmt(c.threshold, kind)}"
+        if value is None:
+            results.append(
+                ConstraintResult(
+                    constraint=c, value=None, passed=False, reason=f"{name}: no value ({want})"
+                )
+            )
+            continue
+        ok = c.holds(value)
+        shown = _fmt(value, kind)
+        relation = c.op if ok else NEGATION[c.op]
+        results.append(
+            ConstraintResult(
+                constraint=c,
+                value=value,
+                passed=ok,
+                reason=f"{name} = {shown} {relation} {_fmt(c.threshold, kind)}",
+            )
+        )
+    return results

@@ -1,0 +1,149 @@
+"""`quantbench bench` flags, the vllm-format export, and token counting with a tokenizer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from quantbench.load.cli import add_bench_arguments, main, workload_from_args
+from quantbench.load.export import to_vllm_result
+from quantbench.load.fake_server import Behaviour, FakeServerProcess, Script
+from quantbench.load.metrics import summarize
+from quantbench.load.prompts import PromptItem
+from quantbench.load.records import RequestRecord, read_records
+from quantbench.load.tokens import fill_token_counts, load_counter
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    return parser.parse_args(["--url", "http://127.0.0.1:1", *argv])
+
+
+def test_flags_build_a_sweep() -> None:
+    spec, slo = workload_from_args(_args(
+        "--random-input-len", "32", "--random-output-len", "8", "--concurrency", "1,4",
+        "--rate", "2.5", "--burstiness", "0.5", "--max-concurrency", "8", "--num-requests", "10",
+        "--request-field", "temperature=0", "--request-field", "stop=END", "--slo", "rps>=1",
+    ))  # fmt: skip
+    assert [spec.point_label(i) for i in range(3)] == ["c1", "c4", "r2.5-b0.5-max8"]
+    assert spec.request_fields == {"temperature": 0, "stop": "END"}
+    assert slo == "rps>=1"
+
+
+def test_flags_override_the_params_file(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        "workload:\n  prompts: {source: random, input_len: 4, output_len: 2}\n"
+        "  load: [{kind: concurrency, concurrency: 2}]\n  num_requests: 5\n  seed: 3\n"
+        "slo: 'ttft:p95<=1s'\n",
+        encoding="utf-8",
+    )
+    spec, slo = workload_from_args(_args("--params", str(params), "--num-requests", "9"))
+    assert (spec.num_requests, spec.seed, spec.load[0].concurrency) == (9, 3, 2)
+    assert slo == "ttft:p95<=1s"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--concurrency", "1", "--num-requests", "2"], "no prompts"),
+        (["--random-input-len", "4", "--random-output-len", "2", "--num-requests", "2"],
+         "no load shape"),
+        (["--random-input-len", "4", "--concurrency", "1", "--num-requests", "2"],
+         "both --random-input-len and --random-output-len"),
+        (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "0",
+          "--num-requests", "2"], "concurrency: Input should be greater than 0 (got 0)"),
+        (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",
+          "--num-requests", "2", "--slo", "ttft<=5"], "ttft needs a unit"),
+        (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",
+          "--num-requests", "2"], "could not ask http://127.0.0.1:9/v1/models"),
+    ],
+)  # fmt: skip
+def test_bad_input_exits_2_with_a_message(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["--url", "http://127.0.0.1:9", "--out", str(tmp_path), *argv])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.server
+def test_bench_cli_end_to_end(
+    tmp_path: Path, chat_dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeServerProcess(
+        Script(behaviours=[Behaviour(ttft_ms=5, itl_ms=2)]), tmp_path / "s"
+    ) as srv:
+        rc = main([
+            "--url", srv.url + "/v1", "--engine", "fake", "--dataset", str(chat_dataset),
+            "--concurrency", "2", "--num-requests", "6", "--fixed-output-length",
+            "--slo", "ttft:p95<=2s; goodput>=0.1", "--out", str(tmp_path / "out"), "--vllm-json",
+            "--keep-text",
+        ])  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "c2" in out and "PASS  ttft p95" in out
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["model"] == "fake-model" and summary["points"][0]["completed"] == 6
+    records = read_records(tmp_path / "out" / "records.jsonl")
+    assert [r.output_tokens for r in records] == [
+        {"q0": 4, "q1": 5, "q2": 6, "q3": 7, "q4": 8, "q5": 9}[r.prompt_id] for r in records
+    ]
+    assert all(r.output_text for r in records)
+    vllm = json.loads((tmp_path / "out" / "vllm-c2.json").read_text())
+    assert vllm["completed"] == 6 and vllm["max_concurrency"] == 2 and vllm["request_rate"] == "inf"
+    assert len(vllm["ttfts"]) == 6
+
+
+def _rec(i: int, chunks: list[float], status: str = "completed") -> RequestRecord:
+    return RequestRecord(
+        str(i), i, "pt", "s", "p", False, 0, send_time=0.0, first_token_time=chunks[0],
+        end_time=chunks[-1], chunk_times=chunks, chunk_tokens=[1] * len(chunks),
+        prompt_tokens=3, output_tokens=len(chunks), tokens_source="usage", status=status,  # type: ignore[arg-type]
+        output_text="a b",
+    )  # fmt: skip
+
+
+def test_vllm_export_field_names() -> None:
+    records = [_rec(0, [0.1, 0.2, 0.4]), _rec(1, [0.2, 0.3])]
+    point = summarize(records, point="r2", scenario="s", percentiles=[50, 99, 99.9],
+                      shape={"kind": "rate", "rate": 2.0, "burstiness": 1.0, "max_concurrency": None})  # fmt: skip
+    data = to_vllm_result(point, model="m", api="chat", percentiles=[50, 99, 99.9], records=records)
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "std", "p50", "p99", "p99.9"):
+            assert f"{stat}_{metric}_ms" in data
+    assert data["mean_ttft_ms"] == pytest.approx(150)
+    assert data["median_e2el_ms"] == pytest.approx(350)
+    assert data["request_rate"] == 2.0 and data["backend"] == "openai-chat"
+    assert data["completed"] == 2 and data["total_output_tokens"] == 5
+    assert data["itls"] == [pytest.approx([0.1, 0.2]), pytest.approx([0.1])]
+    assert data["request_goodput"] is None
+
+
+def test_token_counts_with_a_tokenizer_file(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    counter = load_counter(tmp_path / "tokenizer.json")
+    no_usage = _rec(0, [0.1, 0.2])
+    no_usage.output_tokens, no_usage.prompt_tokens, no_usage.tokens_source = None, None, "none"
+    no_usage.output_text = "a b a b c"
+    with_usage = _rec(1, [0.1])
+    prompts = {"p": PromptItem(id="p", max_tokens=1, messages=[{"role": "user", "content": "x y"}])}
+    fill_token_counts([no_usage, with_usage], counter, prompts, "chat")
+    assert (no_usage.output_tokens, no_usage.tokens_source, no_usage.prompt_tokens) == (
+        5,
+        "tokenizer",
+        2,
+    )
+    # the server's count stands, though its text "a b" would count 2
+    assert (with_usage.output_tokens, with_usage.tokens_source) == (1, "usage")
+    assert counter.cut("a b a b", 2) == "a b"
+    with pytest.raises(ValueError, match="nothing is downloaded"):
+        load_counter(tmp_path / "missing")

@@ -1,0 +1,132 @@
+"""The SSE parser against the dialects of real engines, with hand-written bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quantbench.load.records import RequestRecord
+from quantbench.load.streaming import StreamError, StreamParser
+
+
+def _rec() -> RequestRecord:
+    return RequestRecord("r", 0, "pt", "s", "p", False, 0, send_time=100.0)
+
+
+def _chat(content: str | None, **extra: object) -> bytes:
+    delta = {} if content is None else {"content": content}
+    return b"data: " + json.dumps({"choices": [{"delta": delta}], **extra}).encode() + b"\n"
+
+
+def _feed(parser: StreamParser, lines: list[tuple[bytes, float]]) -> None:
+    for line, t in lines:
+        parser.feed_line(line, t)
+
+
+def test_vllm_style_stream_with_role_chunk_usage_chunk_and_done() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    usage = {"prompt_tokens": 7, "completion_tokens": 2}
+    _feed(p, [
+        (b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n', 100.01),
+        (b"\n", 100.01),
+        (_chat("Hel"), 100.10), (b"\n", 100.10),
+        (_chat("lo"), 100.15), (b"\n", 100.15),
+        (b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n', 100.16), (b"\n", 100.16),
+        (b'data: {"choices":[],"usage":' + json.dumps(usage).encode() + b"}\n", 100.17),
+        (b"\n", 100.17),
+        (b"data: [DONE]\n", 100.18), (b"\n", 100.18),
+    ])  # fmt: skip
+    p.finish()
+    assert p.done
+    assert rec.first_token_time == 100.10  # the role-only chunk is not the first token
+    assert rec.chunk_times == [100.10, 100.15]
+    assert rec.chunk_tokens == [1, 1]
+    assert (rec.prompt_tokens, rec.output_tokens, rec.tokens_source) == (7, 2, "usage")
+    assert rec.finish_reason == "length"
+    assert rec.output_text == "Hello"
+
+
+def test_stream_ending_without_done_and_without_trailing_blank_line() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    _feed(p, [(_chat("a"), 1.0), (b"\n", 1.0), (_chat("b", usage={"completion_tokens": 2}), 2.0)])
+    p.finish()  # the body ended: the pending event is flushed
+    assert not p.done
+    assert rec.chunk_times == [1.0, 2.0]
+    assert rec.output_tokens == 2
+
+
+def test_continuous_usage_gives_tokens_per_chunk() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    for i, (text, total) in enumerate([("a", 1), ("bcd", 4), ("e", 5)]):
+        p.feed_line(_chat(text, usage={"prompt_tokens": 3, "completion_tokens": total}), float(i))
+        p.feed_line(b"\n", float(i))
+    p.finish()
+    assert rec.chunk_tokens == [1, 3, 1]
+    assert rec.output_tokens == 5
+
+
+def test_completions_text_and_crlf_and_comments() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "completions")
+    _feed(p, [
+        (b": keep-alive\r\n", 0.5), (b"event: message\r\n", 0.9),
+        (b'data: {"choices":[{"text":" x"}]}\r\n', 1.0), (b"\r\n", 1.0),
+        (b'data: {"choices":[{"text":""}]}\r\n', 1.5), (b"\r\n", 1.5),
+        (b'data: {"choices":[{"text":" y"}]}\r\n', 2.0), (b"\r\n", 2.0),
+    ])  # fmt: skip
+    p.finish()
+    assert rec.chunk_times == [1.0, 2.0]
+    assert rec.output_text == " x y"
+
+
+def test_multi_line_data_event_is_joined() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "completions")
+    _feed(p, [(b'data: {"choices":\n', 1.0), (b'data: [{"text":"z"}]}\n', 1.1), (b"\n", 1.1)])
+    p.finish()
+    assert rec.chunk_times == [1.0]  # stamped when the event's first line arrived
+    assert rec.output_text == "z"
+
+
+def test_reasoning_content_counts_as_output() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    p.feed_line(b'data: {"choices":[{"delta":{"reasoning_content":"hmm"}}]}\n', 3.0)
+    p.feed_line(b"\n", 3.0)
+    assert rec.first_token_time == 3.0
+
+
+@pytest.mark.parametrize(
+    "event",
+    [b'{"error":{"message":"out of memory"}}', b'{"object":"error","message":"out of memory"}'],
+)
+def test_error_event_raises_with_the_message(event: bytes) -> None:
+    p = StreamParser(_rec(), "chat")
+    p.feed_line(b"data: " + event + b"\n", 1.0)
+    with pytest.raises(StreamError, match="out of memory"):
+        p.feed_line(b"\n", 1.0)
+
+
+def test_unreadable_event_raises() -> None:
+    p = StreamParser(_rec(), "chat")
+    p.feed_line(b"data: {not json\n", 1.0)
+    with pytest.raises(StreamError, match="unreadable event"):
+        p.feed_line(b"\n", 1.0)
+
+
+def test_load_process_modules_import_no_model_library() -> None:
+    """Locust's gevent patching and a model library's threads must not share a process."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, quantbench.load.runner, quantbench.load.locustfile;"
+        "bad = [m for m in ('torch', 'transformers', 'tokenizers') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,142 @@
+"""SLO constraint text: every operator, unit and statistic, and errors that point at the text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from quantbench.slo import (
+    SLOParseError,
+    evaluate,
+    parse_slo,
+    per_request,
+    request_meets,
+)
+
+EXAMPLE = "ttft:p95<=500ms; tpot:p50<200ms; e2e:p99<=60s; rps>=2; output_tps>=50; goodput>=1; error_rate<=0.01"
+
+
+def test_parses_the_example() -> None:
+    cs = parse_slo(EXAMPLE)
+    got = [(c.metric, c.statistic, c.op, c.threshold) for c in cs]
+    assert got == [
+        ("ttft", "p95", "<=", 500.0),
+        ("tpot", "p50", "<", 200.0),
+        ("e2e", "p99", "<=", 60000.0),
+        ("rps", None, ">=", 2.0),
+        ("output_tps", None, ">=", 50.0),
+        ("goodput", None, ">=", 1.0),
+        ("error_rate", None, "<=", 0.01),
+    ]
+    assert [c.metric for c in per_request(cs)] == ["ttft", "tpot", "e2e"]
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "expected"),
+    [("<", 499, True), ("<", 500, False), ("<=", 500, True), ("<=", 501, False),
+     (">", 501, True), (">", 500, False), (">=", 500, True), (">=", 499, False),
+     ("==", 500, True), ("==", 500.5, False)],
+)  # fmt: skip
+def test_every_operator(op: str, value: float, expected: bool) -> None:
+    (c,) = parse_slo(f"ttft:mean{op}500ms")
+    assert c.holds(value) is expected
+    (result,) = evaluate([c], lambda m, s: value)
+    assert result.passed is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "threshold"),
+    [("e2e<=1.5s", 1500.0), ("e2e<=1500ms", 1500.0), ("itl:p99 <= 0.05 s", 50.0),
+     ("rps>=2rps", 2.0), ("rps>=2 req/s", 2.0), ("rps>=2", 2.0), ("goodput>=3rps; ttft<1s", 3.0),
+     ("output_tps>=50tok/s", 50.0), ("total_tps>=1e3", 1000.0), ("error_rate<=1%", 0.01),
+     ("error_rate<=0.01", 0.01)],
+)  # fmt: skip
+def test_units(text: str, threshold: float) -> None:
+    assert parse_slo(text)[0].threshold == pytest.approx(threshold)
+
+
+@pytest.mark.parametrize(
+    "stat", ["mean", "median", "min", "max", "p50", "p90", "p99", "p99.9", "p5"]
+)
+def test_statistics(stat: str) -> None:
+    assert parse_slo(f"tpot:{stat}<100ms")[0].statistic == stat
+
+
+def test_separators_and_whitespace() -> None:
+    cs = parse_slo(" ttft : p95 <= 500 ms ,\n rps >= 2 ; ")
+    assert [c.metric for c in cs] == ["ttft", "rps"]
+    assert parse_slo("") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "bad", "problem"),
+    [
+        ("ttft:p95<=500ms; ttfb:p50<200ms", "ttfb", "unknown metric 'ttfb'"),
+        ("ttft:p101<=5ms", "p101", "unknown statistic 'p101'"),
+        ("ttft:avg<=5ms", "avg", "unknown statistic 'avg'"),
+        ("rps:p95>=2", ":p95", "rps is one number per point"),
+        ("ttft:p95 500ms", "5", "expected a comparison operator"),
+        ("ttft:p95=500ms", "=", "expected a comparison operator, found '='"),
+        ("ttft<=fast", "f", "expected a number"),
+        ("ttft<=500", "500", "ttft needs a unit"),
+        ("ttft<=500tok/s", "tok/s", "unit 'tok/s' does not apply to ttft"),
+        ("rps>=2ms", "ms", "unit 'ms' does not apply to rps"),
+        ("ttft<=5ms extra", "extra", "unexpected text 'extra'"),
+        ("goodput>=1; rps>=2", "goodput", "goodput counts requests"),
+        ("ttft:<=5ms", "<", "expected a statistic"),
+    ],
+)
+def test_errors_point_at_the_bad_part(text: str, bad: str, problem: str) -> None:
+    with pytest.raises(SLOParseError) as info:
+        parse_slo(text)
+    err = info.value
+    assert problem in err.problem
+    assert text[err.start : err.end] == bad
+    lines = str(err).splitlines()
+    assert lines[1] == f"  {text}"
+    assert lines[2] == "  " + " " * err.start + "^" * len(bad)
+    assert lines[3].startswith(("allowed", "add", "write", "separate", "e.g."))
+
+
+def test_error_lists_what_is_allowed() -> None:
+    with pytest.raises(SLOParseError, match="allowed metrics: ttft, tpot, itl, e2e, rps"):
+        parse_slo("latency<5s")
+    with pytest.raises(SLOParseError, match="allowed units for ttft: ms, s"):
+        parse_slo("ttft<5min")
+
+
+def test_reason_strings() -> None:
+    cs = parse_slo("ttft:p95<=500ms; error_rate<=0.01; output_tps>=50")
+    values = {("ttft", "p95"): 612.0, ("error_rate", None): 0.0, ("output_tps", None): 49.5}
+    results = evaluate(cs, lambda m, s: values[(m, s)])
+    assert [r.reason for r in results] == [
+        "ttft p95 = 612 ms > 500 ms",
+        "error_rate = 0 <= 0.01",
+        "output_tps = 49.5 tok/s < 50 tok/s",
+    ]
+    assert [r.passed for r in results] == [False, True, False]
+
+
+def test_missing_value_fails_with_a_reason() -> None:
+    (r,) = evaluate(parse_slo("tpot:p50<200ms"), lambda m, s: None)
+    assert not r.passed and r.reason == "tpot p50: no value (< 200 ms)"
+
+
+@dataclass
+class Req:
+    ttft: float | None = 0.1
+    tpot: float | None = 0.02
+    e2e: float | None = 1.0
+    itls: list[float] = field(default_factory=lambda: [0.01, 0.02, 0.09])
+
+
+def test_request_meets_per_request_constraints() -> None:
+    assert request_meets(parse_slo("ttft<=100ms; tpot<25ms; e2e<=1s"), Req())
+    assert not request_meets(parse_slo("ttft<100ms"), Req())
+    # ITL: the statistic is taken over the request's own gaps; no statistic means every gap.
+    assert not request_meets(parse_slo("itl<=50ms"), Req())
+    assert request_meets(parse_slo("itl:median<=50ms"), Req())
+    assert request_meets(parse_slo("itl:mean<=50ms"), Req())
+    # Undefined values count as 0 (one output token: no TPOT, no gaps).
+    assert request_meets(parse_slo("tpot<=1ms; itl<=1ms"), Req(tpot=None, itls=[]))
