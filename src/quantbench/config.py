@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from quantbench.bench.spec import BenchSettings
 from quantbench.engines.spec import EnginesSettings
 from quantbench.errors import UserError
 from quantbench.load.spec import DatasetPrompts, WorkloadSpec
@@ -139,6 +140,7 @@ class Config(Section):
         load=[{"kind": "concurrency", "concurrency": 1}],
         num_requests=8,
     )
+    bench: BenchSettings = BenchSettings()
     slo: str = Field(
         "",
         description="SLO constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; rps>=2' "
@@ -153,6 +155,22 @@ class Config(Section):
         if text.strip():
             parse_slo(text)  # raises with a caret under the bad part
         return text
+
+    @model_validator(mode="after")
+    def _pairs_are_servable(self) -> Config:
+        from quantbench.engines.registry import ENGINES
+
+        for name, pair in self.bench.pairs.items():
+            if pair.engine not in ENGINES:
+                raise ValueError(
+                    f"bench.pairs.{name}: unknown engine {pair.engine!r}; known: {', '.join(ENGINES)}"
+                )
+            if not getattr(self.engines, pair.engine).enabled:
+                raise ValueError(
+                    f"bench.pairs.{name}: engine {pair.engine} is disabled "
+                    f"(engines.{pair.engine}.enabled: false); remove the pair or enable the engine"
+                )
+        return self
 
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class EngineSettings(BaseModel):
@@ -27,6 +27,51 @@ class EngineSettings(BaseModel):
         [], description="Passed to the server's command line as they are (never through a shell)."
     )
     extra_env: dict[str, str] = Field({}, description="Extra environment for the server process.")
+    sweep: dict[str, list[Any]] = Field(
+        {},
+        description="Server-setting grid for benchmarks: setting name -> values, e.g. "
+        "{continuous_batching: [false, true]}. The server starts once per combination.",
+    )
+
+    @model_validator(mode="after")
+    def _sweep_names_settings(self) -> EngineSettings:
+        fixed = {"enabled", "sweep", "startup_timeout_s"}
+        allowed = [name for name in type(self).model_fields if name not in fixed]
+        for key, values in self.sweep.items():
+            if key not in allowed:
+                raise ValueError(
+                    f"sweep: {key!r} is not a setting of this engine; sweepable: {', '.join(allowed)}"
+                )
+            if not values:
+                raise ValueError(f"sweep: {key!r} has no values")
+            for value in values:  # each value must be valid for its setting
+                try:
+                    type(self).model_validate({**self.model_dump(exclude={"sweep"}), key: value})
+                except ValidationError as exc:
+                    reason = exc.errors(include_url=False)[0]["msg"]
+                    raise ValueError(f"sweep: {key}={value!r} is not valid: {reason}") from None
+        return self
+
+    def sweep_points(self) -> list[tuple[str, EngineSettings]]:
+        """Every combination of the sweep as (label, settings); one point when there is none."""
+        import itertools
+
+        if not self.sweep:
+            return [("default", self)]
+        keys = list(self.sweep)
+        points = []
+        for combo in itertools.product(*(self.sweep[k] for k in keys)):
+            update = dict(zip(keys, combo, strict=True))
+            label = "-".join(f"{k}={_short(v)}" for k, v in update.items())
+            settings = type(self).model_validate({**self.model_dump(), **update, "sweep": {}})
+            points.append((label, settings))
+        return points
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value).replace("/", "_").replace(" ", "")
 
 
 class TransformersSettings(EngineSettings):

@@ -57,6 +57,12 @@ class Behaviour(BaseModel):
         description="Tokens to stream; None: max_tokens when the request forces the length "
         "(ignore_eos or min_tokens), else min(max_tokens, the script's default).",
     )
+    ms_per_concurrent: float = Field(
+        default=0.0,
+        ge=0,
+        description="Extra delay per token for each other stream in flight: a server that slows "
+        "down under load, so SLO-edge searches have an edge to find.",
+    )
     status: int = Field(default=200, description="Answer with this HTTP status and an error body.")
     close_after_tokens: int | None = Field(
         default=None, ge=0, description="Drop the connection after this many tokens."
@@ -98,6 +104,7 @@ def _words(body: dict[str, Any]) -> int:
 class FakeServer:
     def __init__(self, script: Script, log: IO[str] | None) -> None:
         self.script = script
+        self.in_flight = 0
         self.log = log
         self.arrivals = 0
         self.per_behaviour: dict[int, int] = {}
@@ -217,6 +224,7 @@ class FakeServer:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         times: list[float] = entry["chunk_times"]
         outcome = "completed"
+        self.in_flight += 1
         try:
             await resp.prepare(request)
             if chat and self.script.role_chunk:
@@ -228,6 +236,7 @@ class FakeServer:
                 delay = (
                     _cycled(behaviour.ttft_ms, k) if i == 0 else _cycled(behaviour.itl_ms, i - 1)
                 )
+                delay += behaviour.ms_per_concurrent * (self.in_flight - 1)
                 if delay > 0:
                     await asyncio.sleep(delay / 1000)
                 data = chunk(f" tok{i}")
@@ -252,6 +261,8 @@ class FakeServer:
                 await resp.write_eof()
         except (ConnectionResetError, ConnectionError):
             outcome = "client_gone"
+        finally:
+            self.in_flight -= 1
         entry.update(outcome=outcome, status=200, tokens=len(times), end=time.time())
         self._write_log(entry)
         return resp

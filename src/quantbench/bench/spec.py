@@ -1,0 +1,81 @@
+"""params.yaml `bench:`: how the benchmark stages run (pairs, grid or search, repeats, price)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PAIR_NAME = re.compile(r"^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pair(_Strict):
+    """One benchmark stage: a variant on an engine."""
+
+    variant: str = Field(description="A variant name from `variants:`.")
+    engine: str = Field(description="transformers | vllm | llamacpp")
+
+
+class SearchSettings(_Strict):
+    """SLO-edge search: the highest load that still meets every SLO, by growing then bisecting."""
+
+    kind: Literal["concurrency", "rate"] = Field(
+        "concurrency", description="Search over closed-loop streams or open-loop request rates."
+    )
+    start: float = Field(1, gt=0, description="First load tried.")
+    max: float = Field(64, gt=0, description="Highest load tried.")
+    precision: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="Rate search stops when the bracket is this narrow relative to its top "
+        "(concurrency search stops at adjacent integers).",
+    )
+    num_requests: int = Field(16, gt=0, description="Measured requests per tried point.")
+
+    @model_validator(mode="after")
+    def _start_below_max(self) -> SearchSettings:
+        if self.start > self.max:
+            raise ValueError(f"search.start {self.start:g} is above search.max {self.max:g}")
+        return self
+
+
+class BenchSettings(_Strict):
+    mode: Literal["grid", "search"] = Field(
+        "grid",
+        description="grid: every load point of `workload.load` on every server setting; "
+        "search: per server setting, the SLO edge (see `search`).",
+    )
+    repeats: int = Field(
+        1, ge=1, le=20, description="Runs of each point; >1 gives mean and a confidence interval."
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    price_per_hour: float = Field(
+        0.0, ge=0, description="Hardware price (currency/hour) for cost per million tokens."
+    )
+    currency: str = Field("USD", description="Label for prices.")
+    host: str = Field(
+        "127.0.0.1", description="Where servers bind. Loopback unless you mean to expose them."
+    )
+    search: SearchSettings = SearchSettings()
+    pairs: dict[str, Pair] = Field(
+        {},
+        description="The bench stages: `bench@<name>` for each entry, name = <variant>-<engine>. "
+        "`quantbench pairs` prints every valid pair of the configured variants and engines.",
+    )
+
+    @model_validator(mode="after")
+    def _pair_names(self) -> BenchSettings:
+        for name, pair in self.pairs.items():
+            expected = f"{pair.variant}-{pair.engine}"
+            if name != expected:
+                raise ValueError(
+                    f"pairs: entry {name!r} must be named {expected!r} (<variant>-<engine>), so "
+                    "its stage, folder and report row carry one name"
+                )
+        return self

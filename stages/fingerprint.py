@@ -1,0 +1,28 @@
+"""DVC stage `fingerprint`: write reports/env.json (machine, accelerator, library versions).
+
+It runs on every `dvc repro` (about a second); when nothing changed its output is byte-identical
+and no benchmark reruns.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quantbench.config import load_config
+from quantbench.errors import run_main
+from quantbench.fingerprint import fingerprint
+from quantbench.fsutil import write_json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--out", type=Path, default=Path("reports/env.json"))
+    args = parser.parse_args()
+    config = load_config(args.params)
+    write_json(args.out, fingerprint(config.engines.vllm.python))
+
+
+if __name__ == "__main__":
+    run_main(main)

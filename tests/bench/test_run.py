@@ -1,0 +1,124 @@
+"""One pair end to end on a scripted fake server: sweep, repeats, SLOs, failures, best, search."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from quantbench.bench.run import PairJob, run_pair
+from quantbench.bench.spec import BenchSettings
+from quantbench.load.spec import WorkloadSpec
+
+from .conftest import FakeSettings
+
+pytestmark = pytest.mark.server
+
+WORKLOAD = WorkloadSpec.model_validate(
+    {
+        "prompts": {"source": "random", "input_len": 8, "output_len": 8, "num_prompts": 4},
+        "load": [
+            {"kind": "concurrency", "concurrency": 1},
+            {"kind": "concurrency", "concurrency": 4},
+        ],
+        "num_requests": 8,
+        "fixed_output_length": True,
+    }
+)
+
+
+def job(engine, artifact, settings, *, slo="", bench=None) -> PairJob:
+    return PairJob(
+        name="tiny-fake",
+        artifact=artifact,
+        engine=engine,
+        settings=settings,
+        workload=WORKLOAD,
+        slo=slo,
+        bench=bench or BenchSettings(price_per_hour=3.6),
+    )
+
+
+def no_fake_servers_left() -> bool:
+    for proc in psutil.process_iter(["cmdline"]):
+        if "quantbench.load.fake_server" in " ".join(proc.info["cmdline"] or []):
+            return False
+    return True
+
+
+def test_grid_sweep_starts_each_server_once_and_judges_every_point(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 40.0]})
+    summary = run_pair(
+        job(fake_engine, fake_artifact, settings, slo="tpot:p50<=20ms; error_rate<=0"),
+        tmp_path / "out",
+    )
+    assert summary["server_points"] == 2 and len(summary["servers"]) == 2
+    rows = summary["rows"]
+    assert [(r["server_point"], r["load_point"]) for r in rows] == [
+        ("itl_ms=2.0", "c1"), ("itl_ms=2.0", "c4"), ("itl_ms=40.0", "c1"), ("itl_ms=40.0", "c4"),
+    ]  # fmt: skip
+    for row in rows:
+        assert row["completed"] == 8 and row["failed"] == 0 and row["error"] is None
+    fast, slow = rows[0], rows[2]
+    assert fast["slo_passed"] is True and slow["slo_passed"] is False
+    assert any("tpot p50" in reason for reason in slow["slo_reasons"])
+    # cost: 3.6/hour = 0.001/s, so cost per 1e6 tokens = 1000 / tokens-per-second
+    assert fast["cost_per_million_tokens"] == pytest.approx(1000 / fast["output_throughput"])
+    best = summary["best"]
+    assert best["server_point"] == "itl_ms=2.0" and summary["ranked_by"] == "goodput"
+    assert best["command"][1:3] == ["-m", "quantbench.load.fake_server"]
+    assert (tmp_path / "out/itl_ms=2.0/c4/r0/records.jsonl").is_file()
+    assert all(s["report"]["peak_rss_bytes"] > 0 for s in summary["servers"])
+    assert no_fake_servers_left()
+
+
+def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
+    bench = BenchSettings(repeats=3)
+    summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), bench=bench), tmp_path)
+    row = summary["rows"][0]
+    assert row["repeats"] == 3 and row["completed"] == 24
+    interval = row["intervals"]["output_throughput"]
+    assert interval["n"] == 3 and interval["half_width"] >= 0
+    assert row["slo_passed"] is None and summary["ranked_by"] == "output_throughput"
+
+
+def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_artifact, tmp_path):
+    settings = FakeSettings(sweep={"crash": [True, False]})
+    summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p99<=5s"), tmp_path)
+    crashed = [r for r in summary["rows"] if r["server_point"] == "crash=on"]
+    assert len(crashed) == 2
+    for row in crashed:
+        assert row["slo_passed"] is False and "exit code 7" in row["error"]
+        assert "fatal: no weights" in row["error"]
+    healthy = [r for r in summary["rows"] if r["server_point"] == "crash=off"]
+    assert all(r["completed"] == 8 for r in healthy)
+    assert summary["best"]["server_point"] == "crash=off"
+    assert no_fake_servers_left()
+
+
+def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact, tmp_path):
+    # Each extra stream adds 4 ms per token: TPOT ~ 5 + 4 (c - 1) ms, so tpot <= 22 ms holds up
+    # to c = 5 (21 ms) and fails from c = 6 (25 ms).
+    settings = FakeSettings(itl_ms=5.0, ms_per_concurrent=4.0)
+    slo = "tpot:p50<=22ms"
+    grid_workload = WORKLOAD.model_copy(
+        update={"load": WorkloadSpec.model_validate(
+            {"prompts": WORKLOAD.prompts.model_dump(), "num_requests": 8,
+             "load": [{"kind": "concurrency", "concurrency": c} for c in range(1, 9)]}
+        ).load}
+    )  # fmt: skip
+    grid_job = job(fake_engine, fake_artifact, settings, slo=slo)
+    grid_job = PairJob(**{**grid_job.__dict__, "workload": grid_workload})
+    grid = run_pair(grid_job, tmp_path / "grid")
+    passing = [r["shape"]["concurrency"] for r in grid["rows"] if r["slo_passed"]]
+    grid_edge = max(passing)
+    assert passing == list(range(1, grid_edge + 1)), "passing must be monotone for this server"
+
+    bench = BenchSettings(mode="search", search={"start": 1, "max": 8, "num_requests": 8})
+    search = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo, bench=bench), tmp_path / "s"
+    )
+    info = search["servers"][0]["search"]
+    assert info["edge"] == grid_edge
+    assert info["runs"] < info["grid_size"] == 8
