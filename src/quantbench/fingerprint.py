@@ -114,5 +114,5 @@ def fingerprint(vllm_python: Path | None = None) -> dict[str, Any]:
         "llama_cpp": {
             "release": f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
             "cmake_flags": list(llamacpp.CMAKE_FLAGS),
-        },  # fmt: skip
+        },
     }
