@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_bench_arguments(bench)
     bench.set_defaults(handler=run_bench)
+
+    from quantbench.estimate.cli import add_estimate_arguments, run_estimate
+
+    estimate = sub.add_parser(
+        "estimate", help="roofline estimate of a variant on a device (see docs/ESTIMATE.md)"
+    )
+    add_estimate_arguments(estimate)
+    estimate.set_defaults(handler=run_estimate)
     return parser
 
 

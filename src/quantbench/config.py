@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.spec import EnginesSettings
 from quantbench.errors import UserError
+from quantbench.estimate.spec import EstimateSettings
 from quantbench.load.spec import DatasetPrompts, WorkloadSpec
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -141,6 +142,7 @@ class Config(Section):
         num_requests=8,
     )
     bench: BenchSettings = BenchSettings()
+    estimate: EstimateSettings = EstimateSettings()
     slo: str = Field(
         "",
         description="SLO constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; rps>=2' "

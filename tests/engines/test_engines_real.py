@@ -41,3 +41,18 @@ def test_transformers_serves_bf16(prepared_base: Path, tmp_path, continuous_batc
     launch = get_engine("transformers").launch(artifact, settings, "127.0.0.1", free_port())
     report = run_and_check(launch, tmp_path / "server.log")
     assert ("--continuous-batching" in report["argv"]) == continuous_batching
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("parallel", [1, 4])
+def test_llamacpp_serves_gguf(tmp_path, parallel) -> None:
+    from quantbench.engines.spec import LlamaCppSettings
+    from quantbench.model import embedded_gguf_path
+
+    # The GGUF shipped with the embedded model: llama-server serves it as is.
+    artifact = load_artifact(embedded_gguf_path())
+    launch = get_engine("llamacpp").launch(
+        artifact, LlamaCppSettings(parallel=parallel), "127.0.0.1", free_port()
+    )
+    report = run_and_check(launch, tmp_path / "server.log")
+    assert report["argv"][report["argv"].index("-np") + 1] == str(parallel)

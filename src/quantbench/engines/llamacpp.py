@@ -40,7 +40,9 @@ class LlamaCppEngine(Engine):
         argv += ["--host", host, "--port", str(port), "--alias", artifact.name]
         argv += ["-np", str(settings.parallel), "-c", str(settings.ctx_size)]
         argv += ["-t", str(settings.threads), "-tb", str(settings.threads)]
-        argv += ["-ngl", str(settings.n_gpu_layers), "--metrics", "--no-webui"]
+        # --jinja: render chats with the model's own template (as transformers and vLLM do), not
+        # llama.cpp's built-in approximation of it.
+        argv += ["-ngl", str(settings.n_gpu_layers), "--metrics", "--no-webui", "--jinja"]
         if settings.batch_size is not None:
             argv += ["-b", str(settings.batch_size)]
         argv += settings.extra_args

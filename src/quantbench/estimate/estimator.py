@@ -1,0 +1,216 @@
+"""Assemble one estimate: a variant of a model on a device under a workload."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantbench.estimate.arch import Architecture
+from quantbench.estimate.engines import kernel_efficiency, step_overhead
+from quantbench.estimate.formats import WeightBytes
+from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
+from quantbench.estimate.kvcache import kv_bytes_per_token, resolve_kv_dtype
+from quantbench.estimate.roofline import Rates, StepCosts
+from quantbench.estimate.serving import (
+    MAX_SEARCH_CONCURRENCY,
+    ConcurrencyLimits,
+    ConcurrencyPoint,
+    PhaseEstimate,
+    ServingModel,
+)
+from quantbench.estimate.spec import EstimateSettings, SloSpec, VariantSpec, WorkloadSpec
+from quantbench.estimate.suggest import SuggestedGrids, suggest_grids
+
+
+class HardwareUsed(BaseModel):
+    """The device figures an estimate used, efficiencies applied."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: str
+    source: str
+    memory_gb: float
+    compute_dtype: str
+    peak_tflops: float
+    compute_efficiency: float
+    peak_bandwidth_gbs: float
+    bandwidth_efficiency: float
+    step_overhead_ms: float
+    peak_ops_per_byte: float = Field(description="datasheet ridge point")
+    ops_per_byte: float = Field(description="ridge point after efficiencies")
+    measurement: CpuMeasurement | None = None
+
+
+class KvCacheUsed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: str
+    bytes_per_token: float
+
+
+class EstimateResult(BaseModel):
+    """Everything ``quantbench estimate`` reports for one variant on one device."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    architecture: Architecture
+    variant: VariantSpec
+    engine: str = Field(description="engine whose per-step overhead is included ('none': none)")
+    weights: WeightBytes
+    kv_cache: KvCacheUsed
+    hardware: HardwareUsed
+    workload: WorkloadSpec
+    slo: SloSpec
+    memory_utilization: float
+    prefill: PhaseEstimate
+    decode: PhaseEstimate | None
+    points: list[ConcurrencyPoint]
+    best_latency: ConcurrencyPoint
+    best_throughput: ConcurrencyPoint | None = Field(
+        description="highest output rate within all three limits; None if none is met"
+    )
+    limits: ConcurrencyLimits
+    grids: SuggestedGrids
+    notes: list[str]
+
+
+def overhead_ms(
+    arch: Architecture, hardware: HardwareSpec, settings: EstimateSettings, engine: str
+) -> tuple[float, str]:
+    """Per-step overhead: the explicit setting, else the engine's measured one, else 0."""
+    explicit = settings.efficiency.step_overhead_ms
+    if explicit is not None:
+        return explicit, f"step overhead {explicit:g} ms set explicitly"
+    if engine == "none":
+        return 0.0, "engine 'none': pure roofline (0 ms/step)"
+    return step_overhead(hardware, engine, arch)
+
+
+def variant_rates(
+    arch: Architecture,
+    weights: WeightBytes,
+    hardware: HardwareSpec,
+    settings: EstimateSettings,
+    engine: str = "none",
+) -> Rates:
+    """The effective rates of ``hardware`` for this variant's compute dtype and shapes.
+
+    Efficiencies: the explicit settings, else the engine's stand-in kernel efficiencies on
+    this kind of device, else the hardware entry's.
+    """
+    shares = arch.streamed_shape_shares()
+    kernels = kernel_efficiency(engine, hardware)
+    return hardware.rates(
+        weights.compute_dtype,
+        compute_efficiency=settings.efficiency.compute or (kernels.compute if kernels else None),
+        bandwidth_efficiency=settings.efficiency.bandwidth
+        or (kernels.bandwidth if kernels else None),
+        step_overhead_ms=overhead_ms(arch, hardware, settings, engine)[0],
+        shape_bytes={shape: share * weights.streamed_bytes for shape, share in shares.items()},
+    )
+
+
+def serving_model(
+    arch: Architecture,
+    weights: WeightBytes,
+    hardware: HardwareSpec,
+    settings: EstimateSettings,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    engine: str = "none",
+) -> ServingModel:
+    """The serving model of a variant; lengths default to the settings' workload."""
+    kv_dtype = resolve_kv_dtype(settings.kv_cache_dtype, arch)
+    costs = StepCosts(
+        arch=arch,
+        streamed_weight_bytes=weights.streamed_bytes,
+        gathered_bytes_per_token=weights.gathered_bytes_per_token,
+        kv_bytes_per_token=kv_bytes_per_token(arch, kv_dtype),
+    )
+    return ServingModel(
+        costs=costs,
+        rates=variant_rates(arch, weights, hardware, settings, engine),
+        input_len=input_len or settings.workload.input_len,
+        output_len=output_len or settings.workload.output_len,
+        stored_weight_bytes=weights.stored_bytes,
+        memory_bytes=hardware.memory_gb * 1e9 * settings.memory_utilization,
+    )
+
+
+def build_estimate(
+    model: str,
+    arch: Architecture,
+    variant: VariantSpec,
+    weights: WeightBytes,
+    hardware: HardwareSpec,
+    settings: EstimateSettings,
+    engine: str = "none",
+) -> EstimateResult:
+    """Run the roofline and serving model and collect the result.
+
+    ``engine`` (resolved, not ``auto``) sets the per-step overhead added to the roofline.
+    """
+    serving = serving_model(arch, weights, hardware, settings, engine=engine)
+    rates = serving.rates
+    slo = settings.slo
+    limits = serving.limits(slo.ttft_ms, slo.itl_ms)
+
+    levels = set(settings.workload.concurrency)
+    if 1 <= limits.overall <= MAX_SEARCH_CONCURRENCY:
+        levels.add(limits.overall)
+    points = [serving.point(c, slo.ttft_ms, slo.itl_ms) for c in sorted(levels)]
+    allowed = [p for p in points if p.concurrency <= limits.overall]
+    best_throughput = max(allowed, key=lambda p: p.output_tps) if allowed else None
+    best_latency = (
+        points[0] if points[0].concurrency == 1 else serving.point(1, slo.ttft_ms, slo.itl_ms)
+    )
+
+    kv_dtype = resolve_kv_dtype(settings.kv_cache_dtype, arch)
+    notes = [*arch.notes, *rates.notes, overhead_ms(arch, hardware, settings, engine)[1]]
+    kernels = kernel_efficiency(engine, hardware)
+    if kernels is not None:
+        notes.append(kernels.source)
+    notes.append(
+        f"weights: {weights.source} ({weights.detail}), {weights.bits_per_weight:.3f} bits/weight"
+    )
+    notes.append("means only: a roofline has no variance, so no percentiles are estimated")
+    if hardware.measurement is not None:
+        notes.append(
+            f"measured with {hardware.measurement.threads} threads at load average "
+            f"{hardware.measurement.load_average:.2f}; other load lowers the figures"
+        )
+    return EstimateResult(
+        model=model,
+        architecture=arch,
+        variant=variant,
+        engine=engine,
+        weights=weights,
+        kv_cache=KvCacheUsed(dtype=kv_dtype, bytes_per_token=serving.costs.kv_bytes_per_token),
+        hardware=HardwareUsed(
+            name=hardware.name,
+            kind=hardware.kind,
+            source=hardware.source,
+            memory_gb=hardware.memory_gb,
+            compute_dtype=rates.compute_dtype,
+            peak_tflops=rates.peak_flops / 1e12,
+            compute_efficiency=rates.compute_efficiency,
+            peak_bandwidth_gbs=rates.peak_bandwidth / 1e9,
+            bandwidth_efficiency=rates.bandwidth_efficiency,
+            step_overhead_ms=rates.step_overhead_s * 1e3,
+            peak_ops_per_byte=rates.peak_ops_per_byte,
+            ops_per_byte=rates.ops_per_byte,
+            measurement=hardware.measurement,
+        ),
+        workload=settings.workload,
+        slo=slo,
+        memory_utilization=settings.memory_utilization,
+        prefill=serving.prefill_phase(),
+        decode=serving.decode_phase(),
+        points=points,
+        best_latency=best_latency,
+        best_throughput=best_throughput,
+        limits=limits,
+        grids=suggest_grids(limits, settings.workload.input_len, settings.workload.output_len),
+        notes=notes,
+    )

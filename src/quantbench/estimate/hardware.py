@@ -1,0 +1,331 @@
+"""Hardware descriptions: datasheet GPUs with their sources, and measured CPUs.
+
+Every GPU figure is the vendor's dense peak (the "with sparsity" figures halved), per compute
+dtype. Peaks are never reached; the efficiency factors below scale them and are named,
+documented parameters that ``quantbench estimate`` reports with every result and that
+:mod:`quantbench.estimate.compare` fits from measurements. CPUs are not tabulated: their
+figures come from measuring the machine (``--hardware this``, see
+:mod:`quantbench.estimate.machine`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantbench.estimate.errors import EstimateInputError, MissingInputError
+from quantbench.estimate.roofline import Rates
+
+# Fraction of a datasheet's dense tensor peak that serving engines reach on the large GEMMs
+# of prefill. Assumption: published vLLM/TensorRT-LLM prefill runs sit at roughly 50-70 %
+# model FLOP utilisation on H100/A100-class parts; 0.6 is the middle.
+DATASHEET_COMPUTE_EFFICIENCY = 0.6
+# Fraction of a datasheet's memory bandwidth that weight/KV streaming kernels reach.
+# Assumption: STREAM-like copies reach 80-90 % of HBM/GDDR peak; decode kernels a bit less.
+DATASHEET_BANDWIDTH_EFFICIENCY = 0.8
+# Fraction of a measured CPU's large-GEMM probe throughput that a model's smaller GEMMs
+# reach (the probe is a square 2048 product; model shapes are thinner). Assumption.
+MEASURED_COMPUTE_EFFICIENCY = 0.8
+# Fraction of a measured CPU's copy bandwidth reached by kernels that were not probed and have
+# no engine entry (engines.py holds llama.cpp's). Dtypes whose matrix-vector product was probed
+# use the measured rates instead. Assumption.
+MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY = 0.8
+# Compute dtype used when a hardware entry has no figure for the one a format needs.
+FALLBACK_COMPUTE_DTYPE = "bf16"
+
+
+class EngineOverhead(BaseModel):
+    """Fixed cost per forward step of a serving engine, measured on this machine.
+
+    ``per_step_ms + layers * per_layer_ms`` is what a step costs beyond its roofline time:
+    Python, op dispatch, sampling. Measured with a tiny model whose matmuls cost nothing.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_layer_ms: float = Field(ge=0)
+    per_step_ms: float = Field(ge=0)
+    version: str = Field(description="engine (library) version measured")
+    method: str
+
+
+class CpuMeasurement(BaseModel):
+    """What measuring a CPU found, kept beside the figures derived from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threads: int = Field(ge=1, description="torch threads used by every probe")
+    copy_gbs: float = Field(gt=0, description="large-buffer copy, (read + write) bytes / s")
+    read_gbs: float = Field(gt=0, description="large-buffer read-only reduction, bytes / s")
+    gemv_gbs: dict[str, dict[int, float]] = Field(
+        description="matrix-vector product over a matrix larger than the caches, weight bytes/s, "
+        "per dtype and row length (input features)"
+    )
+    gemv_shape_gbs: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="matrix-vector products over many distinct matrices of one shape "
+        "('ROWSxCOLS'), weight bytes/s per dtype: a model's own shapes, per-call costs included",
+    )
+    gemm_tflops: dict[str, float] = Field(description="large square product, best repeat")
+    engine_overheads: dict[str, EngineOverhead] = Field(
+        default_factory=dict, description="per engine, added when an estimate first needs it"
+    )
+    load_average: float = Field(description="1-minute load average when measured")
+    cpu_model: str
+    torch_version: str
+    measured_at: str
+    seconds: float = Field(description="how long the measurement took")
+
+
+class HardwareSpec(BaseModel):
+    """Peak figures of one device and the efficiencies applied to them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: Literal["gpu", "cpu"]
+    memory_gb: float = Field(gt=0, description="device memory (GPU) or RAM (CPU), 1e9 bytes")
+    memory_bandwidth_gbs: float = Field(gt=0, description="peak (GPU) or copy (CPU), 1e9 B/s")
+    matmul_tflops: dict[str, float] = Field(description="dense peak per compute dtype, 1e12/s")
+    compute_efficiency: float = Field(gt=0, le=1)
+    bandwidth_efficiency: dict[str, float] = Field(
+        description="per compute dtype, with a 'default' entry for the others"
+    )
+    source: str = Field(description="where the figures come from")
+    measurement: CpuMeasurement | None = None
+
+    def gemv_rate(self, compute_dtype: str, rows: int, cols: int) -> float | None:
+        """Measured GEMV streaming rate (GB/s) for a shape, or None if not probed.
+
+        An exact shape probe wins; otherwise the row-length probes are interpolated.
+        """
+        if self.measurement is None:
+            return None
+        exact = self.measurement.gemv_shape_gbs.get(compute_dtype, {}).get(shape_key(rows, cols))
+        if exact is not None:
+            return exact
+        by_length = self.measurement.gemv_gbs.get(compute_dtype)
+        return interpolate_log2(by_length, cols) if by_length else None
+
+    def streaming_efficiency(
+        self, compute_dtype: str, shape_bytes: dict[tuple[int, int], float] | None = None
+    ) -> float:
+        """Bandwidth efficiency of weight streaming in ``compute_dtype``.
+
+        Where GEMV probes measured this dtype, each shape's rate is weighted by the bytes the
+        model streams in that shape (a harmonic mean, as times add up) and divided by the
+        copy bandwidth. Otherwise the table's factor.
+        """
+        by_length = self.measurement.gemv_gbs.get(compute_dtype) if self.measurement else None
+        if not by_length:
+            return self.bandwidth_efficiency.get(
+                compute_dtype, self.bandwidth_efficiency["default"]
+            )
+        if not shape_bytes:
+            shape_bytes = {(max(by_length), max(by_length)): 1.0}
+        seconds = 0.0
+        for (rows, cols), nbytes in shape_bytes.items():
+            rate = self.gemv_rate(compute_dtype, rows, cols)
+            assert rate is not None  # the row-length probes exist for this dtype
+            seconds += nbytes / rate
+        return min(1.0, sum(shape_bytes.values()) / seconds / self.memory_bandwidth_gbs)
+
+    def rates(
+        self,
+        compute_dtype: str,
+        compute_efficiency: float | None = None,
+        bandwidth_efficiency: float | None = None,
+        step_overhead_ms: float = 0.0,
+        shape_bytes: dict[tuple[int, int], float] | None = None,
+    ) -> Rates:
+        """Effective machine rates for a format computing in ``compute_dtype``.
+
+        Explicit efficiencies override this entry's; ``None`` keeps the entry's.
+        ``shape_bytes`` (streamed weight bytes per matrix shape) refines measured CPUs.
+        """
+        notes: list[str] = []
+        dtype = compute_dtype
+        if dtype not in self.matmul_tflops:
+            notes.append(f"{self.name} has no {dtype} matmul figure; {FALLBACK_COMPUTE_DTYPE} used")
+            dtype = FALLBACK_COMPUTE_DTYPE
+        bw_eff = bandwidth_efficiency or self.streaming_efficiency(compute_dtype, shape_bytes)
+        return Rates(
+            compute_dtype=dtype,
+            peak_flops=self.matmul_tflops[dtype] * 1e12,
+            peak_bandwidth=self.memory_bandwidth_gbs * 1e9,
+            compute_efficiency=compute_efficiency or self.compute_efficiency,
+            bandwidth_efficiency=bw_eff,
+            step_overhead_s=step_overhead_ms / 1e3,
+            notes=tuple(notes),
+        )
+
+
+def shape_key(rows: int, cols: int) -> str:
+    """How a matrix shape is keyed in measurements: ``"ROWSxCOLS"``."""
+    return f"{rows}x{cols}"
+
+
+def interpolate_log2(points: dict[int, float], x: float) -> float:
+    """Piecewise-linear interpolation in log2(x), clamped to the end points."""
+    xs = sorted(points)
+    if x <= xs[0]:
+        return points[xs[0]]
+    if x >= xs[-1]:
+        return points[xs[-1]]
+    for lo, hi in itertools.pairwise(xs):
+        if lo <= x <= hi:
+            t = (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+            return points[lo] + t * (points[hi] - points[lo])
+    raise AssertionError("unreachable: x lies within the probed range")
+
+
+def _datasheet_gpu(
+    name: str,
+    memory_gb: float,
+    bandwidth_gbs: float,
+    tflops: dict[str, float],
+    source: str,
+) -> HardwareSpec:
+    return HardwareSpec(
+        name=name,
+        kind="gpu",
+        memory_gb=memory_gb,
+        memory_bandwidth_gbs=bandwidth_gbs,
+        matmul_tflops=tflops,
+        compute_efficiency=DATASHEET_COMPUTE_EFFICIENCY,
+        bandwidth_efficiency={"default": DATASHEET_BANDWIDTH_EFFICIENCY},
+        source=source,
+    )
+
+
+_SPARSITY_NOTE = "dense figures (the datasheet's 'with sparsity' values halved)"
+
+# Datasheet GPUs, keyed by upper-case name. Tensor-core peaks for bf16/fp16/fp8/int8; fp32 is
+# the non-tensor peak.
+GPU_TABLE: dict[str, HardwareSpec] = {
+    spec.name.upper(): spec
+    for spec in (
+        _datasheet_gpu(
+            "H100",
+            80,
+            3350,
+            {"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "int8": 1978.9, "fp32": 66.9},
+            f"NVIDIA H100 datasheet, SXM5 80 GB, {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/h100/",
+        ),
+        _datasheet_gpu(
+            "H100-PCIe",
+            80,
+            2000,
+            {"bf16": 756.5, "fp16": 756.5, "fp8": 1513.0, "int8": 1513.0, "fp32": 51.2},
+            f"NVIDIA H100 datasheet, PCIe 80 GB, {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/h100/",
+        ),
+        _datasheet_gpu(
+            "H200",
+            141,
+            4800,
+            {"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "int8": 1978.9, "fp32": 67.0},
+            f"NVIDIA H200 datasheet, SXM 141 GB, {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/h200/",
+        ),
+        _datasheet_gpu(
+            "A100",
+            80,
+            2039,
+            {"bf16": 312.0, "fp16": 312.0, "int8": 624.0, "fp32": 19.5},
+            f"NVIDIA A100 datasheet, SXM4 80 GB (no fp8), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/a100/",
+        ),
+        _datasheet_gpu(
+            "A100-40GB",
+            40,
+            1555,
+            {"bf16": 312.0, "fp16": 312.0, "int8": 624.0, "fp32": 19.5},
+            f"NVIDIA A100 datasheet, SXM4 40 GB (no fp8), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/a100/",
+        ),
+        _datasheet_gpu(
+            "L40S",
+            48,
+            864,
+            {"bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "int8": 733.0, "fp32": 91.6},
+            f"NVIDIA L40S datasheet, {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/l40s/",
+        ),
+        _datasheet_gpu(
+            "L40",
+            48,
+            864,
+            {"bf16": 181.05, "fp16": 181.05, "fp8": 362.05, "int8": 362.05, "fp32": 90.5},
+            f"NVIDIA L40 datasheet, {_SPARSITY_NOTE}: https://www.nvidia.com/en-us/data-center/l40/",
+        ),
+        _datasheet_gpu(
+            "L4",
+            24,
+            300,
+            {"bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5, "fp32": 30.3},
+            f"NVIDIA L4 datasheet, {_SPARSITY_NOTE}: https://www.nvidia.com/en-us/data-center/l4/",
+        ),
+        _datasheet_gpu(
+            "A10G",
+            24,
+            600,
+            {"bf16": 70.0, "fp16": 70.0, "int8": 140.0, "fp32": 35.0},
+            "AWS publishes no A10G datasheet; figures as compiled by Baseten (dense, no fp8): "
+            "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
+        ),
+        _datasheet_gpu(
+            "B200",
+            180,
+            8000,
+            {"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "int8": 4500.0, "fp32": 80.0},
+            f"NVIDIA HGX B200 (1000 W) figures per GPU (8-GPU totals / 8), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/hgx/",
+        ),
+    )
+}
+THIS_MACHINE = "this"
+
+
+def known_hardware() -> list[str]:
+    """Names accepted by :func:`resolve_hardware` (besides a path to a saved JSON)."""
+    return [THIS_MACHINE, *(spec.name for spec in GPU_TABLE.values())]
+
+
+def check_hardware_name(name: str) -> str:
+    """Raise a clear error unless ``name`` is a table entry, ``this``, or a saved JSON file."""
+    if name.lower() == THIS_MACHINE or name.upper() in GPU_TABLE:
+        return name
+    if name.endswith(".json"):
+        return name
+    raise EstimateInputError(
+        f"hardware {name!r} is not known; use one of {known_hardware()} "
+        "or the path of a saved hardware JSON"
+    )
+
+
+def resolve_hardware(
+    name: str,
+    threads: int | None = None,
+    cache_dir: Path | None = None,
+    remeasure: bool = False,
+) -> HardwareSpec:
+    """Look up a datasheet GPU, load a saved JSON, or measure (and cache) this machine."""
+    check_hardware_name(name)
+    if name.lower() == THIS_MACHINE:
+        # Imported here: measuring needs torch, which the table lookups do not.
+        from quantbench.estimate.machine import measured_this_machine
+
+        return measured_this_machine(threads=threads, cache_dir=cache_dir, remeasure=remeasure)
+    if name.upper() in GPU_TABLE:
+        return GPU_TABLE[name.upper()].model_copy(deep=True)
+    path = Path(name)
+    if not path.is_file():
+        raise MissingInputError(f"hardware file {path} does not exist")
+    return HardwareSpec.model_validate(json.loads(path.read_text()))

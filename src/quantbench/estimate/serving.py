@@ -1,0 +1,259 @@
+"""Latency and throughput per concurrency, and the three concurrency limits.
+
+The serving model is a closed loop: ``B`` clients each send a request (``S`` prompt tokens,
+``O`` output tokens) and send the next as soon as one finishes, against an engine that batches
+continuously (decode steps of all running requests together, new prompts mixed into steps).
+
+* A decode step for ``B`` requests reads the weights once, each request's KV cache, and
+  carries the prompt tokens of requests that arrived meanwhile. While one request decodes its
+  ``O - 1`` tokens, the other ``B - 1`` requests each start once, so a step carries on average
+  ``(B - 1) * S / (O - 1)`` prompt tokens. Steps are costed at every context the output
+  passes through (``S + 1 .. S + O - 1``) and averaged: KV growth counts.
+* TTFT is one step carrying the whole prompt beside ``B - 1`` decoding requests, plus waiting
+  for other prompts: M/D/1 queueing with prefill utilisation ``rho = B * T_prompt / E2E``,
+  capped at all ``B - 1`` other prompts ahead. An assumption: real arrivals are not Poisson.
+* Only means are estimated. A roofline has no variance, so no percentiles are invented; the
+  ITL of the first and last decode step show the spread KV growth causes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantbench.estimate.roofline import Bound, Cost, Rates, StepCosts
+
+# Largest concurrency the limit searches consider.
+MAX_SEARCH_CONCURRENCY = 1 << 20
+
+
+class PhaseEstimate(BaseModel):
+    """One phase for a single request (concurrency 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flops: float = Field(description="per prompt (prefill) or per decode step, mean over output")
+    bytes: float
+    intensity: float = Field(description="FLOPs per byte")
+    bound: Bound
+    time_ms: float
+
+
+class ConcurrencyPoint(BaseModel):
+    """Estimated steady-state figures at one concurrency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int
+    ttft_ms: float
+    itl_ms: float | None = Field(description="mean over the output (= TPOT); None if O == 1")
+    itl_first_ms: float | None = Field(description="first decode step (shortest context)")
+    itl_last_ms: float | None = Field(description="last decode step (longest context)")
+    itl_decode_only_ms: float | None = Field(description="mean ITL without prompts mixed in")
+    e2e_s: float
+    output_tps: float = Field(description="output tokens per second, all requests")
+    input_tps: float
+    request_rate: float = Field(description="requests per second")
+    decode_bound: Bound | None
+    decode_intensity: float | None
+    kv_cache_gb: float = Field(description="KV cache the running requests hold at most")
+    fits_memory: bool
+    meets_ttft_slo: bool
+    meets_itl_slo: bool
+
+
+class ConcurrencyLimits(BaseModel):
+    """The three limits on concurrency, and the one that binds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kv_memory: int = Field(description="requests whose full KV cache fits beside the weights")
+    prefill_compute: int = Field(description="largest concurrency with estimated TTFT <= SLO")
+    decode: int = Field(description="largest concurrency with estimated ITL <= SLO")
+    overall: int
+    binding: str = Field(description="which limit is the smallest")
+    decode_compute_bound_from: int | None = Field(
+        description="concurrency from which a decode step turns compute-bound (None: never)"
+    )
+
+
+@dataclass(frozen=True)
+class ServingModel:
+    """One variant on one device under one request shape."""
+
+    costs: StepCosts
+    rates: Rates
+    input_len: int
+    output_len: int
+    stored_weight_bytes: float
+    memory_bytes: float  # usable memory: capacity x utilisation
+
+    @property
+    def decode_contexts(self) -> np.ndarray:
+        """Positions attended by each decode step (the token itself included)."""
+        s, o = self.input_len, self.output_len
+        return np.arange(s + 1, s + o, dtype=np.float64)
+
+    @property
+    def mean_context(self) -> float:
+        return self.input_len + self.output_len / 2.0
+
+    def _interference_tokens(self, concurrency: int) -> float:
+        if self.output_len <= 1:
+            return 0.0
+        return (concurrency - 1) * self.input_len / (self.output_len - 1)
+
+    def decode_steps(self, concurrency: int, mixed: bool = True) -> Cost:
+        """Cost of every decode step of a request (arrays over the output)."""
+        prompt_tokens = self._interference_tokens(concurrency) if mixed else 0.0
+        return (
+            self.costs.weights()
+            + self.costs.decode(float(concurrency), self.decode_contexts)
+            + self.costs.prefill(prompt_tokens, self.input_len)
+        )
+
+    def prompt_alone(self) -> Cost:
+        return self.costs.prompt(self.input_len)
+
+    def prefill_phase(self) -> PhaseEstimate:
+        cost = self.prompt_alone()
+        return _phase(cost, self.rates)
+
+    def decode_phase(self) -> PhaseEstimate | None:
+        if self.output_len <= 1:
+            return None
+        steps = self.decode_steps(1)
+        mean = Cost(float(np.mean(steps.flops)), float(np.mean(steps.bytes)))
+        phase = _phase(mean, self.rates)
+        phase.time_ms = float(np.mean(steps.time(self.rates))) * 1e3
+        return phase
+
+    def itl_s(self, concurrency: int) -> float | None:
+        if self.output_len <= 1:
+            return None
+        return float(np.mean(self.decode_steps(concurrency).time(self.rates)))
+
+    def ttft_s(self, concurrency: int, itl_s: float | None = None) -> float:
+        others = concurrency - 1
+        first_step = (
+            self.costs.weights()
+            + self.costs.prefill(float(self.input_len), self.input_len)
+            + self.costs.decode(float(others), self.mean_context)
+        )
+        first = float(first_step.time(self.rates))
+        if others == 0:
+            return first
+        prompt = float(self.prompt_alone().time(self.rates))
+        itl = self.itl_s(concurrency) if itl_s is None else itl_s
+        e2e_without_wait = first + (self.output_len - 1) * (itl or 0.0)
+        rho = concurrency * prompt / e2e_without_wait
+        all_ahead = others * prompt
+        wait = all_ahead if rho >= 1 else min(rho * prompt / (2 * (1 - rho)), all_ahead)
+        return first + wait
+
+    def kv_bytes(self, concurrency: int) -> float:
+        return concurrency * (self.input_len + self.output_len) * self.costs.kv_bytes_per_token
+
+    def point(self, concurrency: int, ttft_slo_ms: float, itl_slo_ms: float) -> ConcurrencyPoint:
+        """All figures at one concurrency."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency} must be >= 1")
+        itl = self.itl_s(concurrency)
+        ttft = self.ttft_s(concurrency, itl)
+        e2e = ttft + (self.output_len - 1) * (itl or 0.0)
+        decode_bound: Bound | None = None
+        intensity = None
+        itl_first = itl_last = itl_plain = None
+        if itl is not None:
+            steps = self.decode_steps(concurrency)
+            times = steps.time(self.rates)
+            itl_first, itl_last = float(times[0]) * 1e3, float(times[-1]) * 1e3
+            plain = self.decode_steps(concurrency, mixed=False)
+            itl_plain = float(np.mean(plain.time(self.rates))) * 1e3
+            mean = Cost(float(np.mean(plain.flops)), float(np.mean(plain.bytes)))
+            decode_bound = "compute" if mean.compute_bound(self.rates) else "memory"
+            intensity = float(mean.intensity())
+        kv = self.kv_bytes(concurrency)
+        return ConcurrencyPoint(
+            concurrency=concurrency,
+            ttft_ms=ttft * 1e3,
+            itl_ms=None if itl is None else itl * 1e3,
+            itl_first_ms=itl_first,
+            itl_last_ms=itl_last,
+            itl_decode_only_ms=itl_plain,
+            e2e_s=e2e,
+            output_tps=concurrency * self.output_len / e2e,
+            input_tps=concurrency * self.input_len / e2e,
+            request_rate=concurrency / e2e,
+            decode_bound=decode_bound,
+            decode_intensity=intensity,
+            kv_cache_gb=kv / 1e9,
+            fits_memory=self.stored_weight_bytes + kv <= self.memory_bytes,
+            meets_ttft_slo=ttft * 1e3 <= ttft_slo_ms,
+            meets_itl_slo=itl is None or itl * 1e3 <= itl_slo_ms,
+        )
+
+    def kv_memory_limit(self) -> int:
+        free = self.memory_bytes - self.stored_weight_bytes
+        per_request = (self.input_len + self.output_len) * self.costs.kv_bytes_per_token
+        return max(0, math.floor(free / per_request))
+
+    def decode_compute_bound_from(self) -> int | None:
+        """Smallest concurrency whose mean decode step is compute-bound (closed form)."""
+        ctx = self.mean_context
+        per_seq = self.costs.decode(1.0, ctx)
+        weights = self.costs.weights().bytes
+        margin = per_seq.flops / self.rates.flops - per_seq.bytes / self.rates.bandwidth
+        if margin <= 0:
+            return None
+        return max(1, math.ceil(weights / self.rates.bandwidth / margin))
+
+    def limits(self, ttft_slo_ms: float, itl_slo_ms: float) -> ConcurrencyLimits:
+        prefill = _largest_meeting(lambda b: self.ttft_s(b) * 1e3 <= ttft_slo_ms)
+        if self.output_len <= 1:
+            decode = MAX_SEARCH_CONCURRENCY
+        else:
+            decode = _largest_meeting(lambda b: (self.itl_s(b) or 0.0) * 1e3 <= itl_slo_ms)
+        candidates = {
+            "kv_memory": self.kv_memory_limit(),
+            "prefill_compute": prefill,
+            "decode": decode,
+        }
+        binding = min(candidates, key=candidates.__getitem__)
+        return ConcurrencyLimits(
+            **candidates,
+            overall=candidates[binding],
+            binding=binding,
+            decode_compute_bound_from=self.decode_compute_bound_from(),
+        )
+
+
+def _phase(cost: Cost, rates: Rates) -> PhaseEstimate:
+    return PhaseEstimate(
+        flops=float(cost.flops),
+        bytes=float(cost.bytes),
+        intensity=float(cost.intensity()),
+        bound="compute" if cost.compute_bound(rates) else "memory",
+        time_ms=float(cost.time(rates)) * 1e3,
+    )
+
+
+def _largest_meeting(ok: Callable[[int], bool]) -> int:
+    """Largest concurrency in [1, MAX_SEARCH_CONCURRENCY] for which a monotone test holds."""
+    if not ok(1):
+        return 0
+    low, high = 1, 2
+    while high <= MAX_SEARCH_CONCURRENCY and ok(high):
+        low, high = high, high * 2
+    high = min(high, MAX_SEARCH_CONCURRENCY + 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if ok(middle):
+            low = middle
+        else:
+            high = middle
+    return low

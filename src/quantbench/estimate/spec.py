@@ -1,0 +1,226 @@
+"""Settings of the estimator: the variant to cost, the workload, SLOs and efficiencies.
+
+These are the pydantic models behind the ``estimate:`` section of params.yaml and the
+``quantbench estimate`` flags. Every default that is an assumption says so in its
+description.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from quantbench.estimate.engines import ENGINE_CHOICES
+from quantbench.estimate.gguf_types import GGUF_MIXES
+from quantbench.estimate.hardware import check_hardware_name
+from quantbench.estimate.kvcache import KV_CACHE_DTYPES
+
+WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "gptq", "awq", "gguf"]
+GROUP_QUANT_FORMATS = ("gptq", "awq")
+GROUP_QUANT_BITS = (2, 3, 4, 8)
+# Defaults of the group-quantised formats, as the project produces them: GPTQ with 128-weight
+# groups, symmetric (AutoGPTQ/GPTQModel format); AWQ as compressed-tensors pack-quantized
+# int4 with 64-weight groups, asymmetric.
+GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
+    "gptq": {"bits": 4, "group_size": 128, "sym": True},
+    "awq": {"bits": 4, "group_size": 64, "sym": False},
+}
+
+
+class VariantSpec(BaseModel):
+    """How a model variant stores its weights."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="", description="variant name; defaults to the format label")
+    format: WeightFormat = Field(description="weight storage format")
+    bits: int | None = Field(default=None, description="gptq/awq: bits per weight (2, 3, 4, 8)")
+    group_size: int | None = Field(
+        default=None, description="gptq/awq: weights per scale group, -1 for one per row"
+    )
+    sym: bool | None = Field(
+        default=None, description="gptq/awq: symmetric (no zero points needed)"
+    )
+    gguf_type: str | None = Field(
+        default=None, description=f"gguf: llama.cpp file type, one of {list(GGUF_MIXES)}"
+    )
+    path: Path | None = Field(
+        default=None,
+        description="the variant's real artefact (a .gguf file or a quantised HF folder); "
+        "when set, bytes are read from it instead of the nominal tables",
+    )
+
+    @model_validator(mode="after")
+    def _check_format_fields(self) -> VariantSpec:
+        if self.format in GROUP_QUANT_FORMATS:
+            defaults = GROUP_QUANT_DEFAULTS[self.format]
+            self.bits = self.bits if self.bits is not None else int(defaults["bits"])
+            if self.group_size is None:
+                self.group_size = int(defaults["group_size"])
+            self.sym = self.sym if self.sym is not None else bool(defaults["sym"])
+            if self.bits not in GROUP_QUANT_BITS:
+                raise ValueError(
+                    f"{self.format} bits={self.bits} is not allowed; use one of {GROUP_QUANT_BITS}"
+                )
+            if self.group_size != -1 and self.group_size <= 0:
+                raise ValueError(
+                    f"{self.format} group_size={self.group_size} must be positive or -1"
+                )
+            if self.gguf_type is not None:
+                raise ValueError(f"gguf_type={self.gguf_type!r} only applies to format gguf")
+        elif self.format == "gguf":
+            if self.gguf_type is None and self.path is None:
+                raise ValueError("format gguf needs gguf_type (e.g. Q4_K_M) or the .gguf path")
+            if self.gguf_type is not None:
+                self.gguf_type = self.gguf_type.upper()
+                if self.gguf_type not in GGUF_MIXES:
+                    raise ValueError(
+                        f"gguf_type {self.gguf_type!r} is not known; use one of {list(GGUF_MIXES)}"
+                    )
+            self._refuse(("bits", "group_size", "sym"))
+        else:
+            self._refuse(("bits", "group_size", "sym", "gguf_type"))
+        if not self.name:
+            self.name = self.label
+        return self
+
+    def _refuse(self, fields: tuple[str, ...]) -> None:
+        for field in fields:
+            if getattr(self, field) is not None:
+                raise ValueError(f"{field} does not apply to format {self.format}")
+
+    @property
+    def label(self) -> str:
+        """A short description such as ``gptq-w4g128-sym`` or ``gguf-Q4_K_M``."""
+        if self.format in GROUP_QUANT_FORMATS:
+            sym = "sym" if self.sym else "asym"
+            return f"{self.format}-w{self.bits}g{self.group_size}-{sym}"
+        if self.format == "gguf":
+            return f"gguf-{self.gguf_type or Path(str(self.path)).stem}"
+        return self.format
+
+
+class WorkloadSpec(BaseModel):
+    """Request shape and the concurrencies to report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_len: int = Field(default=1024, ge=1, description="prompt tokens per request")
+    output_len: int = Field(default=512, ge=1, description="generated tokens per request")
+    concurrency: list[int] = Field(
+        default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+        description="concurrent requests to report (closed loop: each finished request is "
+        "replaced at once)",
+    )
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive_sorted(cls, values: list[int]) -> list[int]:
+        if not values:
+            raise ValueError("concurrency needs at least one value")
+        bad = [v for v in values if v < 1]
+        if bad:
+            raise ValueError(f"concurrency values {bad} must be >= 1")
+        return sorted(set(values))
+
+
+class SloSpec(BaseModel):
+    """Latency targets that define the prefill and decode concurrency limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttft_ms: float = Field(
+        default=1000.0,
+        gt=0,
+        description="time-to-first-token target; assumption: 1 s, an interactive chat budget",
+    )
+    itl_ms: float = Field(
+        default=100.0,
+        gt=0,
+        description="inter-token latency target; assumption: 100 ms (10 tokens/s, faster "
+        "than people read)",
+    )
+
+
+class EfficiencyOverrides(BaseModel):
+    """Replace the hardware entry's efficiency factors (None keeps the entry's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    compute: float | None = Field(
+        default=None, gt=0, le=1, description="fraction of peak matmul throughput reached"
+    )
+    bandwidth: float | None = Field(
+        default=None, gt=0, le=1, description="fraction of peak/measured bandwidth reached"
+    )
+    step_overhead_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="fixed cost per forward step (launches, scheduling, Python); None uses the "
+        "engine's overhead measured on this machine, or 0 (the pure roofline) where none is",
+    )
+
+
+class MeasureSettings(BaseModel):
+    """How ``--hardware this`` measures the current machine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threads: int | None = Field(default=None, ge=1, description="torch threads; None = all cores")
+    cache_dir: Path | None = Field(
+        default=None, description="where figures are cached; None = ~/.cache/quantbench"
+    )
+    remeasure: bool = Field(default=False, description="ignore the cache and measure again")
+
+
+class EstimateSettings(BaseModel):
+    """The ``estimate:`` section of params.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: list[str] = Field(
+        default=["this"], description="table names (H100, L4 ...), 'this', or saved JSON paths"
+    )
+    workload: WorkloadSpec = WorkloadSpec()
+    slo: SloSpec = SloSpec()
+    efficiency: EfficiencyOverrides = EfficiencyOverrides()
+    engine: str = Field(
+        default="auto",
+        description=f"engine whose per-step overhead to add, one of {list(ENGINE_CHOICES)}; "
+        "auto: llama.cpp for GGUF and transformers otherwise on a CPU, vLLM on a GPU",
+    )
+    kv_cache_dtype: str = Field(
+        default="auto", description=f"KV-cache dtype, one of {list(KV_CACHE_DTYPES)}"
+    )
+    memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="share of device memory the engine may use (vLLM's default 0.9)",
+    )
+    measure: MeasureSettings = MeasureSettings()
+
+    @field_validator("hardware")
+    @classmethod
+    def _known_hardware(cls, values: list[str]) -> list[str]:
+        if not values:
+            raise ValueError("hardware needs at least one entry")
+        return [check_hardware_name(v) for v in values]
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in ENGINE_CHOICES:
+            raise ValueError(f"engine {value!r} is not known; allowed: {list(ENGINE_CHOICES)}")
+        return value
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _known_kv_dtype(cls, value: str) -> str:
+        if value not in KV_CACHE_DTYPES:
+            raise ValueError(
+                f"kv_cache_dtype {value!r} is not supported; allowed: {list(KV_CACHE_DTYPES)}"
+            )
+        return value

@@ -1,0 +1,186 @@
+"""What the DVC ``estimate`` stage and the CLI call: model folder + variant + hardware -> dict.
+
+:func:`estimate_variant` returns one JSON-ready estimate (with the comparison when measured
+points are given); :func:`write_estimates` runs every variant on every configured hardware
+entry and writes one JSON file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from quantbench.estimate.arch import Architecture, read_architecture
+from quantbench.estimate.checkpoint import variant_weight_bytes
+from quantbench.estimate.compare import (
+    MeasuredPoint,
+    compare_points,
+    fit_efficiency,
+    group_points,
+)
+from quantbench.estimate.engines import (
+    ENGINE_ALIASES,
+    resolve_engine,
+    with_engine_overhead,
+)
+from quantbench.estimate.estimator import EstimateResult, build_estimate, serving_model
+from quantbench.estimate.formats import WeightBytes
+from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec, resolve_hardware
+from quantbench.estimate.machine import with_shape_probes
+from quantbench.estimate.serving import ServingModel
+from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.fsutil import write_json
+
+
+def _hardware(name: str, settings: EstimateSettings, remeasure: bool) -> HardwareSpec:
+    measure = settings.measure
+    return resolve_hardware(
+        name, threads=measure.threads, cache_dir=measure.cache_dir, remeasure=remeasure
+    )
+
+
+def _refined(
+    hardware: HardwareSpec,
+    name: str,
+    arch: Architecture,
+    weights: WeightBytes,
+    settings: EstimateSettings,
+    engines: Sequence[str],
+) -> HardwareSpec:
+    """For ``this`` machine: GEMV probes at the model's shapes, engine overheads (cached)."""
+    if name.lower() != THIS_MACHINE:
+        return hardware
+    cache_dir = settings.measure.cache_dir
+    shapes = list(arch.streamed_shape_shares())
+    hardware = with_shape_probes(hardware, weights.compute_dtype, shapes, cache_dir)
+    if settings.efficiency.step_overhead_ms is None:
+        for engine in engines:
+            hardware = with_engine_overhead(hardware, engine, cache_dir)
+    return hardware
+
+
+def comparison(
+    arch: Architecture,
+    weights: WeightBytes,
+    hardware: HardwareSpec,
+    settings: EstimateSettings,
+    points: Sequence[MeasuredPoint],
+) -> dict[str, Any]:
+    """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts."""
+
+    def serving_for(point: MeasuredPoint) -> ServingModel:
+        engine = ENGINE_ALIASES.get(point.engine, point.engine)
+        return serving_model(
+            arch, weights, hardware, settings, point.input_len, point.output_len, engine
+        )
+
+    slo = settings.slo
+    rows = compare_points(serving_for, points, slo.ttft_ms, slo.itl_ms)
+    fits = [fit_efficiency(serving_for, group) for group in group_points(points).values()]
+    return {
+        "rows": [row.model_dump(mode="json") for row in rows],
+        "fits": [fit.model_dump(mode="json") for fit in fits if fit is not None],
+    }
+
+
+def estimate_result(
+    model_dir: Path,
+    variant: VariantSpec,
+    hardware_name: str,
+    settings: EstimateSettings,
+    hardware: HardwareSpec | None = None,
+    extra_engines: Sequence[str] = (),
+) -> tuple[EstimateResult, Architecture, WeightBytes, HardwareSpec]:
+    """The typed estimate and the pieces it was built from.
+
+    ``extra_engines`` (those of measured points) get their overheads probed too.
+    """
+    arch = read_architecture(model_dir)
+    weights = variant_weight_bytes(arch, variant, Path(model_dir))
+    spec = hardware or _hardware(hardware_name, settings, settings.measure.remeasure)
+    engine = resolve_engine(settings.engine, variant.format, spec)
+    spec = _refined(spec, hardware_name, arch, weights, settings, [engine, *extra_engines])
+    result = build_estimate(str(model_dir), arch, variant, weights, spec, settings, engine)
+    return result, arch, weights, spec
+
+
+def estimate_variant(
+    model_dir: Path,
+    variant: VariantSpec,
+    hardware: str,
+    settings: EstimateSettings | None = None,
+    measured: Sequence[MeasuredPoint] = (),
+    hardware_spec: HardwareSpec | None = None,
+) -> dict[str, Any]:
+    """One variant on one hardware entry, as a JSON-serialisable dict.
+
+    Measured points of this variant (matched by name) and hardware are put beside the
+    estimate under ``comparison``. ``hardware_spec`` skips resolving ``hardware`` again.
+    """
+    settings = settings or EstimateSettings()
+    mine = [p for p in measured if p.variant == variant.name and p.hardware == hardware]
+    result, arch, weights, spec = estimate_result(
+        model_dir,
+        variant,
+        hardware,
+        settings,
+        hardware=hardware_spec,
+        extra_engines=sorted({p.engine for p in mine}),
+    )
+    out = result.model_dump(mode="json")
+    if mine:
+        out["comparison"] = comparison(arch, weights, spec, settings, mine)
+    return out
+
+
+def summary_row(result: dict[str, Any], hardware: str) -> dict[str, Any]:
+    """The headline figures of one estimate, flat, for tables and plots."""
+    one = result["best_latency"]
+    best = result["best_throughput"] or {}
+    limits = result["limits"]
+    return {
+        "variant": result["variant"]["name"],
+        "hardware": hardware,
+        "engine": result["engine"],
+        "bits_per_weight": result["weights"]["bits_per_weight"],
+        "weights_source": result["weights"]["source"],
+        "prefill_bound": result["prefill"]["bound"],
+        "decode_bound": (result["decode"] or {}).get("bound"),
+        "ttft_ms_c1": one["ttft_ms"],
+        "itl_ms_c1": one["itl_ms"],
+        "decode_tps_c1": 1e3 / one["itl_ms"] if one["itl_ms"] else None,
+        "best_concurrency": best.get("concurrency"),
+        "best_output_tps": best.get("output_tps"),
+        "limit_kv_memory": limits["kv_memory"],
+        "limit_prefill_compute": limits["prefill_compute"],
+        "limit_decode": limits["decode"],
+        "limit_overall": limits["overall"],
+    }
+
+
+def write_estimates(
+    model_dir: Path,
+    variants: Mapping[str, VariantSpec] | Sequence[VariantSpec],
+    settings: EstimateSettings,
+    out_path: Path,
+    measured: Sequence[MeasuredPoint] = (),
+) -> dict[str, Any]:
+    """Every variant on every ``settings.hardware`` entry, written to one JSON file.
+
+    The file holds ``estimates`` (full results) and ``summary`` (one flat row each).
+    Hardware is resolved once per entry, so ``this`` is measured at most once per run.
+    """
+    specs = list(variants.values()) if isinstance(variants, Mapping) else list(variants)
+    estimates, summary = [], []
+    for hardware_name in settings.hardware:
+        hardware = _hardware(hardware_name, settings, settings.measure.remeasure)
+        for variant in specs:
+            out = estimate_variant(
+                model_dir, variant, hardware_name, settings, measured, hardware_spec=hardware
+            )
+            estimates.append({"hardware_name": hardware_name, **out})
+            summary.append(summary_row(out, hardware_name))
+    payload = {"estimates": estimates, "summary": summary}
+    write_json(out_path, payload)
+    return payload

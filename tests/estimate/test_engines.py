@@ -1,0 +1,93 @@
+"""Engine choice and per-step overhead."""
+
+from __future__ import annotations
+
+import pytest
+
+from quantbench.estimate import engines
+from quantbench.estimate.engines import resolve_engine, step_overhead
+from quantbench.estimate.errors import EstimateInputError
+from quantbench.estimate.estimator import build_estimate
+from quantbench.estimate.formats import nominal_weight_bytes
+from quantbench.estimate.hardware import EngineOverhead, resolve_hardware
+from quantbench.estimate.spec import EstimateSettings, VariantSpec
+
+from .conftest import fake_cpu
+
+
+def cpu_with_transformers_overhead(per_layer=0.3, per_step=0.5):
+    cpu = fake_cpu()
+    overhead = EngineOverhead(per_layer_ms=per_layer, per_step_ms=per_step, version="t", method="m")
+    measurement = cpu.measurement.model_copy(
+        update={"engine_overheads": {"transformers": overhead}}
+    )
+    return cpu.model_copy(update={"measurement": measurement})
+
+
+def test_auto_picks_the_engine_by_device_and_format():
+    cpu, gpu = fake_cpu(), resolve_hardware("L4")
+    assert resolve_engine("auto", "gguf", cpu) == "llamacpp"
+    assert resolve_engine("auto", "awq", cpu) == "transformers"
+    assert resolve_engine("auto", "gguf", gpu) == "vllm"
+    assert resolve_engine("hf-generate-proxy", "bf16", gpu) == "transformers"
+    with pytest.raises(EstimateInputError, match="'tgi'"):
+        resolve_engine("tgi", "bf16", cpu)
+
+
+def test_overhead_scales_with_depth(smol, tiny):
+    cpu = cpu_with_transformers_overhead()
+    assert step_overhead(cpu, "transformers", smol)[0] == pytest.approx(0.5 + 30 * 0.3)
+    assert step_overhead(cpu, "transformers", tiny)[0] == pytest.approx(0.5 + 2 * 0.3)
+    value, source = step_overhead(cpu, "llamacpp", smol)
+    assert value == 0.0 and "pure roofline" in source
+
+
+def test_estimates_add_the_overhead_unless_told_otherwise(smol):
+    cpu = cpu_with_transformers_overhead()
+    variant = VariantSpec(format="bf16")
+    weights = nominal_weight_bytes(smol, variant)
+    settings = EstimateSettings(workload={"concurrency": [1]})
+    plain = build_estimate("m", smol, variant, weights, cpu, settings, "none")
+    engine = build_estimate("m", smol, variant, weights, cpu, settings, "transformers")
+    assert engine.best_latency.itl_ms - plain.best_latency.itl_ms == pytest.approx(9.5)
+    assert engine.hardware.step_overhead_ms == pytest.approx(9.5)
+    explicit = EstimateSettings(workload={"concurrency": [1]}, efficiency={"step_overhead_ms": 1})
+    forced = build_estimate("m", smol, variant, weights, cpu, explicit, "transformers")
+    assert forced.hardware.step_overhead_ms == 1.0
+
+
+def test_only_transformers_is_probed(monkeypatch):
+    def boom(threads):
+        raise AssertionError("must not measure")
+
+    monkeypatch.setattr(engines, "measure_transformers_overhead", boom)
+    cpu = fake_cpu()
+    assert engines.with_engine_overhead(cpu, "llamacpp") is cpu
+    assert engines.with_engine_overhead(resolve_hardware("L4"), "transformers").kind == "gpu"
+    measured = cpu_with_transformers_overhead()
+    assert engines.with_engine_overhead(measured, "transformers") is measured
+
+
+@pytest.mark.slow
+def test_transformers_overhead_probe():
+    overhead = engines.measure_transformers_overhead(threads=1)
+    # eager PyTorch: tens of microseconds to a few milliseconds per layer on any CPU
+    assert 0.01 < overhead.per_layer_ms < 5
+    assert overhead.per_step_ms < 50
+
+
+def test_llamacpp_kernel_efficiencies_apply_on_cpus_only(smol):
+    variant = VariantSpec(format="gguf", gguf_type="Q8_0")
+    weights = nominal_weight_bytes(smol, variant)
+    settings = EstimateSettings(workload={"concurrency": [1]})
+    cpu = build_estimate("m", smol, variant, weights, fake_cpu(), settings, "llamacpp")
+    assert (cpu.hardware.compute_efficiency, cpu.hardware.bandwidth_efficiency) == (
+        engines.LLAMACPP_CPU_KERNELS.compute,
+        engines.LLAMACPP_CPU_KERNELS.bandwidth,
+    )
+    assert any("calibrated" in note for note in cpu.notes)
+    gpu = build_estimate("m", smol, variant, weights, resolve_hardware("L4"), settings, "llamacpp")
+    assert gpu.hardware.bandwidth_efficiency == 0.8
+    explicit = EstimateSettings(workload={"concurrency": [1]}, efficiency={"bandwidth": 0.9})
+    forced = build_estimate("m", smol, variant, weights, fake_cpu(), explicit, "llamacpp")
+    assert forced.hardware.bandwidth_efficiency == 0.9

@@ -1,0 +1,92 @@
+"""Nominal weight bytes per format, counted by hand on the tiny config."""
+
+from __future__ import annotations
+
+import pytest
+
+from quantbench.estimate.arch import architecture_from_config
+from quantbench.estimate.formats import group_quant_bytes, nominal_weight_bytes
+from quantbench.estimate.spec import VariantSpec
+
+from .conftest import TINY_CONFIG
+
+# tiny: 1152 body weights, 256 embedding (tied head), 40 norm weights
+BODY, EMBEDDING, NORMS = 1152, 256, 40
+
+
+def test_bf16(tiny):
+    w = nominal_weight_bytes(tiny, VariantSpec(format="bf16"))
+    assert w.stored_bytes == 2 * (BODY + EMBEDDING + NORMS)
+    assert w.streamed_bytes == w.stored_bytes  # tied: the embedding is read whole as the head
+    assert w.gathered_bytes_per_token == 8 * 2
+    assert w.bits_per_weight == 16.0
+    assert w.compute_dtype == "bf16"
+    assert w.source == "nominal"
+
+
+def test_untied_embedding_is_not_streamed():
+    arch = architecture_from_config({**TINY_CONFIG, "tie_word_embeddings": False})
+    w = nominal_weight_bytes(arch, VariantSpec(format="fp16"))
+    assert w.stored_bytes == 2 * (BODY + 2 * EMBEDDING + NORMS)
+    assert w.streamed_bytes == 2 * (BODY + EMBEDDING + NORMS)
+
+
+def test_gptq_by_hand(tiny):
+    # w4, groups of 8: each row of 8 inputs has one group, rows of 16 inputs two;
+    # per group a 16-bit scale and a 4-bit zero (GPTQ stores zeros even when symmetric).
+    w = nominal_weight_bytes(tiny, VariantSpec(format="gptq", group_size=8))
+    per_layer = (
+        (64 * 0.5 + 8 * 2.5)  # q 8x8
+        + 2 * (32 * 0.5 + 4 * 2.5)  # k, v 4x8
+        + (64 * 0.5 + 8 * 2.5)  # o 8x8
+        + 2 * (128 * 0.5 + 16 * 2.5)  # gate, up 16x8
+        + (128 * 0.5 + 8 * 2 * 2.5)  # down 8x16
+    )
+    assert per_layer == 468
+    assert w.stored_bytes == 2 * per_layer + 2 * EMBEDDING + 2 * NORMS
+    assert w.compute_dtype == "bf16"
+
+
+def test_awq_zero_points_only_when_asymmetric(tiny):
+    asym = nominal_weight_bytes(tiny, VariantSpec(format="awq", group_size=8))
+    sym = nominal_weight_bytes(tiny, VariantSpec(format="awq", group_size=8, sym=True))
+    groups = 2 * (8 + 4 + 4 + 8 + 16 + 16 + 16)  # rows x groups per row, both layers
+    assert asym.stored_bytes - sym.stored_bytes == groups * 4 / 8
+
+
+def test_group_formula_on_a_large_matrix():
+    from quantbench.estimate.arch import WeightTensor
+
+    t = WeightTensor(role="attn_q", layer=0, rows=4096, cols=4096)
+    bits = group_quant_bytes(t, bits=4, group_size=128, zeros=True) * 8 / t.elements
+    assert bits == pytest.approx(4 + (16 + 4) / 128)
+    per_row = group_quant_bytes(t, bits=4, group_size=-1, zeros=False) * 8 / t.elements
+    assert per_row == pytest.approx(4 + 16 / 4096)
+
+
+def test_fp8_keeps_edges_in_bf16_and_adds_row_scales(tiny):
+    w = nominal_weight_bytes(tiny, VariantSpec(format="fp8"))
+    rows = 2 * (8 + 4 + 4 + 8 + 16 + 16 + 8)
+    assert w.stored_bytes == BODY + 4 * rows + 2 * EMBEDDING + 2 * NORMS
+    assert w.compute_dtype == "fp8"
+
+
+def test_gguf_q8_0_computes_in_int8(smol):
+    w = nominal_weight_bytes(smol, VariantSpec(format="gguf", gguf_type="Q8_0"))
+    assert w.compute_dtype == "int8"
+    assert w.bits_per_weight == pytest.approx(8.5, abs=0.01)
+    f16 = nominal_weight_bytes(smol, VariantSpec(format="gguf", gguf_type="F16"))
+    assert f16.compute_dtype == "fp16"
+
+
+def test_four_bit_formats_are_smaller_than_eight_and_sixteen(smol):
+    bits = {
+        name: nominal_weight_bytes(smol, VariantSpec.model_validate(spec)).bits_per_weight
+        for name, spec in {
+            "bf16": {"format": "bf16"},
+            "q8": {"format": "gguf", "gguf_type": "Q8_0"},
+            "gptq": {"format": "gptq"},
+            "q4km": {"format": "gguf", "gguf_type": "Q4_K_M"},
+        }.items()
+    }
+    assert bits["bf16"] > bits["q8"] > bits["gptq"] and bits["q8"] > bits["q4km"]

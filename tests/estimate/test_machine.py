@@ -1,0 +1,73 @@
+"""Measuring this machine: the cache (fast, faked) and the probes themselves (slow)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quantbench.estimate import machine
+
+from .conftest import fake_cpu
+
+
+@pytest.fixture
+def counting_measure(monkeypatch):
+    calls = []
+
+    def fake_measure(threads=None):
+        calls.append(threads)
+        spec = fake_cpu()
+        return spec.model_copy(
+            update={"measurement": spec.measurement.model_copy(update={"threads": threads})}
+        )
+
+    monkeypatch.setattr(machine, "measure_machine", fake_measure)
+    monkeypatch.setattr(machine, "_cpu_model", lambda: "test cpu")
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch, "__version__", "0")
+    return calls
+
+
+def test_cache_per_thread_count(tmp_path, counting_measure):
+    first = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    again = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    other = machine.measured_this_machine(threads=2, cache_dir=tmp_path)
+    assert counting_measure == [1, 2]
+    assert first == again and other.measurement.threads == 2
+    data = json.loads(machine.cache_path(tmp_path).read_text())
+    assert sorted(data["entries"]) == ["1", "2"]
+    assert machine.cache_path(tmp_path).name.startswith("hardware-")
+
+
+def test_remeasure_and_stale_probe_version(tmp_path, counting_measure):
+    machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    machine.measured_this_machine(threads=1, cache_dir=tmp_path, remeasure=True)
+    path = machine.cache_path(tmp_path)
+    data = json.loads(path.read_text())
+    data["probe_version"] = -1
+    path.write_text(json.dumps(data))
+    machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    assert counting_measure == [1, 1, 1]
+
+
+def test_a_torn_cache_file_is_measured_again(tmp_path, counting_measure):
+    path = machine.cache_path(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    assert counting_measure == [1]
+
+
+@pytest.mark.slow
+def test_probes_on_this_machine(tmp_path):
+    spec = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    m = spec.measurement
+    assert m is not None and m.seconds < 60
+    assert 1 < m.copy_gbs < 2000 and 1 < m.read_gbs < 2000
+    assert 0.001 < m.gemm_tflops["bf16"] < 100
+    assert set(m.gemv_gbs) == {"bf16", "fp32"}
+    refined = machine.with_shape_probes(spec, "bf16", [(576, 576), (1536, 576)], tmp_path)
+    assert set(refined.measurement.gemv_shape_gbs["bf16"]) == {"576x576", "1536x576"}
+    cached = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
+    assert cached.measurement.gemv_shape_gbs == refined.measurement.gemv_shape_gbs

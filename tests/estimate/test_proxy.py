@@ -1,0 +1,37 @@
+"""The acceptance check on this machine: decode estimate vs a measured generate loop.
+
+Slow: loads the embedded model and measures the machine. The measured side is a proxy (a
+plain HF generate loop at batch 1), not the transformers engine's figure. Both sides run at
+one thread, back to back, so that other load on the shared machine disturbs them alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.estimate.stage import estimate_variant
+
+MODEL = Path(__file__).resolve().parents[2] / "models" / "base"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MODEL / "config.json").is_file(), reason="models/base not prepared")
+def test_decode_estimate_within_2x_of_the_generate_proxy(tmp_path):
+    from quantbench.estimate.proxy import measure_hf_generate
+
+    settings = EstimateSettings.model_validate(
+        {
+            "workload": {"input_len": 128, "output_len": 32, "concurrency": [1]},
+            "measure": {"threads": 1, "cache_dir": str(tmp_path)},
+        }
+    )
+    measured = measure_hf_generate(MODEL, "bf16", input_len=128, output_len=32, threads=1)
+    out = estimate_variant(
+        MODEL, VariantSpec(name="bf16", format="bf16"), "this", settings, [measured]
+    )
+    row = out["comparison"]["rows"][0]
+    assert row["proxy"] and row["engine"] == "hf-generate-proxy"
+    assert 0.5 <= row["tpot_ratio"] <= 2.0, row

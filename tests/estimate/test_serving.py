@@ -1,0 +1,131 @@
+"""The closed-loop serving model: averages over the output, limits, and edge cases."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from quantbench.estimate.roofline import Rates, StepCosts
+from quantbench.estimate.serving import ServingModel
+
+
+def make(arch, input_len=64, output_len=32, memory=1e6, flops=1e6, bandwidth=1e5, overhead=0.0):
+    costs = StepCosts(
+        arch=arch,
+        streamed_weight_bytes=2896.0,
+        gathered_bytes_per_token=16.0,
+        kv_bytes_per_token=32.0,
+    )
+    rates = Rates(
+        compute_dtype="bf16",
+        peak_flops=flops,
+        peak_bandwidth=bandwidth,
+        compute_efficiency=1.0,
+        bandwidth_efficiency=1.0,
+        step_overhead_s=overhead,
+    )
+    return ServingModel(
+        costs=costs,
+        rates=rates,
+        input_len=input_len,
+        output_len=output_len,
+        stored_weight_bytes=2896.0,
+        memory_bytes=memory,
+    )
+
+
+def test_decode_contexts_span_the_output(tiny):
+    model = make(tiny, input_len=64, output_len=32)
+    contexts = model.decode_contexts
+    assert contexts[0] == 65 and contexts[-1] == 95 and len(contexts) == 31
+
+
+def test_itl_is_the_mean_over_every_step(tiny):
+    model = make(tiny)
+    steps = [
+        float((model.costs.weights() + model.costs.decode(1.0, float(c))).time(model.rates))
+        for c in range(65, 96)
+    ]
+    assert model.itl_s(1) == pytest.approx(np.mean(steps))
+    point = model.point(1, 1e9, 1e9)
+    assert point.itl_first_ms == pytest.approx(steps[0] * 1e3)
+    assert point.itl_last_ms == pytest.approx(steps[-1] * 1e3)
+    assert point.itl_last_ms > point.itl_first_ms  # KV growth counts
+
+
+def test_concurrency_one_has_no_interference_or_queue(tiny):
+    model = make(tiny)
+    point = model.point(1, 1e9, 1e9)
+    assert point.itl_ms == pytest.approx(point.itl_decode_only_ms)
+    assert point.ttft_ms == pytest.approx(float(model.prompt_alone().time(model.rates)) * 1e3)
+    assert point.e2e_s == pytest.approx(point.ttft_ms / 1e3 + 31 * point.itl_ms / 1e3)
+    assert point.output_tps == pytest.approx(32 / point.e2e_s)
+
+
+def test_more_concurrency_means_slower_requests_but_more_throughput(tiny):
+    model = make(tiny)
+    points = [model.point(c, 1e9, 1e9) for c in (1, 2, 4, 8)]
+    assert all(a.itl_ms < b.itl_ms for a, b in itertools.pairwise(points))
+    assert all(a.ttft_ms < b.ttft_ms for a, b in itertools.pairwise(points))
+    assert all(a.output_tps < b.output_tps for a, b in itertools.pairwise(points))
+    # prompts of other requests are mixed into decode steps
+    assert points[-1].itl_ms > points[-1].itl_decode_only_ms
+
+
+def test_kv_memory_limit_by_hand(tiny):
+    model = make(tiny, input_len=64, output_len=32, memory=2896.0 + 10 * 96 * 32 + 5)
+    assert model.kv_memory_limit() == 10
+    assert model.point(10, 1e9, 1e9).fits_memory
+    assert not model.point(11, 1e9, 1e9).fits_memory
+
+
+def test_slo_limits_are_the_largest_concurrency_meeting_them(tiny):
+    model = make(tiny)
+    ttft_slo = model.point(6, 1e9, 1e9).ttft_ms
+    itl_slo = model.point(9, 1e9, 1e9).itl_ms
+    limits = model.limits(ttft_slo, itl_slo)
+    assert limits.prefill_compute == 6
+    assert limits.decode == 9
+    assert limits.overall == min(limits.kv_memory, 6, 9)
+    assert limits.binding == "prefill_compute"
+
+
+def test_slo_missed_even_alone_gives_zero(tiny):
+    model = make(tiny)
+    assert model.limits(1e-9, 1e9).prefill_compute == 0
+
+
+def test_decode_turns_compute_bound_where_the_closed_form_says(tiny):
+    model = make(tiny, flops=2e5, bandwidth=1e5)
+    start = model.decode_compute_bound_from()
+    assert start is not None and start > 1
+
+    def bound(c):
+        steps = model.decode_steps(c, mixed=False)
+        return (
+            float(np.mean(steps.flops)) / model.rates.flops
+            >= float(np.mean(steps.bytes)) / model.rates.bandwidth
+        )
+
+    assert bound(start) and not bound(start - 1)
+    # with ample compute it never does
+    assert make(tiny, flops=1e12).decode_compute_bound_from() is None
+
+
+def test_single_output_token_has_no_decode_phase(tiny):
+    model = make(tiny, output_len=1)
+    assert model.decode_phase() is None
+    point = model.point(4, 1e9, 1e9)
+    assert point.itl_ms is None and point.e2e_s == pytest.approx(point.ttft_ms / 1e3)
+
+
+def test_overhead_adds_to_every_step(tiny):
+    plain, slow = make(tiny), make(tiny, overhead=0.01)
+    assert slow.itl_s(1) - plain.itl_s(1) == pytest.approx(0.01)
+
+
+def test_concurrency_must_be_positive(tiny):
+    with pytest.raises(ValueError, match="concurrency 0"):
+        make(tiny).point(0, 1e9, 1e9)

@@ -1,0 +1,68 @@
+"""``--variant`` text -> VariantSpec."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.variants import parse_variant, variant_from_quantization_config
+
+from .conftest import TINY_CONFIG
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY_CONFIG))
+    return tmp_path
+
+
+def test_forms(folder):
+    assert parse_variant("bf16", folder).format == "bf16"
+    assert parse_variant("Q4_K_M", folder).gguf_type == "Q4_K_M"
+    assert parse_variant("gguf:q8_0", folder).gguf_type == "Q8_0"
+    awq = parse_variant("awq:bits=4,group_size=32,sym=true", folder)
+    assert (awq.format, awq.group_size, awq.sym) == ("awq", 32, True)
+    auto = parse_variant("auto", folder)
+    assert auto.format == "bf16" and auto.path == folder
+
+
+def test_known_names_win(folder):
+    known = {"q4": VariantSpec(name="q4", format="gguf", gguf_type="Q4_0")}
+    assert parse_variant("q4", folder, known).gguf_type == "Q4_0"
+
+
+def test_errors_name_the_text_and_the_forms(folder):
+    with pytest.raises(ValueError, match="'mystery'.*GGUF type"):
+        parse_variant("mystery", folder)
+    with pytest.raises(ValueError, match="key=value"):
+        parse_variant("gptq:bits", folder)
+    with pytest.raises(ValueError, match="sym='maybe'"):
+        parse_variant("gptq:sym=maybe", folder)
+
+
+def test_quantization_configs():
+    gptq = variant_from_quantization_config(
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}
+    )
+    assert gptq.label == "gptq-w4g128-sym"
+    ct = variant_from_quantization_config(
+        {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "config_groups": {
+                "group_0": {"weights": {"num_bits": 4, "group_size": 64, "symmetric": False}}
+            },
+        }
+    )
+    assert ct.label == "awq-w4g64-asym"
+    with pytest.raises(ValueError, match="'bitsandbytes'"):
+        variant_from_quantization_config({"quant_method": "bitsandbytes"})
+
+
+def test_quantised_folder(folder):
+    config = {**TINY_CONFIG, "quantization_config": {"quant_method": "gptq", "bits": 8}}
+    (folder / "config.json").write_text(json.dumps(config))
+    variant = parse_variant(str(folder), folder)
+    assert (variant.format, variant.bits, variant.path) == ("gptq", 8, folder)
