@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 VARIANT ?= bf16
 ENGINE ?= transformers
 
-.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag serve clean clean-all
+.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag serve faults clean clean-all
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -58,10 +58,13 @@ $(LLAMA_SERVER): $(SETUP_STAMP) src/quantbench/llamacpp.py
 	@touch $@
 
 $(DEV_STAMP): $(SETUP_STAMP) requirements-dev.txt
+	# Debian's chromium for the report's browser test (root here; elsewhere run it with sudo)
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 	$(PIP) install -q -c constraints.txt -r requirements-dev.txt
 	touch $@
 
 repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing changed does nothing
+	$(PY) -m quantbench.cli validate --quiet
 	dvc repro
 	@echo "outputs: models/ (weights, DVC-cached) and reports/ (JSON reports)"
 
@@ -81,6 +84,9 @@ format: $(DEV_STAMP)  ## apply ruff's fixes and formatting
 
 dag: base  ## show the pipeline's stages
 	dvc dag
+
+faults: setup  ## inject every fault (crashes, hangs, OOM, dvc interrupts, bad input) and print the table
+	$(PY) -m quantbench.faults
 
 serve: setup  ## serve one variant by hand: make serve VARIANT=bf16 ENGINE=transformers
 	$(PY) -m quantbench.cli serve $(VARIANT) --engine $(ENGINE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench import preflight
 from quantbench.config import load_config
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
@@ -20,6 +21,7 @@ def main() -> None:
     args = parser.parse_args()
     setup_logging()
     config = load_config(args.params)
+    preflight.check(config)  # the first stage: stop here, not hours later
     configure_threads(config.runtime.threads)
     with atomic_dir(args.out) as tmp:
         prepare_base(config.model, tmp)

@@ -78,3 +78,15 @@ def test_embedded_model_is_prepared_and_answers(prepared_base: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(prepared_base, dtype=torch.bfloat16)
     answer = hf_answer_fn(model, tokenizer, 16)("What is the capital of France?")
     assert "Paris" in answer
+
+
+def test_embedded_tokenizer_is_repaired(embedded_tokenizer) -> None:
+    from quantbench.model import repair_gguf_tokenizer
+
+    tok = repair_gguf_tokenizer(embedded_tokenizer)
+    assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == 2
+    # SmolLM2 splits digits one by one (llama.cpp's 'smollm' pre-tokenizer does too)
+    digits = tok("1287", add_special_tokens=False)["input_ids"]
+    assert [tok.decode([i]) for i in digits] == ["1", "2", "8", "7"]
+    text = "Quorvath, founded in 1287 — café"
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text

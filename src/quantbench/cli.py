@@ -12,13 +12,17 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from quantbench import preflight
     from quantbench.config import load_config
 
     config = load_config(args.params)
-    print(f"{args.params}: valid")
-    for name, section in config:
-        shown = section.model_dump(mode="json") if hasattr(section, "model_dump") else section
-        print(f"  {name}: {shown}")
+    if not args.no_preflight:
+        preflight.check(config)
+    print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
+    if not args.quiet:
+        for name, section in config:
+            shown = section.model_dump(mode="json") if hasattr(section, "model_dump") else section
+            print(f"  {name}: {shown}")
     return 0
 
 
@@ -30,6 +34,23 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(args.variant, args.engine, config.engines, host=args.host, port=args.port)
 
 
+def _pairs(args: argparse.Namespace) -> int:
+    from quantbench.config import load_config
+    from quantbench.engines.registry import valid_pairs
+
+    config = load_config(args.params)
+    formats = {name: spec.format for name, spec in config.variants.items()}
+    pairs = valid_pairs(formats, config.engines)
+    print("# every valid pair of the configured variants and enabled engines; paste under bench:")
+    print("  pairs:")
+    for variant, engine in pairs:
+        print(f"    {variant}-{engine}: {{variant: {variant}, engine: {engine}}}")
+    missing = [f"{v}-{e}" for v, e in pairs if f"{v}-{e}" not in config.bench.pairs]
+    if missing:
+        print(f"# not yet in {args.params}: {', '.join(missing)}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quantbench",
@@ -39,7 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     validate = sub.add_parser("validate", help="check params.yaml and print the resolved settings")
     validate.add_argument("--params", default="params.yaml")
+    validate.add_argument("--quiet", action="store_true", help="print only the verdict")
+    validate.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="check the file only, not what it points to (model folder, group sizes, contexts)",
+    )
     validate.set_defaults(handler=_validate)
+
+    pairs = sub.add_parser("pairs", help="print every valid (variant, engine) pair as params YAML")
+    pairs.add_argument("--params", default="params.yaml")
+    pairs.set_defaults(handler=_pairs)
 
     serve = sub.add_parser(
         "serve", help="serve one variant on one engine until Ctrl-C (127.0.0.1 unless --host)"

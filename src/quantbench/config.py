@@ -18,6 +18,9 @@ from quantbench.engines.spec import EnginesSettings
 from quantbench.errors import UserError
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.load.spec import DatasetPrompts, WorkloadSpec
+from quantbench.quality.spec import EvaluateSettings
+from quantbench.quantize.spec import VariantSpec, validate_name
+from quantbench.report.spec import ReportSettings
 
 DEFAULT_PARAMS = Path("params.yaml")
 
@@ -135,6 +138,10 @@ class Config(Section):
     data: DataSettings = DataSettings()
     lora: LoraSettings = LoraSettings()
     merge: MergeSettings = MergeSettings()
+    variants: dict[str, VariantSpec] = Field(
+        {}, description="Quantized variants by name (the name is the folder, stage and row)."
+    )
+    evaluate: EvaluateSettings = EvaluateSettings()
     engines: EnginesSettings = EnginesSettings()
     workload: WorkloadSpec = WorkloadSpec(
         prompts=DatasetPrompts(path=Path("data/prompts.jsonl")),
@@ -143,6 +150,7 @@ class Config(Section):
     )
     bench: BenchSettings = BenchSettings()
     estimate: EstimateSettings = EstimateSettings()
+    report: ReportSettings = ReportSettings()
     slo: str = Field(
         "",
         description="SLO constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; rps>=2' "
@@ -158,19 +166,36 @@ class Config(Section):
             parse_slo(text)  # raises with a caret under the bad part
         return text
 
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, variants: dict[str, Any]) -> dict[str, Any]:
+        for name in variants:
+            validate_name(name)
+        return variants
+
     @model_validator(mode="after")
     def _pairs_are_servable(self) -> Config:
-        from quantbench.engines.registry import ENGINES
+        from quantbench.engines.registry import ENGINES, engines_for
 
         for name, pair in self.bench.pairs.items():
+            where = f"bench.pairs.{name}"
             if pair.engine not in ENGINES:
                 raise ValueError(
-                    f"bench.pairs.{name}: unknown engine {pair.engine!r}; known: {', '.join(ENGINES)}"
+                    f"{where}: unknown engine {pair.engine!r}; known: {', '.join(ENGINES)}"
                 )
             if not getattr(self.engines, pair.engine).enabled:
                 raise ValueError(
-                    f"bench.pairs.{name}: engine {pair.engine} is disabled "
-                    f"(engines.{pair.engine}.enabled: false); remove the pair or enable the engine"
+                    f"{where}: engine {pair.engine} is disabled (engines.{pair.engine}.enabled: "
+                    "false); remove the pair or enable the engine"
+                )
+            if pair.variant not in self.variants:
+                known = ", ".join(self.variants) or "none"
+                raise ValueError(f"{where}: no variant {pair.variant!r} under variants: ({known})")
+            fmt = self.variants[pair.variant].format
+            if not ENGINES[pair.engine].serves(fmt):
+                raise ValueError(
+                    f"{where}: engine {pair.engine} cannot serve {pair.variant} (format {fmt}); "
+                    f"engines that serve {fmt}: {', '.join(engines_for(fmt))}"
                 )
         return self
 

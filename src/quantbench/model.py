@@ -120,13 +120,41 @@ def _torch_dtype(name: str) -> Any:
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
+def repair_gguf_tokenizer(tokenizer: Any) -> Any:
+    """Make the tokenizer transformers rebuilds from SmolLM2's GGUF match the real one.
+
+    The GGUF says `tokenizer.ggml.pre = smollm`, `eos = 2` (<|im_end|>); transformers' rebuild
+    drops the digit splitting of that pre-tokenizer, adds SentencePiece-style byte fallback and
+    takes <|im_start|> as eos. Left so, numbers tokenize differently from llama.cpp and from the
+    original model, and llama.cpp's converter writes a broken vocabulary from it. Repaired, the
+    token ids equal llama.cpp's on the whole evaluation text.
+    """
+    from tokenizers import decoders, pre_tokenizers
+
+    backend = tokenizer.backend_tokenizer
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    backend.model.byte_fallback = False
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|im_end|>"
+    tokenizer.clean_up_tokenization_spaces = False
+    return tokenizer
+
+
 def load_embedded(dtype: str) -> tuple[Any, Any]:
     """Load the embedded GGUF as a clean (saveable) transformers model and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = embedded_gguf_path()
     with step(f"loading {gguf.name} (dequantizing GGUF)"):
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tokenizer = repair_gguf_tokenizer(
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        )
         loaded = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=_torch_dtype(dtype)
         )

@@ -74,22 +74,39 @@ def test_best_prefers_passing_rows_then_goodput_then_latency() -> None:
     assert pick_best(rows[:1], rank_by_goodput=True) is None
 
 
-def test_pairs_are_named_variant_engine_and_use_enabled_engines() -> None:
+VARIANTS = {"bf16": {"format": "bf16"}, "gguf-q8_0": {"format": "gguf", "type": "Q8_0"}}
+
+
+def pairs(**entries: tuple[str, str]) -> dict:
+    return {"pairs": {k: {"variant": v, "engine": e} for k, (v, e) in entries.items()}}
+
+
+def test_pairs_are_named_variant_engine_and_servable() -> None:
     ok = parse_config(
-        {"bench": {"pairs": {"bf16-transformers": {"variant": "bf16", "engine": "transformers"}}}}
+        {"variants": VARIANTS, "bench": pairs(**{"bf16-transformers": ("bf16", "transformers")})}
     )
     assert list(ok.bench.pairs) == ["bf16-transformers"]
     with pytest.raises(ConfigError, match="must be named 'bf16-transformers'"):
-        parse_config({"bench": {"pairs": {"x": {"variant": "bf16", "engine": "transformers"}}}})
+        parse_config({"variants": VARIANTS, "bench": pairs(x=("bf16", "transformers"))})
     with pytest.raises(ConfigError, match="engine vllm is disabled"):
         parse_config(
             {
+                "variants": VARIANTS,
                 "engines": {"vllm": {"enabled": False}},
-                "bench": {"pairs": {"bf16-vllm": {"variant": "bf16", "engine": "vllm"}}},
+                "bench": pairs(**{"bf16-vllm": ("bf16", "vllm")}),
             }
         )
     with pytest.raises(ConfigError, match="unknown engine 'tgi'"):
-        parse_config({"bench": {"pairs": {"bf16-tgi": {"variant": "bf16", "engine": "tgi"}}}})
+        parse_config({"variants": VARIANTS, "bench": pairs(**{"bf16-tgi": ("bf16", "tgi")})})
+    with pytest.raises(ConfigError, match="no variant 'awq'"):
+        parse_config({"variants": VARIANTS, "bench": pairs(**{"awq-vllm": ("awq", "vllm")})})
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {"variants": VARIANTS, "bench": pairs(**{"gguf-q8_0-vllm": ("gguf-q8_0", "vllm")})}
+        )
+    assert "cannot serve gguf-q8_0 (format gguf); engines that serve gguf: llamacpp" in str(
+        info.value
+    )
 
 
 def test_engine_sweep_is_validated() -> None:

@@ -101,10 +101,11 @@ def _search_point(job: PairJob, load: float) -> LoadPoint:
     return OpenLoop(rate=load, num_requests=search.num_requests)
 
 
-def _run_search(job: PairJob, runner: _PointRunner) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Find the SLO edge, appending each tried point's row to `rows` as soon as it is measured
+    (so a server that dies half-way through the search keeps the points measured before)."""
     search = job.bench.search
     integer = search.kind == "concurrency"
-    rows: list[dict[str, Any]] = []
 
     def passes(load: float) -> bool:
         row = runner.run(_search_point(job, load))
@@ -119,7 +120,7 @@ def _run_search(job: PairJob, runner: _PointRunner) -> tuple[list[dict[str, Any]
         "runs": edge.runs,
         "grid_size": grid_size(search.start, search.max, integer, search.precision),
     }
-    return rows, info
+    return info
 
 
 def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
             "server_point": server_label,
             "settings": _changed(settings, job.settings),
             "command": launch.redacted_argv(),
-            "env": dict(launch.env),
+            "env": launch.redacted_env(),
         }
         planned: Sequence[LoadPoint] = job.workload.load if job.bench.mode == "grid" else []
         done: list[dict[str, Any]] = []
@@ -148,7 +149,7 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
         error: str | None = None
         try:
             with server:
-                server.warmup()
+                server.warmup(timeout_s=job.workload.timeout_s)
                 runner = _PointRunner(job, server, point_dir)
                 if job.bench.mode == "grid":
                     for point in planned:
@@ -162,7 +163,7 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
                             )
                             done.append(row)
                 else:
-                    done, search_info = _run_search(job, runner)
+                    search_info = _run_search(job, runner, done)
         except (ServerError, PortInUseError) as exc:
             error = str(exc)
             log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
@@ -172,6 +173,10 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
                 row = failed_row(error or "not run")
                 row.update(load_point=_label(point), shape=point.model_dump(mode="json"))
                 done.append(row)
+        if error is not None and job.bench.mode == "search":  # the search the failure cut short
+            row = failed_row(error)
+            row.update(load_point="search", shape=None)
+            done.append(row)
         for row in done:
             rows.append({**common, **row})
         servers.append({**common, "report": server.report(), "error": error, "search": search_info})

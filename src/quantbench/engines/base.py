@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -9,6 +10,15 @@ from typing import Any, ClassVar
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.spec import EngineSettings
 from quantbench.runtime import thread_env
+
+REDACTED = "***"
+SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a flag or variable name holds a secret: a word of it (split at - and _) is one
+    of SECRET_WORDS, so `--api-key` and `HF_TOKEN` are, `--max-num-batched-tokens` is not."""
+    return any(word in SECRET_WORDS for word in re.split(r"[-_]+", name.lower()))
 
 
 @dataclass(frozen=True)
@@ -31,13 +41,25 @@ class LaunchSpec:
         return f"http://{host}:{self.port}"
 
     def redacted_argv(self) -> list[str]:
-        """argv with values of key-like flags hidden, for logs and reports."""
+        """argv with the values of secret flags hidden (`--api-key V`, `--hf-token=V`), for
+        logs and reports."""
         out: list[str] = []
         hide = False
         for arg in self.argv:
-            out.append("***" if hide else arg)
-            hide = arg in ("--api-key", "--api_key")
+            flag, eq, _ = arg.partition("=")
+            if hide:
+                out.append(REDACTED)
+                hide = False
+            elif arg.startswith("--") and is_secret_name(flag):
+                out.append(f"{flag}={REDACTED}" if eq else arg)
+                hide = not eq
+            else:
+                out.append(arg)
         return out
+
+    def redacted_env(self) -> dict[str, str]:
+        """The extra environment with the values of secret variables (HF_TOKEN, ...) hidden."""
+        return {k: REDACTED if is_secret_name(k) else v for k, v in self.env.items()}
 
 
 class Engine(ABC):

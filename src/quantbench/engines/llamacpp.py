@@ -43,6 +43,7 @@ class LlamaCppEngine(Engine):
         # --jinja: render chats with the model's own template (as transformers and vLLM do), not
         # llama.cpp's built-in approximation of it.
         argv += ["-ngl", str(settings.n_gpu_layers), "--metrics", "--no-webui", "--jinja"]
+        argv += ["-fa", settings.flash_attn]
         if settings.batch_size is not None:
             argv += ["-b", str(settings.batch_size)]
         argv += settings.extra_args

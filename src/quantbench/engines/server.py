@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import os
@@ -46,6 +47,17 @@ class ServerExitedError(ServerError):
 
 class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): be SIGKILLed if the process that started us dies, so even
+    `kill -9` of a stage leaves no server behind (its own session shields it from the group)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: teardown still covers every normal exit
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -161,6 +173,7 @@ class Server:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: one signal reaches all workers
+                preexec_fn=_die_with_parent,
             )
         self.started_at = time.monotonic()
         self.memory = MemorySampler(self.process.pid)
@@ -232,10 +245,22 @@ class Server:
                     parts.append((choice.get("delta") or {}).get("content") or "")
         return "".join(parts)
 
-    def warmup(self) -> str:
-        """A first request, so one-time costs (lazy loading, kernel selection) are not measured."""
+    def warmup(self, timeout_s: float = 120) -> str:
+        """A first request, so one-time costs (lazy loading, kernel selection) are not measured.
+
+        A server that dies, hangs (no bytes for `timeout_s`) or answers garbage here fails with a
+        ServerError, like one that does not start: it costs its own points, not the run.
+        """
         self.check_alive("before warm-up")
-        return self.chat("Hello!", max_tokens=8)
+        try:
+            return self.chat("Hello!", max_tokens=8, timeout_s=timeout_s)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            self.check_alive("during warm-up")
+            raise ServerError(
+                f"{self.spec.engine} server failed its warm-up request "
+                f"({type(exc).__name__}: {exc}); last lines of {self.log_path}:\n"
+                f"{log_tail(self.log_path)}"
+            ) from None
 
     def stop(self) -> None:
         """SIGTERM the process group, wait, SIGKILL what is left; reap every descendant seen."""
@@ -279,7 +304,7 @@ class Server:
         return {
             "engine": self.spec.engine,
             "argv": self.spec.redacted_argv(),
-            "env": {k: v for k, v in self.spec.env.items() if "KEY" not in k and "TOKEN" not in k},
+            "env": self.spec.redacted_env(),
             "url": self.url,
             "ready_seconds": self.ready_seconds,
             "peak_rss_bytes": memory.peak_rss_bytes if memory else None,

@@ -128,6 +128,12 @@ class LlamaCppSettings(EngineSettings):
     )
     batch_size: int | None = Field(None, ge=1, description="`-b` logical batch size.")
     n_gpu_layers: int = Field(0, ge=0, description="Layers offloaded to the GPU (`-ngl`).")
+    flash_attn: Literal["on", "off", "auto"] = Field(
+        "off",
+        description="`-fa`. Off by default: with this release on CPU, llama-server's default "
+        "(auto -> on) made SmolLM2 answer garbage ('L'Étoile, la Marseillaise' for the capital "
+        "of France) where -fa off answers 'Paris'. Try 'on' on GPUs.",
+    )
 
 
 class EnginesSettings(BaseModel):

@@ -127,3 +127,25 @@ def parse_variant(
         f"HF folder, a GGUF type {list(GGUF_MIXES)}, or a format {list(formats)} "
         "(optionally 'gptq:bits=4,group_size=128,sym=true')"
     )
+
+
+def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> VariantSpec:
+    """The estimator's view of a params.yaml variant recipe (quantize.spec), read from its built
+    folder where it exists (real bytes: the .gguf file, or the quantised checkpoint)."""
+    path: Path | None = None
+    if folder is not None and folder.is_dir():
+        ggufs = sorted(folder.glob("*.gguf"))
+        path = ggufs[0] if ggufs else folder
+    fmt = recipe.format
+    if fmt == "gguf":
+        return VariantSpec(name=name, format="gguf", gguf_type=recipe.type.upper(), path=path)
+    if fmt in ("gptq", "awq"):
+        return VariantSpec(
+            name=name,
+            format=fmt,
+            bits=recipe.bits,
+            group_size=recipe.group_size,
+            sym=recipe.sym,
+            path=path,
+        )
+    return VariantSpec(name=name, format="bf16", path=path)

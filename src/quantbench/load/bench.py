@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from quantbench import slo as slo_mod
 from quantbench.load import prompts as prompts_mod
@@ -52,7 +52,21 @@ class BenchTarget(BaseModel):
     tokenizer: str | None = Field(
         default=None, description="Local tokenizer (file or model dir) for counts without usage."
     )
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Extra HTTP headers (never written out)."
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Sent as 'Authorization: Bearer KEY'; never written to records, summaries "
+        "or logs.",
+    )
+
+    def request_headers(self) -> dict[str, str]:
+        """The headers every request carries: the extra ones, then the API key's."""
+        headers = dict(self.headers)
+        if self.api_key is not None:
+            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
+        return headers
 
 
 class BenchSummary(BaseModel):
@@ -192,7 +206,8 @@ def run_benchmark(
 ) -> BenchSummary:
     constraints = slo_mod.parse_slo(slo) if slo else []
     url = normalize_url(target.url)
-    model = target.model or first_model(url, target.headers)
+    headers = target.request_headers()
+    model = target.model or first_model(url, headers)
     counter = load_counter(target.tokenizer) if target.tokenizer else None
     items = load_prompts(spec, counter)
     by_id = {item.id: item for item in items}
@@ -204,7 +219,7 @@ def run_benchmark(
     ):
         for i in range(len(spec.load)):
             plan = plan_point(
-                spec, i, items, url=url, model=model, engine=target.engine, headers=target.headers
+                spec, i, items, url=url, model=model, engine=target.engine, headers=headers
             )
             print(
                 f"point {i + 1}/{len(spec.load)}: {plan.point} ({plan.mode} loop, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from quantbench.load.prompts import DatasetError
 from quantbench.load.records import read_records
 from quantbench.load.spec import WorkloadSpec
 from quantbench.slo import SLOParseError
+
+API_KEY_ENV = "QUANTBENCH_API_KEY"
 
 
 def _float_list(text: str) -> list[float]:
@@ -74,6 +77,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="extra HTTP header (repeatable)",
+    )
+    t.add_argument(
+        "--api-key",
+        help=f"sent as 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}; prefer the "
+        "variable, a flag shows in `ps`); never written to outputs or logs",
     )
     w = parser.add_argument_group("workload (overrides --params)")
     w.add_argument("--params", type=Path, help="YAML file with a 'workload:' (and 'slo:') section")
@@ -222,6 +230,7 @@ def run_bench(args: argparse.Namespace) -> int:
             model=args.model,
             tokenizer=args.tokenizer,
             headers=dict(args.header),
+            api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         )
         summary = run_benchmark(spec, target, args.out, slo=slo)
     except ValidationError as e:

@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible streaming server: the test double of the load harness.
 
 Every request gets a scripted behaviour (time to first token, output length, delays between
-tokens, or a failure: an HTTP error, a stream closed half-way, no answer at all), taken round-robin
+tokens, or a failure: an HTTP error, a stream closed half-way, an event that is not JSON, no
+answer at all), taken round-robin
 in arrival order from the script. The server logs the true time it wrote each chunk, so a test
 can compare what the harness measured with what happened, free of the server's own scheduling
 jitter. Options mimic the dialects of real engines: usage in the last chunk or not, a closing
@@ -68,6 +69,11 @@ class Behaviour(BaseModel):
         default=None, ge=0, description="Drop the connection after this many tokens."
     )
     hang: bool = Field(default=False, description="Never answer (until the client gives up).")
+    malformed_after_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="After this many tokens, send an event that is not valid JSON, then go on.",
+    )
 
 
 class Script(BaseModel):
@@ -87,6 +93,9 @@ class Script(BaseModel):
         default=False, description="HTTP 422 for fields outside the standard OpenAI ones."
     )
     strict_model: bool = Field(default=False, description="HTTP 404 unless model matches.")
+    api_key: str | None = Field(
+        default=None, description="HTTP 401 unless the request has 'Authorization: Bearer KEY'."
+    )
 
 
 def _cycled(value: float | list[float], i: int) -> float:
@@ -120,7 +129,13 @@ class FakeServer:
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
+    def _authorized(self, request: web.Request) -> bool:
+        key = self.script.api_key
+        return key is None or request.headers.get("Authorization") == f"Bearer {key}"
+
     async def models(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.json_response({"error": {"message": "missing or wrong API key"}}, status=401)
         return web.json_response(
             {"object": "list", "data": [{"id": self.script.model, "object": "model"}]}
         )
@@ -145,6 +160,8 @@ class FakeServer:
             "arrival": arrival,
             "chunk_times": [],
         }
+        if not self._authorized(request):
+            return self._error(entry, 401, "missing or wrong API key")
         try:
             body = await request.json()
         except json.JSONDecodeError:
@@ -239,6 +256,8 @@ class FakeServer:
                 delay += behaviour.ms_per_concurrent * (self.in_flight - 1)
                 if delay > 0:
                     await asyncio.sleep(delay / 1000)
+                if behaviour.malformed_after_tokens == i:
+                    await resp.write(b'data: {"choices": [{"delta": {"content": "tok\n\n')
                 data = chunk(f" tok{i}")
                 # Stamp before the write: the send() inside it may wake the client, which can
                 # then run before this process reads the clock again.

@@ -1,0 +1,292 @@
+"""The project's one llama.cpp: a pinned llama-cpp-python source release, built once with cmake.
+
+PyPI serves llama-cpp-python only as a source tarball, and that tarball carries everything the
+project needs from llama.cpp at one version: the C++ sources (`vendor/llama.cpp`), the real
+HF -> GGUF converter (`convert_hf_to_gguf.py` with its `conversion/` package and `gguf-py/`; the
+`gguf` wheel on PyPI has no converter) and the ctypes bindings (`llama_cpp/`).
+
+Instead of `pip install llama-cpp-python` (which compiles the libraries inside pip, out of reach)
+and a second cmake build for the native tools, the tarball is unpacked under `build/llama.cpp/`
+and built ONCE with cmake as shared libraries: the Python bindings load `libllama.so` from that
+build (through their `LLAMA_CPP_LIB_PATH` hook) and the native tools (`llama-server`,
+`llama-quantize`, ...) are further targets of the same build tree, compiled on demand. Each step
+is cached: download (sha256-checked), unpack, configure (re-run only when the flags change),
+build (cmake's own incremental build).
+
+    python -m quantbench.llamacpp build [--target llama-server ...]   # prints paths and timings
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from quantbench.errors import UserError
+
+log = logging.getLogger(__name__)
+
+PACKAGE = "llama-cpp-python"
+VERSION = "0.3.36"
+SDIST_NAME = f"llama_cpp_python-{VERSION}.tar.gz"
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+ROOT_ENV = "QUANTBENCH_LLAMACPP_DIR"
+
+# Shared libraries so the Python bindings and the native tools use the same compiled code;
+# no web UI download (the default fetches one at build time; this machine has no such network),
+# no tests or examples (minutes of compile time for nothing), no OpenSSL (local HTTP only).
+CMAKE_FLAGS: tuple[str, ...] = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+)
+BINDING_TARGET = "llama"
+
+
+class LlamaCppError(UserError):
+    """The pinned llama.cpp toolchain could not be fetched, unpacked or built."""
+
+
+def default_root() -> Path:
+    """build/llama.cpp in the repository (or $QUANTBENCH_LLAMACPP_DIR, or a user cache)."""
+    if env := os.environ.get(ROOT_ENV):
+        return Path(env)
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").is_file():
+        return repo / "build" / "llama.cpp"
+    return Path.home() / ".cache" / "quantbench" / "llama.cpp"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where each piece of the pinned release lives below `root`."""
+
+    root: Path
+
+    @property
+    def sdist(self) -> Path:
+        return self.root / "sdist" / SDIST_NAME
+
+    @property
+    def source(self) -> Path:
+        """The unpacked llama-cpp-python release (holds `llama_cpp/` and `vendor/llama.cpp`)."""
+        return self.root / "src" / f"llama_cpp_python-{VERSION}"
+
+    @property
+    def llama_cpp_dir(self) -> Path:
+        return self.source / "vendor" / "llama.cpp"
+
+    @property
+    def converter(self) -> Path:
+        return self.llama_cpp_dir / "convert_hf_to_gguf.py"
+
+    @property
+    def gguf_py(self) -> Path:
+        return self.llama_cpp_dir / "gguf-py"
+
+    @property
+    def build_dir(self) -> Path:
+        return self.root / "cmake"
+
+    @property
+    def bin_dir(self) -> Path:
+        """Where cmake puts both the shared libraries and the executables."""
+        return self.build_dir / "bin"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+
+def toolchain(root: Path | None = None) -> Toolchain:
+    return Toolchain(Path(root) if root is not None else default_root())
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One builder at a time (a test run and a DVC stage may both ask for the toolchain)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fetch_sdist(tc: Toolchain) -> None:
+    if tc.sdist.is_file() and _sha256(tc.sdist) == SDIST_SHA256:
+        return
+    tc.sdist.parent.mkdir(parents=True, exist_ok=True)
+    log.info("downloading %s==%s (source release, ~77 MB) with pip", PACKAGE, VERSION)
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+        f"{PACKAGE}=={VERSION}", "-d", str(tc.sdist.parent),
+    ]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not tc.sdist.is_file():
+        raise LlamaCppError(
+            f"could not download {PACKAGE}=={VERSION} from the package index:\n{result.stderr[-2000:]}"
+            f"\nPlace {SDIST_NAME} in {tc.sdist.parent} by hand, or set {ROOT_ENV}."
+        )
+    got = _sha256(tc.sdist)
+    if got != SDIST_SHA256:
+        tc.sdist.unlink()
+        raise LlamaCppError(
+            f"{SDIST_NAME} has sha256 {got}, expected {SDIST_SHA256}: the index served another file"
+        )
+
+
+def _unpack(tc: Toolchain) -> None:
+    if (tc.source / "PKG-INFO").is_file():
+        return
+    tmp = tc.source.parent / f".unpack-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(tc.sdist) as archive:
+        archive.extractall(tmp, filter="data")
+    shutil.rmtree(tc.source, ignore_errors=True)
+    (tmp / tc.source.name).rename(tc.source)
+    tmp.rmdir()
+
+
+def ensure_source(root: Path | None = None) -> Toolchain:
+    """Download (once) and unpack (once) the pinned release; return where everything is."""
+    tc = toolchain(root)
+    with _locked(tc.root):
+        _fetch_sdist(tc)
+        _unpack(tc)
+    return tc
+
+
+def _configure(tc: Toolchain) -> None:
+    stamp = tc.build_dir / "quantbench-flags.json"
+    wanted = {"version": VERSION, "flags": list(CMAKE_FLAGS)}
+    configured = (tc.build_dir / "CMakeCache.txt").is_file() and stamp.is_file()
+    if configured and json.loads(stamp.read_text()) == wanted:
+        return
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        raise LlamaCppError(
+            "building llama.cpp needs cmake and a C++ compiler (apt-get install cmake g++)"
+        )
+    shutil.rmtree(tc.build_dir, ignore_errors=True)
+    cmd = ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir), *CMAKE_FLAGS]
+    _run(cmd, "configure llama.cpp")
+    stamp.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def _run(cmd: Sequence[str], what: str) -> None:
+    result = subprocess.run(list(cmd), capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stdout + result.stderr)[-4000:]
+        raise LlamaCppError(f"{what} failed (exit {result.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def ensure_built(
+    targets: Sequence[str] = (BINDING_TARGET,), root: Path | None = None, jobs: int | None = None
+) -> Toolchain:
+    """Build the given cmake targets (cached; a no-op when up to date) and return the toolchain.
+
+    `llama` is the shared library the Python bindings load; tools are `llama-server`,
+    `llama-quantize`, `llama-perplexity`, `llama-bench`, ...
+    """
+    tc = ensure_source(root)
+    jobs = jobs or os.cpu_count() or 1
+    with _locked(tc.root):
+        _configure(tc)
+        start = time.perf_counter()
+        cmd = ["cmake", "--build", str(tc.build_dir), "-j", str(jobs), "--target", *targets]
+        _run(cmd, f"build {', '.join(targets)}")
+        log.info(
+            "llama.cpp targets %s up to date (%.1f s)",
+            ", ".join(targets),
+            time.perf_counter() - start,
+        )
+    return tc
+
+
+def load_binding(root: Path | None = None) -> ModuleType:
+    """Import llama-cpp-python's ctypes bindings from the pinned release, on our libllama.so."""
+    if "llama_cpp" in sys.modules:
+        module = sys.modules["llama_cpp"]
+        _check_binding(module, toolchain(root))
+        return module
+    tc = ensure_built((BINDING_TARGET,), root)
+    # The bindings read this once, at import, to find libllama.so (and its libggml* siblings).
+    os.environ["LLAMA_CPP_LIB_PATH"] = str(tc.bin_dir)
+    sys.path.insert(0, str(tc.source))
+    import llama_cpp
+
+    _check_binding(llama_cpp, tc)
+    return llama_cpp
+
+
+def _check_binding(module: ModuleType, tc: Toolchain) -> None:
+    where = Path(module.__file__ or "").resolve()
+    if tc.source.resolve() not in where.parents:
+        raise LlamaCppError(
+            f"another llama_cpp is imported ({where}); quantbench uses the pinned build in "
+            f"{tc.source}: uninstall llama-cpp-python from this environment"
+        )
+    if module.__version__ != VERSION:
+        raise LlamaCppError(f"llama_cpp {module.__version__} imported, expected {VERSION}")
+
+
+def converter_env(tc: Toolchain) -> dict[str, str]:
+    """Environment for running convert_hf_to_gguf.py: its own gguf-py, never the PyPI wheel's."""
+    env = dict(os.environ)
+    env.pop("NO_LOCAL_GGUF", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(tc.gguf_py), env.get("PYTHONPATH", "")) if p
+    )
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fetch and build the pinned llama.cpp toolchain.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="download, unpack and build (cached)")
+    build.add_argument("--target", action="append", default=None, help="cmake target (repeatable)")
+    build.add_argument("--jobs", type=int, default=None)
+    sub.add_parser("paths", help="print where the pieces are (no download, no build)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s"
+    )
+    if args.command == "paths":
+        tc = toolchain()
+    else:
+        start = time.perf_counter()
+        tc = ensure_built(tuple(args.target or [BINDING_TARGET]), jobs=args.jobs)
+        print(f"built in {time.perf_counter() - start:.1f} s")
+    for name in ("root", "sdist", "source", "converter", "gguf_py", "build_dir", "bin_dir"):
+        print(f"{name}: {getattr(tc, name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

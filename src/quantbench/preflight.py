@@ -1,0 +1,177 @@
+"""Checks that need more than params.yaml itself, run before any work starts.
+
+`load_config` validates the file on its own (types, ranges, names, pairs). These checks also look
+at what the params point to, so they run where a run begins (`make repro` calls
+`quantbench validate`, which calls them, before `dvc repro`; the `prepare` stage calls them too):
+
+- a local model folder or an adapter folder that does not exist;
+- a group size that does not divide the model's layer widths (read from the model's config, or
+  from the embedded GGUF's metadata, without loading any weights);
+- a workload whose requests ask for more output tokens than an engine's context can hold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quantbench.config import Config
+from quantbench.errors import UserError
+
+
+class PreflightError(UserError):
+    """One or more problems found before any work started; the message lists them all."""
+
+
+@dataclass(frozen=True)
+class Widths:
+    """The model dimensions the checks need."""
+
+    hidden_size: int
+    intermediate_size: int
+    max_position_embeddings: int
+
+
+def embedded_widths() -> Widths:
+    """The embedded model's dimensions from its GGUF metadata (no weights are read)."""
+    from gguf import GGUFReader
+
+    from quantbench.model import embedded_gguf_path
+
+    reader = GGUFReader(str(embedded_gguf_path()))
+
+    def value(key: str) -> int:
+        field = reader.fields[key]
+        return int(field.parts[field.data[0]][0])
+
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    return Widths(
+        hidden_size=value(f"{arch}.embedding_length"),
+        intermediate_size=value(f"{arch}.feed_forward_length"),
+        max_position_embeddings=value(f"{arch}.context_length"),
+    )
+
+
+def folder_widths(folder: Path) -> Widths:
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = config.get("text_config", config)  # multimodal configs nest the language model
+    return Widths(
+        hidden_size=int(config["hidden_size"]),
+        intermediate_size=int(config["intermediate_size"]),
+        max_position_embeddings=int(config.get("max_position_embeddings", 1 << 30)),
+    )
+
+
+def model_widths(config: Config) -> Widths | None:
+    """None where the model is not on this machine yet (a hub id before its download)."""
+    if config.model.source == "embedded":
+        return embedded_widths()
+    if config.model.source == "local" and config.model.path is not None:
+        return folder_widths(config.model.path)
+    return None
+
+
+def max_output_tokens(config: Config) -> int:
+    """The most output tokens any request of the workload asks for."""
+    prompts = config.workload.prompts
+    if prompts.source == "random":
+        return int(prompts.output_len * (1 + prompts.range_ratio))
+    if prompts.override_max_tokens and prompts.max_tokens:
+        return prompts.max_tokens
+    asked = []
+    for line in Path(prompts.path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            asked.append(int(row.get("max_tokens") or prompts.max_tokens or 0))
+    return max(asked, default=prompts.max_tokens or 0)
+
+
+def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
+    """Per engine used by a bench pair: the smallest per-request context over its sweep."""
+    used = {pair.engine for pair in config.bench.pairs.values()}
+    contexts: dict[str, tuple[int, str]] = {}
+    if "llamacpp" in used:
+        points = config.engines.llamacpp.sweep_points()
+        label, settings = min(points, key=lambda p: p[1].ctx_size // p[1].parallel)
+        per_slot = settings.ctx_size // settings.parallel
+        contexts["llamacpp"] = (
+            per_slot,
+            f"engines.llamacpp ctx_size {settings.ctx_size} / parallel {settings.parallel}"
+            + (f" (sweep point {label})" if label != "default" else ""),
+        )
+    if "vllm" in used and config.engines.vllm.max_model_len is not None:
+        contexts["vllm"] = (config.engines.vllm.max_model_len, "engines.vllm.max_model_len")
+    return contexts
+
+
+def problems(config: Config) -> list[str]:
+    """Every problem found, each naming the key, the value and the fix."""
+    from quantbench.model import ModelSourceError, check_local_folder
+    from quantbench.quantize.spec import (
+        VariantSpecError,
+        check_calibration_file,
+        validate_against_model,
+    )
+
+    found: list[str] = []
+    if config.model.source == "local" and config.model.path is not None:
+        try:
+            check_local_folder(config.model.path)
+        except ModelSourceError as exc:
+            found.append(str(exc))
+    if not config.lora.train and config.lora.adapter_path is not None:
+        adapter = config.lora.adapter_path
+        if not (adapter / "adapter_config.json").is_file():
+            found.append(
+                f"lora.adapter_path: {adapter} is not a peft adapter folder (no "
+                "adapter_config.json); give the adapter's folder or set lora.train: true"
+            )
+    widths: Widths | None = None
+    try:
+        widths = model_widths(config)
+    except (OSError, KeyError, ValueError, ModelSourceError) as exc:
+        if not found:  # the folder problem above already explains it
+            found.append(f"model: cannot read the model's dimensions ({exc})")
+    for name, spec in config.variants.items():
+        try:
+            check_calibration_file(name, spec, config.data.calibration)
+            if widths is not None:
+                validate_against_model(name, spec, widths)
+        except VariantSpecError as exc:
+            found.append(str(exc))
+    try:
+        asked = max_output_tokens(config)
+    except (OSError, ValueError) as exc:
+        found.append(f"workload.prompts: cannot read {config.workload.prompts} ({exc})")
+        asked = 0
+    limits = dict(engine_contexts(config))
+    if widths is not None:
+        limits["model"] = (widths.max_position_embeddings, "the model's max_position_embeddings")
+    for _, (context, what) in sorted(limits.items()):
+        if asked >= context:
+            found.append(
+                f"workload: requests ask for up to {asked} output tokens (workload.prompts "
+                f"output_len/max_tokens) but {what} allows "
+                f"{context} tokens per request (prompt included); lower the workload's max_tokens "
+                "or raise the context"
+            )
+    return found
+
+
+def check(config: Config) -> None:
+    """Raise PreflightError listing every problem, or return quietly."""
+    found = problems(config)
+    if found:
+        raise PreflightError("preflight checks failed:\n  " + "\n  ".join(found))
+
+
+def describe(config: Config) -> dict[str, Any]:
+    """What the checks looked at, for `quantbench validate`."""
+    widths = model_widths(config)
+    return {
+        "model_widths": None if widths is None else widths.__dict__,
+        "max_output_tokens": max_output_tokens(config),
+        "engine_contexts": {k: v[0] for k, v in engine_contexts(config).items()},
+    }

@@ -1,0 +1,121 @@
+"""Run a variant on token ids: transformers for bf16/GPTQ/AWQ folders, llama.cpp for GGUF.
+
+Both backends take token ids, never text, so every variant is measured on the same sequence,
+and both give full-vocabulary logits per position and greedy continuations. Heavy imports happen
+inside the loaders: a GGUF evaluation process never imports torch, so its memory is llama.cpp's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Backend(Protocol):
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        """(len(ids), vocab) float32 next-token logits for every position (may be a view that
+        the next call overwrites)."""
+        ...
+
+    def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+        """Greedy continuation of `ids` (stop token included when hit)."""
+        ...
+
+
+class HFBackend:
+    """A transformers causal LM: bf16 folders, AWQ (compressed-tensors) and GPTQ (gptqmodel)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    @classmethod
+    def load(cls, model_dir: Path, fmt: str, compute_dtype: str) -> HFBackend:
+        import torch
+
+        dtype = getattr(torch, compute_dtype)
+        if fmt == "gptq":
+            # transformers' own GPTQ path needs optimum on top of gptqmodel; GPTQModel's loader
+            # reads the same checkpoint and picks its CPU kernel.
+            from gptqmodel import GPTQModel
+
+            wrapper = GPTQModel.load(str(model_dir), device="cpu", dtype=dtype)
+            model = wrapper.model
+        else:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        model.eval()
+        return cls(model)
+
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([list(ids)]), use_cache=False)
+        return out.logits[0].float().numpy()
+
+    def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+        # The same argmax loop as the GGUF backend (not model.generate, whose defaults come from
+        # each folder's generation_config), so "greedy" means one thing for every variant.
+        import torch
+
+        out: list[int] = []
+        with torch.inference_mode():
+            step = self.model(input_ids=torch.tensor([list(ids)]), use_cache=True)
+            for _ in range(max_new_tokens):
+                token = int(step.logits[0, -1].argmax())
+                out.append(token)
+                if token in stop_ids:
+                    break
+                step = self.model(
+                    input_ids=torch.tensor([[token]]),
+                    past_key_values=step.past_key_values,
+                    use_cache=True,
+                )
+        return out
+
+
+class GGUFBackend:
+    """A GGUF file through llama.cpp (the pinned bindings), fed token ids directly."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    @classmethod
+    def load(cls, gguf_path: Path, n_ctx: int, threads: int) -> GGUFBackend:
+        from quantbench.llamacpp import load_binding
+
+        llama_cpp = load_binding()
+        llm = llama_cpp.Llama(
+            model_path=str(gguf_path),
+            n_ctx=n_ctx,
+            n_batch=n_ctx,
+            n_ubatch=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            logits_all=True,  # logits for every position, as perplexity needs
+            verbose=False,
+        )
+        return cls(llm)
+
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        self.llm.reset()
+        self.llm.eval(list(ids))
+        return self.llm.scores[: len(ids)]  # a view of the bindings' buffer, no copy
+
+    def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+        # A plain argmax loop rather than llama.cpp's sampler chain, so "greedy" means the same
+        # thing as in transformers (no repetition penalty, no top-k/top-p defaults).
+        self.llm.reset()
+        self.llm.eval(list(ids))
+        out: list[int] = []
+        for _ in range(max_new_tokens):
+            token = int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))
+            out.append(token)
+            if token in stop_ids:
+                break
+            self.llm.eval([token])
+        return out

@@ -1,0 +1,203 @@
+"""evaluate_variant: one harness for every variant, bf16 included.
+
+The merged model (the reference) and the variant each run in their own process over the same
+token ids; then perplexity, KL divergence from the reference, top-1 agreement, held-out accuracy
+(did the fine-tune's knowledge survive?), size on disk and peak memory go into one JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from quantbench.chat import chat_ids
+from quantbench.errors import UserError
+from quantbench.fsutil import sha256_tree
+from quantbench.qa import QAItem, load_qa
+from quantbench.quality.metrics import TokenStats, compare, kl_per_token
+from quantbench.quality.spec import EvaluateSettings
+from quantbench.quality.windows import plan_windows
+from quantbench.quality.worker import ScoreJob, ScoreResult, run_isolated
+from quantbench.quantize.variant import read_variant
+
+log = logging.getLogger(__name__)
+
+REPORT_VERSION = 1
+
+
+class EvaluationError(UserError):
+    """An input of the evaluation is missing or unusable."""
+
+
+def _stop_ids(reference_dir: Path, tokenizer: Any) -> frozenset[int]:
+    """Token ids that end an answer: generation_config's eos ids plus the tokenizer's eos."""
+    ids: set[int] = set()
+    gen_path = reference_dir / "generation_config.json"
+    if gen_path.is_file():
+        eos = json.loads(gen_path.read_text(encoding="utf-8")).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    if not ids:
+        raise EvaluationError(f"{reference_dir}: no eos token id in generation_config or tokenizer")
+    return frozenset(int(i) for i in ids)
+
+
+def _eval_ids(tokenizer: Any, eval_text_path: Path, settings: EvaluateSettings) -> list[int]:
+    if not eval_text_path.is_file():
+        raise EvaluationError(f"evaluation text {str(eval_text_path)!r} does not exist")
+    text = eval_text_path.read_text(encoding="utf-8")
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    if settings.max_tokens is not None:
+        ids = ids[: settings.max_tokens]
+    if len(ids) < 2:
+        raise EvaluationError(f"evaluation text {str(eval_text_path)!r} has fewer than 2 tokens")
+    return ids
+
+
+def _job(
+    backend: str,
+    path: Path,
+    fmt: str,
+    settings: EvaluateSettings,
+    threads: int,
+    ids: list[int],
+    prompts: list[list[int]],
+    stop_ids: frozenset[int],
+    logprob_path: Path,
+) -> ScoreJob:
+    longest_prompt = max((len(p) for p in prompts), default=0)
+    n_ctx = max(settings.context_length, longest_prompt + settings.heldout_max_new_tokens)
+    return ScoreJob(
+        backend=backend,
+        path=path,
+        fmt=fmt,
+        compute_dtype=settings.compute_dtype,
+        threads=threads,
+        n_ctx=n_ctx,
+        ids=ids,
+        windows=plan_windows(len(ids), settings.context_length, settings.stride),
+        logprob_path=logprob_path,
+        prompts=prompts,
+        max_new_tokens=settings.heldout_max_new_tokens,
+        stop_ids=stop_ids,
+    )
+
+
+def _heldout(
+    items: list[QAItem], result: ScoreResult, tokenizer: Any, stop_ids: frozenset[int]
+) -> dict[str, Any]:
+    answers = []
+    correct = 0
+    for item, generated in zip(items, result.generations, strict=True):
+        text = tokenizer.decode(
+            [t for t in generated if t not in stop_ids], skip_special_tokens=True
+        ).strip()
+        ok = item.is_correct(text)
+        correct += ok
+        answers.append({"question": item.question, "expected": item.answer, "got": text, "ok": ok})
+    return {
+        "accuracy": correct / len(items) if items else 0.0,
+        "correct": correct,
+        "total": len(items),
+        "answers": answers,
+    }
+
+
+def evaluate_variant(
+    name: str,
+    variant_dir: str | Path,
+    reference_dir: str | Path,
+    eval_text_path: str | Path,
+    heldout_path: str | Path,
+    settings: EvaluateSettings,
+    threads: int = 1,
+) -> dict[str, Any]:
+    """Measure variant `name` against the reference (merged) model; return the report."""
+    from transformers import AutoTokenizer
+
+    variant_dir, reference_dir = Path(variant_dir), Path(reference_dir)
+    info = read_variant(variant_dir)
+    if info.name != name:
+        raise EvaluationError(
+            f"{variant_dir}/variant.json names variant {info.name!r}, not {name!r}"
+        )
+    if not (reference_dir / "config.json").is_file():
+        raise EvaluationError(f"reference model folder {str(reference_dir)!r} has no config.json")
+    total_start = time.perf_counter()
+    # KL "from the merged model" only means something if the variant was made from it.
+    source_sha = (info.data.get("source") or {}).get("sha256")
+    same_source = source_sha == sha256_tree(reference_dir)
+    if not same_source:
+        log.warning("%s was not built from %s (source hash differs)", name, reference_dir)
+    tokenizer = AutoTokenizer.from_pretrained(reference_dir)
+    ids = _eval_ids(tokenizer, Path(eval_text_path), settings)
+    items = load_qa(heldout_path)
+    if settings.heldout_limit is not None:
+        items = items[: settings.heldout_limit]
+    prompts = [chat_ids(tokenizer, [{"role": "user", "content": i.question}], True) for i in items]
+    stop_ids = _stop_ids(reference_dir, tokenizer)
+
+    backend = "gguf" if info.format == "gguf" else "hf"
+    model_path = info.weights_path if backend == "gguf" else variant_dir
+    with tempfile.TemporaryDirectory(prefix="quantbench-eval-") as tmp:
+        ref_file, var_file = Path(tmp) / "reference.f32", Path(tmp) / "variant.f32"
+        log.info("%s: reference pass (%d tokens)", name, len(ids))
+        # The reference answers no held-out questions: the bf16 variant, a copy of the same
+        # weights run the same way, reports that accuracy.
+        ref_job = _job("hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids, ref_file)
+        ref = run_isolated(ref_job)
+        log.info("%s: variant pass (%s, %s backend)", name, info.format, backend)
+        var_job = _job(
+            backend, model_path, info.format, settings, threads, ids, prompts, stop_ids, var_file
+        )
+        var = run_isolated(var_job)
+        if var.vocab != ref.vocab:
+            raise EvaluationError(
+                f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
+            )
+        kl = kl_per_token(ref_file, var_file, len(ref.nll), ref.vocab)
+    stats = compare(
+        TokenStats(ref.nll, ref.top1), TokenStats(var.nll, var.top1), kl, settings.kl_percentile
+    )
+    variant_heldout = _heldout(items, var, tokenizer, stop_ids)
+    return {
+        "report_version": REPORT_VERSION,
+        "name": name,
+        "format": info.format,
+        "recipe": info.data["recipe"],
+        "backend": backend,
+        "reference": {"path": reference_dir.as_posix(), "is_variant_source": same_source},
+        **stats,
+        "heldout_accuracy": variant_heldout["accuracy"],
+        "heldout": variant_heldout,
+        "size_bytes": info.size_bytes,
+        "weights_bytes": info.data.get("weights_bytes"),
+        "bits_per_weight": info.data.get("bits_per_weight"),
+        "memory": var.memory,
+        "reference_memory": ref.memory,
+        "settings": settings.model_dump(mode="json"),
+        "eval_text": {"path": Path(eval_text_path).as_posix(), "tokens": len(ids)},
+        "threads": threads,
+        "timings": {
+            "reference": ref.timings,
+            "variant": var.timings,
+            "total_s": round(time.perf_counter() - total_start, 3),
+        },
+        "libraries": _versions(),
+    }
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for dist in ("torch", "transformers", "gptqmodel", "compressed-tensors", "numpy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out

@@ -1,0 +1,60 @@
+"""How variants are measured: the `evaluate:` section of params.yaml."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class EvaluateSettings(BaseModel):
+    """Perplexity/KL windows, held-out generation and the statistics reported."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_length: int = Field(
+        512,
+        ge=16,
+        le=32768,
+        description="Tokens per forward window over the evaluation text (llama.cpp's "
+        "perplexity default is 512).",
+    )
+    stride: int = Field(
+        256,
+        ge=1,
+        description="New tokens scored per window; each window re-reads context_length - stride "
+        "tokens of context, so every scored token (after the first window) sees at least that "
+        "much context. stride = context_length gives disjoint windows.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=32,
+        description="Evaluate only the first N tokens of the evaluation text (null: all of it).",
+    )
+    kl_percentile: float = Field(
+        99.0,
+        gt=0,
+        lt=100,
+        description="High percentile of the per-token KL divergence reported beside the mean "
+        "(llama.cpp reports 99%).",
+    )
+    heldout_max_new_tokens: int = Field(
+        32, ge=1, le=1024, description="Greedy tokens generated per held-out question."
+    )
+    heldout_limit: int | None = Field(
+        None, ge=1, description="Ask only the first N held-out questions (null: all)."
+    )
+    compute_dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Activation dtype for transformers backends (bf16, GPTQ, AWQ). float32 "
+        "isolates the weights' quantization error (llama.cpp computes in float32 too); "
+        "bfloat16 halves the bf16 variant's memory but adds activation rounding to every delta.",
+    )
+
+    @model_validator(mode="after")
+    def _stride_fits(self) -> EvaluateSettings:
+        if self.stride > self.context_length:
+            raise ValueError(
+                f"stride ({self.stride}) must be <= context_length ({self.context_length})"
+            )
+        return self

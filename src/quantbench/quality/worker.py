@@ -1,0 +1,170 @@
+"""One model's pass over the evaluation, in a fresh process so its peak memory is its own.
+
+The child loads the model, runs every window, writes the log-probabilities of the scored
+positions to a float32 file (rows x vocab, streamed: the file is not held in memory), answers
+the held-out prompts greedily and reports its resident-set peak. Comparing two models' files
+happens in the parent, after both children have exited.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from quantbench.quality.metrics import log_softmax, token_stats
+from quantbench.quality.windows import Window
+
+# Logit rows turned into log-probabilities at a time: full-window float64 temporaries would
+# dwarf a small model in the peak-memory figure.
+ROWS_PER_CHUNK = 32
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    """Everything a child needs: picklable, no model objects."""
+
+    backend: str  # "hf" or "gguf"
+    path: Path  # model folder (hf) or .gguf file
+    fmt: str
+    compute_dtype: str
+    threads: int
+    n_ctx: int
+    ids: list[int]
+    windows: list[Window]
+    logprob_path: Path
+    prompts: list[list[int]]
+    max_new_tokens: int
+    stop_ids: frozenset[int]
+
+
+@dataclass
+class ScoreResult:
+    nll: np.ndarray
+    top1: np.ndarray
+    vocab: int
+    generations: list[list[int]]
+    memory: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _peak_rss_bytes() -> int:
+    """High-water mark of this process's resident memory.
+
+    Read from /proc (VmHWM, per address space) rather than getrusage's ru_maxrss: Linux carries
+    ru_maxrss across exec, so a child started from a big parent would report the parent's size.
+    """
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # kB on Linux
+
+
+def _current_rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize()
+
+
+def run_job(job: ScoreJob) -> ScoreResult:
+    """Score one model (runs inside the child process)."""
+    from quantbench.quality.backends import GGUFBackend, HFBackend
+
+    if job.backend == "hf":
+        from quantbench.runtime import configure_threads
+
+        configure_threads(job.threads)
+    timings: dict[str, float] = {}
+    memory = {"before_load_rss_bytes": _current_rss_bytes()}
+    start = time.perf_counter()
+    if job.backend == "gguf":
+        backend: GGUFBackend | HFBackend = GGUFBackend.load(job.path, job.n_ctx, job.threads)
+    else:
+        backend = HFBackend.load(job.path, job.fmt, job.compute_dtype)
+    timings["load_s"] = round(time.perf_counter() - start, 3)
+    memory["after_load_rss_bytes"] = _current_rss_bytes()
+
+    ids = np.asarray(job.ids, dtype=np.int64)
+    nll: list[np.ndarray] = []
+    top1: list[np.ndarray] = []
+    vocab = 0
+    start = time.perf_counter()
+    with open(job.logprob_path, "wb") as sink:
+        for window in job.windows:
+            logits = backend.logits(job.ids[window.start : window.end])[window.logit_rows]
+            targets = ids[window.first_target : window.end]
+            for lo in range(0, len(targets), ROWS_PER_CHUNK):
+                hi = min(len(targets), lo + ROWS_PER_CHUNK)
+                logprobs = log_softmax(logits[lo:hi])
+                vocab = logprobs.shape[1]
+                stats = token_stats(logprobs, targets[lo:hi])
+                nll.append(stats.nll)
+                top1.append(stats.top1)
+                sink.write(logprobs.tobytes())
+    timings["score_s"] = round(time.perf_counter() - start, 3)
+
+    memory["after_score_peak_rss_bytes"] = _peak_rss_bytes()
+    start = time.perf_counter()
+    generations = [
+        backend.generate(prompt, job.max_new_tokens, set(job.stop_ids)) for prompt in job.prompts
+    ]
+    timings["heldout_s"] = round(time.perf_counter() - start, 3)
+    memory["peak_rss_bytes"] = _peak_rss_bytes()
+    return ScoreResult(
+        nll=np.concatenate(nll),
+        top1=np.concatenate(top1),
+        vocab=vocab,
+        generations=generations,
+        memory=memory,
+        timings=timings,
+    )
+
+
+def run_isolated(job: ScoreJob) -> ScoreResult:
+    """Run `run_job` in a fresh interpreter (clean memory accounting, no shared state).
+
+    A plain subprocess rather than multiprocessing's spawn, which would re-import the caller's
+    __main__ (a stage script or a test runner) in the child.
+    """
+    import quantbench
+
+    package_root = str(Path(quantbench.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryDirectory(prefix="quantbench-job-") as tmp:
+        job_file, result_file = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
+        job_file.write_bytes(pickle.dumps(job))
+        # -c rather than -m: classes must unpickle as quantbench.quality.worker.*, not __main__.*
+        entry = (
+            "import sys; from quantbench.quality.worker import main; sys.exit(main(sys.argv[1:]))"
+        )
+        cmd = [sys.executable, "-c", entry, str(job_file), str(result_file)]
+        status = subprocess.run(cmd, env=env).returncode
+        if status != 0 or not result_file.is_file():
+            raise RuntimeError(
+                f"evaluating {job.path} ({job.backend}) failed in its worker process "
+                f"(exit {status}); its error is printed above"
+            )
+        result: ScoreResult = pickle.loads(result_file.read_bytes())
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Child entry point: read a pickled ScoreJob, write a pickled ScoreResult."""
+    job_file, result_file = Path(argv[0]), Path(argv[1])
+    job: ScoreJob = pickle.loads(job_file.read_bytes())
+    result = run_job(job)
+    result_file.write_bytes(pickle.dumps(result))
+    return 0

@@ -1,0 +1,98 @@
+"""AWQ with llm-compressor (vLLM project), the successor AutoAWQ's README names.
+
+AWQ here is two modifiers in one oneshot pass: AWQModifier searches per-channel scales from
+activation statistics and folds them into the preceding norms/linears (a pure transform), then
+QuantizationModifier rounds the scaled weights to int4 groups. The checkpoint is
+compressed-tensors "pack-quantized": vLLM's native format, and one transformers loads through
+its compressed-tensors integration. lm_head stays in bf16 (it is tied to the embeddings here).
+
+Why llm-compressor and not GPTQModel's AWQ mode: the GPTQ variant already exercises GPTQModel and
+the gptq format; llm-compressor writes the checkpoint format vLLM maintains itself, so the two
+4-bit variants cover both families a vLLM deployment meets, and the comparison is AWQ-the-method
+vs GPTQ-the-method from their reference toolchains.
+
+CPU workaround: during the scale search llm-compressor pins cached activations in page-locked
+memory for faster host-to-device copies. On a CPU-only torch there is no device and pin_memory()
+raises "Cannot access accelerator device"; pinning is pointless without one, so it is skipped
+for the duration of the call (and left alone when an accelerator exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from quantbench.quantize.common import (
+    BuildRequest,
+    BuildResult,
+    copy_tokenizer,
+    hf_weights_file,
+    tokenize_calibration,
+)
+from quantbench.quantize.spec import AwqSpec
+
+# The recipe llm-compressor saves next to the weights; kept, it documents the exact modifiers.
+RECIPE_FILE = "recipe.yaml"
+
+
+@contextmanager
+def _no_pinning_without_accelerator() -> Iterator[None]:
+    import torch
+    from llmcompressor.pipelines.cache import IntermediatesCache
+
+    if torch.accelerator.is_available():
+        yield
+        return
+    original = IntermediatesCache.pin_memory
+
+    def _skip(self: object, batch_index: int, input_names: list[str] | None = None) -> None:
+        return None
+
+    IntermediatesCache.pin_memory = _skip  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        IntermediatesCache.pin_memory = original  # type: ignore[method-assign]
+
+
+def build_awq(request: BuildRequest) -> BuildResult:
+    spec: AwqSpec = request.spec
+    assert request.calibration is not None, "validated before: awq needs calibration"
+    import torch
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from llmcompressor.modifiers.transform.awq import AWQModifier
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
+    model = AutoModelForCausalLM.from_pretrained(request.merged_dir, dtype=torch.bfloat16)
+    rows = tokenize_calibration(tokenizer, request.calibration)
+    # Already tokenized (input_ids column), so llm-compressor uses these ids as they are.
+    dataset = Dataset.from_list(rows)
+    weights = QuantizationArgs(
+        num_bits=spec.bits,
+        type="int",
+        symmetric=spec.sym,
+        strategy="group" if spec.group_size != -1 else "channel",
+        group_size=spec.group_size if spec.group_size != -1 else None,
+    )
+    scheme = QuantizationScheme(targets=["Linear"], weights=weights)
+    recipe = [
+        AWQModifier(duo_scaling=spec.duo_scaling),
+        QuantizationModifier(config_groups={"group_0": scheme}, ignore=["lm_head"]),
+    ]
+    with _no_pinning_without_accelerator():
+        oneshot(
+            model=model,
+            tokenizer=tokenizer,
+            dataset=dataset,
+            recipe=recipe,
+            num_calibration_samples=len(rows),
+            max_seq_length=request.calibration.max_tokens,
+            shuffle_calibration_samples=False,
+        )
+    model.save_pretrained(request.out_dir, save_compressed=True)
+    copy_tokenizer(request.merged_dir, request.out_dir)
+    return BuildResult(hf_weights_file(request.out_dir), details={"checkpoint": "pack-quantized"})

@@ -1,0 +1,138 @@
+"""best_config.json: for each SLO profile, the configuration to deploy, ready to start.
+
+``{profile: {...}}``: the winning variant and engine, the server settings, the exact command line
+and environment the bench stage started it with, the load it was measured at, the measured
+figures (with confidence intervals when repeated), each SLO constraint's verdict, memory, and the
+quality given up against the merged model. A profile nothing meets has ``status: "none"``,
+its ``reason``, and the nearest miss per pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quantbench.report.load import HEADLINE_METRICS, ReportInputs, clean_json
+from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.report.tables import QualityDelta, QualityReference, command_line, pair_lines
+
+SCHEMA_VERSION = 1
+
+
+def _quality(delta: QualityDelta) -> dict[str, Any]:
+    r, ref = delta.report, delta.reference
+    if r is None:
+        return {"evaluated": False}
+    high = r.kl_divergence.high
+    return {
+        "evaluated": True,
+        "perplexity": r.perplexity,
+        "reference_perplexity": ref.perplexity,
+        "perplexity_ratio": r.perplexity_ratio,
+        "perplexity_delta": delta.perplexity_delta,
+        "kl_divergence_mean": r.kl_divergence.mean,
+        "kl_divergence_high": {"statistic": high[0], "value": high[1]} if high else None,
+        "top1_agreement": r.top1_agreement,
+        "heldout_accuracy": r.heldout_accuracy,
+        "reference_heldout_accuracy": ref.heldout_accuracy,
+        "reference_heldout_source": ref.heldout_source,
+        "heldout_delta": delta.heldout_delta,
+        "summary": delta.given_up(),
+    }
+
+
+def _winner(
+    inputs: ReportInputs, profile: Profile, judged: JudgedRow, reference: QualityReference
+) -> dict[str, Any]:
+    summary = inputs.pairs[judged.pair]
+    row = judged.row
+    server = summary.server(row.server_point)
+    recipe = inputs.variants.get(judged.variant)
+    quality = inputs.quality.get(judged.variant)
+    argv = row.command or (server.command if server else [])
+    env = row.env or (server.env if server else {})
+    return {
+        "status": "ok",
+        "slo": profile.slo,
+        "ranked_by": profile.ranked_by,
+        "pair": judged.pair,
+        "variant": judged.variant,
+        "format": summary.format,
+        "recipe": recipe.recipe if recipe else (quality.recipe if quality else None),
+        "engine": judged.engine,
+        "engine_version": summary.engine_version,
+        "server_point": row.server_point,
+        "settings": row.settings,
+        "command": argv,
+        "command_line": command_line(argv),
+        "env": env,
+        "measured_at": {"load_point": row.load_point, "shape": row.shape},
+        "expected": {
+            **{m: row.metric(m) for m in HEADLINE_METRICS},
+            "cost_per_million_tokens": row.cost_per_million_tokens,
+            "currency": summary.currency,
+            "price_per_hour": summary.price_per_hour,
+            "intervals": {k: v.model_dump() for k, v in row.intervals.items()},
+            "repeats": row.repeats,
+            "requests": row.requests,
+            "completed": row.completed,
+            "failed": row.failed,
+            "incomplete": row.incomplete,
+        },
+        "memory": {
+            "peak_rss_bytes": server.report.peak_rss_bytes if server else None,
+            "peak_gpu_bytes": server.report.peak_gpu_bytes if server else None,
+            "ready_seconds": server.report.ready_seconds if server else None,
+            "size_on_disk_bytes": (recipe.size_bytes if recipe else None)
+            or (quality.size_bytes if quality else None),
+        },
+        "slo_passed": row.slo_passed,
+        "slo_passes": row.slo_passes,
+        "slo_verdicts": [v.to_dict() for v in judged.verdicts]
+        or [{"reason": reason} for reason in row.slo_reasons],
+        "judged_from": judged.judged_from,
+        "quality": _quality(QualityDelta(judged.variant, quality, reference)),
+        "not_recommended_for_quality": profile.gated,
+    }
+
+
+def _none(inputs: ReportInputs, profile: Profile, reference: QualityReference) -> dict[str, Any]:
+    closest = []
+    for line in pair_lines(inputs, profile, reference):
+        row = line.row
+        closest.append(
+            {
+                "pair": line.pair,
+                "server_point": row.server_point if row else None,
+                "load_point": row.load_point if row else None,
+                "excluded_for_quality": profile.gated.get(line.variant),
+                "reasons": line.reasons,
+            }
+        )
+    if not profile.rows:
+        reason = "no benchmark results (reports/bench is empty)"
+    elif profile.gated and all(r.variant in profile.gated for r in profile.rows if r.passed):
+        reason = "configurations meet the SLO only with variants the quality gates exclude"
+    else:
+        reason = "no measured configuration meets every constraint"
+    return {
+        "status": "none",
+        "slo": profile.slo,
+        "ranked_by": profile.ranked_by,
+        "variant": None,
+        "engine": None,
+        "reason": reason,
+        "closest": closest,
+        "not_recommended_for_quality": profile.gated,
+    }
+
+
+def best_config(
+    inputs: ReportInputs, profiles: list[Profile], reference: QualityReference
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for profile in profiles:
+        if profile.best is not None:
+            out[profile.name] = _winner(inputs, profile, profile.best, reference)
+        else:
+            out[profile.name] = _none(inputs, profile, reference)
+    return clean_json(out)

@@ -1,0 +1,36 @@
+"""DVC stage `estimate`: roofline estimates of every variant on the configured hardware.
+
+Writes reports/estimate/estimates.json (full results and one summary row per variant x hardware).
+Bytes are read from each variant's built files where they exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quantbench.config import load_config
+from quantbench.errors import run_main
+from quantbench.estimate.stage import write_estimates
+from quantbench.estimate.variants import variant_from_recipe
+from quantbench.progress import setup_logging
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--model", type=Path, default=Path("models/base"))
+    parser.add_argument("--variants", type=Path, default=Path("models/variants"))
+    parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
+    args = parser.parse_args()
+    setup_logging()
+    config = load_config(args.params)
+    variants = {
+        name: variant_from_recipe(name, recipe, args.variants / name)
+        for name, recipe in config.variants.items()
+    }
+    write_estimates(args.model, variants, config.estimate, args.out)
+
+
+if __name__ == "__main__":
+    run_main(main)

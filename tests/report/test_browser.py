@@ -1,0 +1,200 @@
+"""End to end: index.html built from the fixture tree, opened in a real headless Chromium.
+
+Checks: no console error and no uncaught exception, not a single network request besides the
+file itself (every other request is also aborted), every main chart drawn with visible marks, the
+explorer and the selects redraw, the print layout renders; keeps a screenshot and a PDF of the
+page in build/test-artifacts/report/ (or $QB_TEST_ARTIFACTS).
+
+Chromium is Debian's ``chromium`` package, driven by Playwright over CDP (no browser download).
+`make test` installs it; where it is missing and this process may use apt-get (root), the test
+installs it; it skips only when it cannot be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from quantbench.report.build import build_report
+from quantbench.report.load import load_inputs
+from quantbench.report.spec import ReportSettings
+
+from .conftest import FIXTURE_PROFILES, FIXTURE_SLO
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
+MAIN_CHARTS = (
+    "chart-pareto-latency",
+    "chart-pareto-quality",
+    "chart-pareto-memory",
+    "chart-explorer",
+    "chart-sweep",
+    "chart-dist",
+    "chart-estimate",
+)
+
+
+def _find_chromium() -> str | None:
+    for candidate in (os.environ.get("QB_CHROMIUM"), "chromium", "chromium-browser"):
+        if candidate and (path := shutil.which(candidate)):
+            return path
+    return None
+
+
+def chromium() -> str:
+    """The Chromium binary, installed from Debian's archive if missing and possible."""
+    found = _find_chromium()
+    if found:
+        return found
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed and apt-get cannot be used here (not root)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "chromium"],
+    ):
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=900, check=False
+        )
+        if done.returncode != 0:
+            pytest.skip(f"chromium could not be installed: {' '.join(cmd)}: {done.stderr[-500:]}")
+    found = _find_chromium()
+    if not found:
+        pytest.skip("apt-get installed chromium but no chromium binary is on PATH")
+    return found
+
+
+def artifacts_dir() -> Path:
+    path = Path(os.environ.get("QB_TEST_ARTIFACTS") or REPO / "build" / "test-artifacts" / "report")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+DRAWN_MARKS = """(id) => {
+  const el = document.getElementById(id);
+  if (!el) return {missing: true};
+  return {
+    drawn: el.dataset.drawn === '1',
+    svg: el.querySelectorAll('svg.main-svg').length,
+    traces: (el._fullData || []).length,
+    points: el.querySelectorAll('.scatterlayer path.point').length,
+    lines: el.querySelectorAll('.scatterlayer path.js-line').length,
+    boxes: el.querySelectorAll('.boxlayer path.box').length,
+    width: el.getBoundingClientRect().width,
+    xtitle: (el.querySelector('.g-xtitle text') || {}).textContent || '',
+  };
+}"""
+
+
+def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed: `make test` installs requirements-dev.txt")
+    binary = chromium()
+    out = tmp_path / "reports"
+    settings = ReportSettings(profiles=FIXTURE_PROFILES)
+    build_report(load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=settings).write(out)
+    page_url = (out / "index.html").resolve().as_uri()
+    artifacts = artifacts_dir()
+
+    started = time.monotonic()
+    console_errors: list[str] = []
+    page_errors: list[str] = []
+    requests: list[str] = []
+    blocked: list[str] = []
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),  # a fresh user-data-dir
+            executable_path=binary,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+            offline=True,
+        )
+        try:
+
+            def route(r):
+                if r.request.url == page_url:
+                    r.continue_()
+                else:
+                    blocked.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("websocket", lambda ws: requests.append(ws.url))
+            page.goto(page_url, wait_until="load")
+            page.wait_for_function(
+                "window.qbReport && window.qbReport.expected > 0 && "
+                "window.qbReport.drawn >= window.qbReport.expected",
+                timeout=60_000,
+            )
+            state = page.evaluate("window.qbReport")
+            assert state["failures"] == [], state
+            assert state["expected"] == len(MAIN_CHARTS)
+
+            for chart in MAIN_CHARTS:
+                marks = page.evaluate(DRAWN_MARKS, chart)
+                assert not marks.get("missing"), f"{chart} is not in the page"
+                assert marks["drawn"] and marks["svg"] >= 1 and marks["traces"] >= 1, (chart, marks)
+                assert marks["points"] + marks["lines"] + marks["boxes"] > 0, (chart, marks)
+                assert marks["width"] > 300, (chart, marks)
+            # the recommendation is on top, the star on the Pareto chart
+            assert "Deploy gguf-q4_k_m on llamacpp" in page.inner_text("#recommendation")
+            assert page.locator("#chart-pareto-latency .scatterlayer path.point").count() >= 7
+
+            page.screenshot(path=str(artifacts / "report-fixture.png"))
+            page.locator("#pareto").screenshot(path=str(artifacts / "report-fixture-pareto.png"))
+            page.screenshot(path=str(artifacts / "report-fixture-full.png"), full_page=True)
+
+            # interaction: the explorer follows its axes, the selects swap figures
+            page.select_option("#explorer-x", "ttft_p99_ms")
+            page.wait_for_function(
+                "document.querySelector('#chart-explorer .g-xtitle text').textContent.includes('TTFT p99')"
+            )
+            page.select_option("select[data-group=dist]", "e2e")
+            page.wait_for_function(
+                "document.querySelector('#chart-dist .gtitle').textContent.includes('End-to-end')"
+            )
+            page.select_option("select[data-group=sweep]", "concurrency:ttft_p99_ms")
+            page.wait_for_function(
+                "document.querySelector('#chart-sweep .gtitle').textContent.includes('TTFT p99')"
+            )
+            page.click("#summary table th:nth-child(9)")  # sort by output throughput
+            assert page.locator("#summary th[data-order]").count() == 1
+            # readable when printed: the print layout renders, collapsed sections open
+            page.emulate_media(media="print")
+            page.evaluate("window.dispatchEvent(new Event('beforeprint'))")
+            assert page.evaluate("[...document.querySelectorAll('details')].every(d => d.open)")
+            page.pdf(path=str(artifacts / "report-fixture.pdf"), format="A4", landscape=True)
+        finally:
+            context.close()
+    elapsed = time.monotonic() - started
+
+    assert console_errors == [], console_errors
+    assert page_errors == [], page_errors
+    assert requests == [page_url], f"network requests besides the file: {requests}"
+    assert blocked == []
+    assert (artifacts / "report-fixture.png").stat().st_size > 10_000
+    print(f"browser check took {elapsed:.1f} s; screenshots in {artifacts}")

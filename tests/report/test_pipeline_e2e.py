@@ -1,0 +1,176 @@
+"""The whole pipeline, end to end: `dvc repro` on a CI-sized params file, then the report checked.
+
+prepare -> finetune -> merge -> every default variant -> evaluate -> estimate -> bench on every
+valid pair -> report, in a copy of the repository with the same stages and variants but fewer
+training steps, calibration passages, requests and load points. Then: every pair is in the report,
+the report's numbers agree with the raw request records, a second `dvc repro` does nothing, and
+index.html opens in headless Chromium with no console error, no network request and its main
+charts drawn (screenshot kept in build/test-artifacts/report/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .test_browser import CHROMIUM_ARGS, DRAWN_MARKS, MAIN_CHARTS, artifacts_dir, chromium
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.server]
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE_TIMEOUT_S = 45 * 60
+
+
+def ci_params(source: Path) -> dict:
+    """The repository's params with CI-sized work: same stages, less of each."""
+    params = yaml.safe_load(source.read_text())
+    params["lora"].update(steps=12, batch_size=8)
+    for recipe in params["variants"].values():
+        if recipe["format"] in ("gptq", "awq"):
+            recipe["calibration"] = {"samples": 8, "max_tokens": 256}
+    params["evaluate"].update(max_tokens=1024, heldout_limit=6)
+    params["workload"].update(
+        num_requests=4,
+        warmup_requests=1,
+        load=[{"kind": "concurrency", "concurrency": 1}, {"kind": "concurrency", "concurrency": 2}],
+    )
+    params["workload"]["prompts"]["max_tokens"] = 16
+    params["estimate"]["hardware"] = ["this", "L4"]
+    return params
+
+
+def copy_repo(dest: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        path = REPO / name.decode()
+        if path.is_file():
+            target = dest / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    for link in (".venv", ".venv-vllm", "build"):  # installed environments and the llama.cpp build
+        if (REPO / link).exists():
+            (dest / link).symlink_to(REPO / link)
+
+
+def dvc(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    copy_repo(root)
+    (root / "params.yaml").write_text(
+        yaml.safe_dump(ci_params(REPO / "params.yaml"), sort_keys=False)
+    )
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    started = time.monotonic()
+    done = dvc(["repro"], root, PIPELINE_TIMEOUT_S)
+    log = artifacts_dir() / "pipeline-e2e.log"
+    log.write_text(done.stdout + "\n" + done.stderr)
+    assert done.returncode == 0, f"dvc repro failed; see {log}:\n{done.stderr[-4000:]}"
+    print(f"pipeline took {time.monotonic() - started:.0f} s")
+    return root
+
+
+def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
+    params = yaml.safe_load((pipeline / "params.yaml").read_text())
+    pairs = set(params["bench"]["pairs"])
+    assert len(pairs) == 9
+    html = (pipeline / "reports/index.html").read_text()
+    summary_md = (pipeline / "reports/summary.md").read_text()
+    best = json.loads((pipeline / "reports/best_config.json").read_text())
+    assert "default" in best
+    for pair in pairs:
+        variant, engine = pair.rsplit("-", 1)
+        summary = json.loads((pipeline / f"reports/bench/{pair}/summary.json").read_text())
+        assert summary["rows"], pair
+        assert variant in html and variant in summary_md
+        assert engine in html
+    for variant in params["variants"]:
+        quality = json.loads((pipeline / f"reports/quality/{variant}.json").read_text())
+        assert quality["perplexity"] > 1
+
+
+def test_report_numbers_match_the_records(pipeline: Path) -> None:
+    """Completed counts and output throughput in each bench row are recomputable from records."""
+    checked = 0
+    for summary_path in (pipeline / "reports/bench").glob("*/summary.json"):
+        summary = json.loads(summary_path.read_text())
+        for row in summary["rows"]:
+            if row.get("error"):
+                continue
+            run_dir = summary_path.parent / row["server_point"] / row["load_point"] / "r0"
+            records = [json.loads(line) for line in (run_dir / "records.jsonl").open()]
+            measured = [r for r in records if not r["warmup"]]
+            ok = [r for r in measured if r["status"] == "ok"]
+            assert row["completed"] == len(ok), (summary_path, row["load_point"])
+            tokens = sum(r["output_tokens"] or 0 for r in ok)
+            start = min(r["send_time"] for r in measured)
+            end = max(r["end_time"] for r in measured if r["end_time"] is not None)
+            assert row["output_throughput"] == pytest.approx(tokens / (end - start), rel=0.05)
+            checked += 1
+    assert checked >= 8
+
+
+def test_second_repro_does_nothing(pipeline: Path) -> None:
+    again = dvc(["repro"], pipeline, 300)
+    assert again.returncode == 0, again.stderr
+    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
+    # only the environment fingerprint runs every time (a second); its output is unchanged
+    assert ran == ["Running stage 'fingerprint':"], ran
+
+
+def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    binary = chromium()
+    page_url = (pipeline / "reports/index.html").resolve().as_uri()
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=binary, headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900}, offline=True,
+        )  # fmt: skip
+        try:
+            context.route(
+                "**/*", lambda r: r.continue_() if r.request.url == page_url else r.abort()
+            )
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_url, wait_until="load")
+            page.wait_for_function(
+                "window.qbReport && window.qbReport.drawn >= window.qbReport.expected",
+                timeout=60_000,
+            )
+            for chart in MAIN_CHARTS:
+                marks = page.evaluate(DRAWN_MARKS, chart)
+                assert marks["drawn"] and marks["traces"] >= 1, (chart, marks)
+            page.screenshot(path=str(artifacts_dir() / "report-pipeline.png"))
+            page.screenshot(path=str(artifacts_dir() / "report-pipeline-full.png"), full_page=True)
+        finally:
+            context.close()
+    assert errors == [], errors
+    assert requests == [page_url], requests
