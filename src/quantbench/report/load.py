@@ -18,25 +18,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from quantbench.bench.results import HEADLINE
 from quantbench.load.records import RequestRecord, iter_records
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
-HEADLINE_METRICS = (
-    "output_throughput",
-    "request_throughput",
-    "goodput",
-    "error_rate",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-)
+# The bench stage's headline metrics, named once (bench/results.py).
+HEADLINE_METRICS = tuple(HEADLINE)
 
 
 class _Lenient(BaseModel):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quantbench.report.load import (
+    HEADLINE_METRICS,
     BenchRow,
     PairSummary,
     QualityReport,
@@ -389,21 +390,7 @@ class PointRow:
         }
 
 
-ROW_METRICS = (
-    "output_throughput",
-    "request_throughput",
-    "goodput",
-    "error_rate",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "cost_per_million_tokens",
-)
+ROW_METRICS = (*HEADLINE_METRICS, "cost_per_million_tokens")
 QUALITY_METRICS = (
     "perplexity",
     "perplexity_ratio",
