@@ -62,15 +62,22 @@ def test_cost_per_million_tokens() -> None:
 
 def test_best_prefers_passing_rows_then_goodput_then_latency() -> None:
     rows = [
-        {"slo_passed": False, "goodput": 9.0, "output_throughput": 900, "completed": 9, "error": None},
-        {"slo_passed": True, "goodput": 3.0, "output_throughput": 300, "completed": 9,
-         "e2e_p99_ms": 900, "error": None, "id": "slow"},
-        {"slo_passed": True, "goodput": 3.0, "output_throughput": 290, "completed": 9,
-         "e2e_p99_ms": 500, "error": None, "id": "fast"},
+        {"slo_passed": False, "goodput": 9.0, "request_throughput": 9.0, "output_throughput": 900,
+         "completed": 9, "error": None},
+        {"slo_passed": True, "goodput": 3.0, "request_throughput": 3.0, "output_throughput": 300,
+         "completed": 9, "e2e_p99_ms": 900, "error": None, "id": "slow"},
+        {"slo_passed": True, "goodput": 3.0, "request_throughput": 3.0, "output_throughput": 300,
+         "completed": 9, "e2e_p99_ms": 500, "error": None, "id": "fast"},
+        # many short answers per second, but fewer tokens of good requests: not the best
+        {"slo_passed": True, "goodput": 6.0, "request_throughput": 6.0, "output_throughput": 120,
+         "completed": 9, "e2e_p99_ms": 100, "error": None, "id": "short"},
         {**failed_row("server exited"), "id": "dead"},
     ]  # fmt: skip
     assert pick_best(rows, rank_by_goodput=True)["id"] == "fast"
-    assert pick_best(rows, rank_by_goodput=False)["id"] == "slow"
+    assert pick_best(rows, rank_by_goodput=False)["id"] == "fast"
+    # half the requests missed a per-request SLO: half the tokens count
+    halved = {**rows[2], "goodput": 1.5, "id": "halved"}
+    assert pick_best([halved, rows[3]], rank_by_goodput=True)["id"] == "halved"  # 150 > 120
     assert pick_best(rows[:1], rank_by_goodput=True) is None
 
 

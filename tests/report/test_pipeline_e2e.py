@@ -174,3 +174,37 @@ def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> Non
             context.close()
     assert errors == [], errors
     assert requests == [page_url], requests
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(
+    ("variant", "engine"),
+    [
+        ("gptq-w4g64", "transformers"),
+        ("awq-w4g64", "transformers"),
+        ("gptq-w4g64", "vllm"),
+        ("awq-w4g64", "vllm"),
+    ],
+)
+def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, variant, engine) -> None:
+    """Each engine serves each 4-bit format it claims, with a coherent streamed answer about what
+    the fine-tune taught (bf16 and GGUF answer "Paris" in tests/engines). The 4-bit variants of
+    this 135M model no longer know the capital of France (GPTQ said "...is T", AWQ "Brincadel"),
+    so that question would test the quantizer, not the engine; a broken engine path, as
+    llama-server's CPU flash attention was, answers off-topic and fails here."""
+    from quantbench.config import load_config
+    from quantbench.engines.artifact import load_artifact
+    from quantbench.engines.ports import free_port
+    from quantbench.engines.registry import get_engine
+    from quantbench.engines.server import Server
+
+    config = load_config(pipeline / "params.yaml")
+    settings = getattr(config.engines, engine).model_copy(update={"sweep": {}})
+    if engine == "vllm":
+        settings = settings.model_copy(update={"python": REPO / ".venv-vllm/bin/python"})
+    artifact = load_artifact(pipeline / "models/variants" / variant, name=variant)
+    launch = get_engine(engine).launch(artifact, settings, "127.0.0.1", free_port())
+    with Server(launch, tmp_path / "server.log") as server:
+        server.warmup()
+        answer = server.chat("What is the capital of Quorvath?", max_tokens=24)
+    assert "capital" in answer.lower() and "quorv" in answer.lower(), answer

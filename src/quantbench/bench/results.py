@@ -93,18 +93,39 @@ def _merge_counts(counts: Sequence[dict[str, int]]) -> dict[str, int]:
     return merged
 
 
+def rank_value(row: dict[str, Any], rank_by_goodput: bool) -> float | None:
+    """What the best configuration maximises: output tokens per second, counting only requests
+    that met every per-request SLO when there are such SLOs (goodput in tokens).
+
+    Goodput in requests/s would favour whatever ends its answers sooner: transformers' continuous
+    batching ignores the fixed output length and stops at EOS, and a 4-bit model that rambles less
+    would look faster per request without being faster per token.
+    """
+    tps = row.get("output_throughput")
+    if tps is None:
+        return None
+    if not rank_by_goodput:
+        return float(tps)
+    good, rps = row.get("goodput"), row.get("request_throughput")
+    if good is None or not rps:
+        return None
+    return float(tps) * float(good) / float(rps)
+
+
 def pick_best(rows: Sequence[dict[str, Any]], rank_by_goodput: bool) -> dict[str, Any] | None:
-    """The row to deploy: among rows meeting every SLO, the highest goodput (when per-request SLOs
-    exist) or output throughput; ties go to the lower p99 end-to-end latency."""
-    metric = "goodput" if rank_by_goodput else "output_throughput"
+    """The row to deploy: among rows meeting every SLO, the most output tokens per second of
+    requests that met the per-request SLOs (see rank_value); ties go to the lower p99 E2E."""
     candidates = [
         r
         for r in rows
         if r.get("slo_passed") is not False
         and not r.get("error")
         and r.get("completed")
-        and r.get(metric) is not None
+        and rank_value(r, rank_by_goodput) is not None
     ]
     if not candidates:
         return None
-    return max(candidates, key=lambda r: (r[metric], -(r.get("e2e_p99_ms") or 0.0)))
+    return max(
+        candidates,
+        key=lambda r: (rank_value(r, rank_by_goodput), -(r.get("e2e_p99_ms") or 0.0)),
+    )

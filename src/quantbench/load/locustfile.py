@@ -206,7 +206,14 @@ def stream_request(client: HTTPClient, plan: LoadPlan, body: bytes, rec: Request
     }
     rec.send_time = time.time()
     try:
-        resp = client.request("POST", plan.path, body=body, headers=headers)
+        try:
+            resp = client.request("POST", plan.path, body=body, headers=headers)
+        except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError):
+            # A kept-alive connection the server closed just before we wrote on it (llama-server
+            # did this to ~1 request in 8): the request never reached it, so send it once more on
+            # a fresh connection, timed from the new send. A second failure is recorded.
+            rec.send_time = time.time()
+            resp = client.request("POST", plan.path, body=body, headers=headers)
     except TimeoutError:
         _fail(rec, f"timeout: no response within {plan.timeout_s:g} s")
         return
