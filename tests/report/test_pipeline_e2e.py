@@ -122,7 +122,7 @@ def test_report_numbers_match_the_records(pipeline: Path) -> None:
             run_dir = summary_path.parent / row["server_point"] / row["load_point"] / "r0"
             records = [json.loads(line) for line in (run_dir / "records.jsonl").open()]
             measured = [r for r in records if not r["warmup"]]
-            ok = [r for r in measured if r["status"] == "ok"]
+            ok = [r for r in measured if r["status"] == "completed"]
             assert row["completed"] == len(ok), (summary_path, row["load_point"])
             tokens = sum(r["output_tokens"] or 0 for r in ok)
             start = min(r["send_time"] for r in measured)

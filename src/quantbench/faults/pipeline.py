@@ -81,6 +81,13 @@ def stage_main() -> None:
     print(f"second: {len(summary['rows'])} rows")
 
 
+def _default_sigint() -> None:
+    """Ctrl-C as a terminal delivers it: a job started in the background of a non-interactive
+    shell (CI runners do this) inherits SIGINT *ignored*, and Python then never raises
+    KeyboardInterrupt; reset it so the scenario tests what a user's Ctrl-C does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _latest_launch(work: Path) -> Path | None:
     runs = sorted(work.glob("run-*/launch-0"), key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
@@ -120,7 +127,7 @@ def dvc_interrupted(sig: signal.Signals) -> Callable[[Context], Outcome]:
         with log1.open("wb") as out:
             proc = subprocess.Popen(
                 [*dvc, "repro"], cwd=proj, env=env, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_default_sigint,
             )  # fmt: skip
         server_pid = None
         try:

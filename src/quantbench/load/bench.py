@@ -12,6 +12,7 @@ tokenizer, and computes the point's metrics. Outputs, in ``out_dir``:
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -34,6 +35,9 @@ from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.spec import ClosedLoop, DatasetPrompts, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
+
+# Exit codes of a process stopped by SIGINT or SIGTERM (by the signal, or by a handler's exit).
+INTERRUPTED_CODES = frozenset({-signal.SIGINT, -signal.SIGTERM, 130, 143})
 
 # An uncapped open loop still needs Locust users to send with: this many at most.
 OPEN_LOOP_SLOTS = 1024
@@ -192,6 +196,10 @@ def run_plan(
             rc = proc.wait()
         finally:
             stop_group(proc)
+    if rc in INTERRUPTED_CODES:
+        # The load process was interrupted with us (Ctrl-C or SIGTERM reached the whole process
+        # group): that is the run being stopped, not one point failing, so stop here too.
+        raise KeyboardInterrupt(f"load process for point {plan.point} was interrupted ({rc})")
     if rc != 0:
         raise RuntimeError(f"load process for point {plan.point} exited with code {rc}")
     return read_records(records_path)
