@@ -92,12 +92,12 @@ def test_group_size_that_does_not_divide_the_model_names_variant_key_and_options
     "raw", [{"format": "awq", "group_size": 64}, {"format": "gptq", "group_size": -1}]
 )
 def test_group_sizes_that_divide_pass(raw: dict[str, Any]) -> None:
-    validate_against_model("ok", parse(raw), SMOLLM2)
+    assert validate_against_model("ok", parse(raw), SMOLLM2) is None  # no error raised
 
 
 def test_formats_without_groups_skip_the_shape_check() -> None:
-    validate_against_model("g", parse({"format": "gguf", "type": "Q4_K_M"}), SMOLLM2)
-    validate_against_model("b", parse({"format": "bf16"}), SMOLLM2)
+    assert validate_against_model("g", parse({"format": "gguf", "type": "Q4_K_M"}), SMOLLM2) is None
+    assert validate_against_model("b", parse({"format": "bf16"}), SMOLLM2) is None
 
 
 def test_missing_calibration_file_is_named(tmp_path) -> None:
