@@ -14,13 +14,12 @@ import pytest
 from quantbench.estimate.spec import EstimateSettings, VariantSpec
 from quantbench.estimate.stage import estimate_variant
 
-MODEL = Path(__file__).resolve().parents[2] / "models" / "base"
-
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MODEL / "config.json").is_file(), reason="models/base not prepared")
-def test_decode_estimate_within_2x_of_the_generate_proxy(tmp_path):
+def test_decode_estimate_within_2x_of_the_generate_proxy(prepared_base: Path, tmp_path):
     from quantbench.estimate.proxy import measure_hf_generate
+
+    model = prepared_base  # the embedded model, prepared by the library (session fixture)
 
     settings = EstimateSettings.model_validate(
         {
@@ -28,9 +27,9 @@ def test_decode_estimate_within_2x_of_the_generate_proxy(tmp_path):
             "measure": {"threads": 1, "cache_dir": str(tmp_path)},
         }
     )
-    measured = measure_hf_generate(MODEL, "bf16", input_len=128, output_len=32, threads=1)
+    measured = measure_hf_generate(model, "bf16", input_len=128, output_len=32, threads=1)
     out = estimate_variant(
-        MODEL, VariantSpec(name="bf16", format="bf16"), "this", settings, [measured]
+        model, VariantSpec(name="bf16", format="bf16"), "this", settings, [measured]
     )
     row = out["comparison"]["rows"][0]
     assert row["proxy"] and row["engine"] == "hf-generate-proxy"
