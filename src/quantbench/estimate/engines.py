@@ -14,13 +14,13 @@ with their provenance; the comparison's fit replaces them once the benchmark has
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantbench.estimate.arch import Architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import EngineOverhead, HardwareSpec
+from quantbench.estimate.proxy import decode_timing
 
 ENGINES = ("transformers", "llamacpp", "vllm")
 ENGINE_CHOICES = ("auto", "none", *ENGINES)
@@ -115,25 +115,8 @@ def measure_transformers_overhead(threads: int) -> EngineOverhead:
         )
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
         prompt = torch.zeros(1, PROBE_PROMPT_TOKENS, dtype=torch.long)
-        mask = torch.ones_like(prompt)
-
-        def generate(tokens: int) -> float:
-            start = time.perf_counter()
-            model.generate(
-                prompt,
-                attention_mask=mask,
-                max_new_tokens=tokens,
-                min_new_tokens=tokens,
-                do_sample=False,
-                pad_token_id=0,
-            )
-            return time.perf_counter() - start
-
-        with torch.inference_mode():
-            generate(4)  # warm-up
-            first = min(generate(1) for _ in range(PROBE_REPEATS))
-            whole = min(generate(PROBE_NEW_TOKENS) for _ in range(PROBE_REPEATS))
-        return (whole - first) / (PROBE_NEW_TOKENS - 1) * 1e3
+        _, per_token = decode_timing(model, prompt, 0, PROBE_NEW_TOKENS, PROBE_REPEATS)
+        return per_token * 1e3
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -17,17 +17,11 @@ Workers need only this package and the master's address: the plan travels in Loc
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
+from quantbench.engines.ports import free_port
 from quantbench.load.procs import spawn_module, stop_group
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def run_distributed(
