@@ -43,9 +43,6 @@ class RuntimeSettings(Section):
         description="torch intra-op threads per process. On a 2-core machine 1 was 5x faster "
         "than 2 under load; on a big machine raise it.",
     )
-    device: Literal["auto", "cpu", "cuda"] = Field(
-        "auto", description="Where torch work runs: 'auto' picks cuda when present."
-    )
     seed: int = Field(1234, ge=0, description="Seed for training, sampling and shuffling.")
 
 

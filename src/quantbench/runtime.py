@@ -1,4 +1,4 @@
-"""Process-level runtime settings: torch threads, determinism seeds, device choice.
+"""Process-level runtime settings: torch threads and determinism seeds.
 
 Thread counts matter more than anything else on small CPU machines: on a 2-core box, torch's
 default of 2 intra-op threads made generation 5-10x slower under load than 1 thread per process.
@@ -40,17 +40,3 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def pick_device(requested: str = "auto") -> str:
-    """'cuda' when asked for (or 'auto' and one is present), else 'cpu'."""
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "runtime.device is 'cuda' but torch sees no CUDA device; "
-            "set runtime.device to 'cpu' or 'auto' in params.yaml"
-        )
-    return requested
