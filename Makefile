@@ -18,7 +18,6 @@ SETUP_STAMP := $(VENV)/.setup-done
 DEV_STAMP := $(VENV)/.dev-done
 VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.setup-done
-LLAMA_SERVER := build/llama.cpp/cmake/bin/llama-server
 PYTEST_ARGS ?=
 VARIANT ?= bf16
 ENGINE ?= transformers
@@ -51,11 +50,10 @@ $(VLLM_STAMP): requirements-vllm.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
-llamacpp: $(LLAMA_SERVER)  ## build llama-server (and the libraries) from the pinned source release
-
-$(LLAMA_SERVER): $(SETUP_STAMP) src/quantbench/llamacpp.py
-	$(PY) -m quantbench.llamacpp build --target llama-server
-	@touch $@
+# Always asked: the build checks in a second whether it fits this machine (same CPU, same probe
+# result, same flags) and rebuilds when it does not (a build/ copied from another machine).
+llamacpp: $(SETUP_STAMP)  ## build llama-server (and the libraries) for this machine's CPU, from the pinned source
+	$(PY) -m quantbench.native.llama_build build --target llama-server
 
 $(DEV_STAMP): $(SETUP_STAMP) requirements-dev.txt
 	# Debian's chromium for the report's browser test (root here; elsewhere run it with sudo)
@@ -71,7 +69,7 @@ repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing c
 test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: $(DEV_STAMP)  ## run only the fast unit tests
+test-fast: llamacpp $(DEV_STAMP)  ## run only the fast unit tests
 	$(PY) -m pytest -m "not slow and not server and not e2e" $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)  ## ruff lint and format check

@@ -7,6 +7,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+FIRST = REPO / "tests" / "native"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Native-build checks first: a build that cannot run here fails in the first minute, before
+    tests that would die on it much later (see tests/native/test_gguf_smoke.py)."""
+    items.sort(key=lambda item: 0 if FIRST in Path(str(item.fspath)).parents else 1)
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,10 @@ PACKAGES = (
     "gptqmodel", "llmcompressor", "compressed-tensors", "optimum", "locust", "gevent", "dvc",
     "fastapi", "uvicorn", "numpy",
 )  # fmt: skip
-CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "fma")
+CPU_FLAGS = (
+    "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+    "amx_bf16", "fma",
+)  # fmt: skip
 
 
 def cpu_info() -> dict[str, Any]:
@@ -95,8 +98,103 @@ def other_python_versions(python: Path, names: tuple[str, ...]) -> dict[str, str
     return json.loads(result.stdout) if result.returncode == 0 else None
 
 
+# Run in a child interpreter (the project's or vLLM's): what torch's CPU kernels will use here.
+# torch.cpu's checks look at CPUID and the OS's permission; vLLM's CPU build chooses by them
+# (its _C_AVX512 or _C_AVX2 library, and AMX attention and linear kernels for bf16).
+_TORCH_KERNELS = """
+import json, torch
+cpu = torch.cpu
+def has(name):
+    f = getattr(cpu, name, None)
+    try:
+        return bool(f()) if f else None
+    except Exception:
+        return None
+print(json.dumps({
+    "torch": torch.__version__,
+    "capability": torch.backends.cpu.get_cpu_capability(),
+    "avx512": has("_is_avx512_supported"),
+    "avx512_bf16": has("_is_avx512_bf16_supported"),
+    "amx_tile": has("_is_amx_tile_supported"),
+    "amx_fp16": has("_is_amx_fp16_supported"),
+    "mkldnn": torch.backends.mkldnn.is_available(),
+}))
+"""
+
+
+def torch_kernels(python: Path) -> dict[str, Any] | None:
+    """What torch in the environment of `python` dispatches to on this CPU (None: no torch).
+
+    With ONEDNN_VERBOSE=1 a small bf16 matmul also names the ISA oneDNN picked.
+    """
+    import json
+
+    if not python.exists():
+        return None
+    code = _TORCH_KERNELS + (
+        "a = torch.ones(64, 64, dtype=torch.bfloat16); torch.nn.functional.linear(a, a)\n"
+    )
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "OMP_NUM_THREADS": "1"}
+    try:
+        out = subprocess.run(
+            [str(python), "-c", code], capture_output=True, text=True, timeout=120, env=env,
+            check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    lines = out.stdout.splitlines()
+    try:
+        found = json.loads(next(line for line in lines if line.startswith("{")))
+    except (StopIteration, ValueError):
+        return None
+    isa = [line.split("isa:", 1)[1] for line in lines if ",isa:" in line]
+    found["onednn_isa"] = isa[0] if isa else None
+    return found
+
+
+def native_kernels(vllm_python: Path | None) -> dict[str, Any]:
+    """Which kernels each native part picks here, beside what the ISA probe saw execute.
+
+    A part that would use an instruction set the probe saw fault gets a warning: on such a
+    machine its numbers (or its process) cannot be trusted.
+    """
+    import sys
+
+    from quantbench.native.llama_build import build_info, mismatch, toolchain
+
+    info = build_info(toolchain())
+    isa = (info or {}).get("isa") or {}
+    dropped = set(isa.get("dropped") or [])
+    project = torch_kernels(Path(sys.executable))
+    vllm = torch_kernels(vllm_python) if vllm_python is not None else None
+    if vllm is not None:
+        vllm["library"] = "vllm._C_AVX512" if vllm.get("avx512") else "vllm._C_AVX2"
+        vllm["attention_bf16"] = "amx" if vllm.get("amx_tile") else "vec (AVX-512/AVX2)"
+    warnings = []
+    for name, found in (("torch", project), ("vllm", vllm)):
+        if found and found.get("amx_tile") and dropped & {"amx-tile", "amx-int8", "amx-bf16"}:
+            warnings.append(
+                f"{name} reports AMX usable but the ISA probe saw AMX fault on this machine"
+            )
+    return {
+        "llama_cpp": {
+            "build_fits_this_machine": mismatch(info) is None,
+            "cmake_flags": (info or {}).get("cmake_flags"),
+            "isa_kept": isa.get("kept"),
+            "isa_dropped": isa.get("dropped"),
+            "isa_outcomes": isa.get("outcomes"),
+            "march": isa.get("arch"),
+        },
+        "torch": project,
+        "vllm": vllm,
+        "warnings": warnings,
+    }
+
+
 def fingerprint(vllm_python: Path | None = None) -> dict[str, Any]:
-    from quantbench import llamacpp
+    from quantbench.native import llama_build as llamacpp
 
     return {
         "python": platform.python_version(),
@@ -115,4 +213,5 @@ def fingerprint(vllm_python: Path | None = None) -> dict[str, Any]:
             "release": f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
             "cmake_flags": list(llamacpp.CMAKE_FLAGS),
         },
+        "kernels": native_kernels(vllm_python),
     }

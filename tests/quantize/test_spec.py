@@ -118,11 +118,13 @@ def test_variant_names_are_folder_safe(name: str) -> None:
 
 def test_every_listed_gguf_type_exists_in_llama_cpp_headers() -> None:
     """The allowed list must match the pinned llama.cpp (checked on its header, no build)."""
-    from quantbench.llamacpp import toolchain
+    from quantbench.native.llama_build import toolchain
 
     header = toolchain().llama_cpp_dir / "include" / "llama.h"
     if not header.is_file():
-        pytest.skip("pinned llama.cpp source not unpacked (python -m quantbench.llamacpp build)")
+        pytest.skip(
+            "pinned llama.cpp source not unpacked (python -m quantbench.native.llama_build build)"
+        )
     text = header.read_text()
     for gguf_type in GGUF_TYPES:
         assert f"LLAMA_FTYPE_MOSTLY_{gguf_type} " in text, gguf_type

@@ -187,24 +187,43 @@ def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> Non
     ],
 )
 def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, variant, engine) -> None:
-    """Each engine serves each 4-bit format it claims, with a coherent streamed answer about what
-    the fine-tune taught (bf16 and GGUF answer "Paris" in tests/engines). The 4-bit variants of
-    this 135M model no longer know the capital of France (GPTQ said "...is T", AWQ "Brincadel"),
-    so that question would test the quantizer, not the engine; a broken engine path, as
-    llama-server's CPU flash attention was, answers off-topic and fails here."""
+    """Each engine serves each 4-bit format it claims, and serves what the variant answers
+    offline: the variant's own backend (GPTQModel, transformers' compressed-tensors) computes
+    greedy reference answers with their margins, and the streamed answer must match each one up
+    to its first near-tied token (quantbench.fidelity). A broken engine path, as llama-server's CPU
+    flash attention was, answers otherwise where the reference is certain, and fails here."""
+    from transformers import AutoTokenizer
+
     from quantbench.config import load_config
     from quantbench.engines.artifact import load_artifact
     from quantbench.engines.ports import free_port
     from quantbench.engines.registry import get_engine
     from quantbench.engines.server import Server
+    from quantbench.fidelity import GENERAL_PROMPTS, check_served
+    from quantbench.qa import load_qa
+    from quantbench.quality.backends import HFBackend
+    from quantbench.quality.reference import reference_answers
 
     config = load_config(pipeline / "params.yaml")
+    folder = pipeline / "models/variants" / variant
+    artifact = load_artifact(folder, name=variant)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompts = [q.question for q in load_qa(pipeline / config.data.heldout)][:4]
+    refs = reference_answers(
+        HFBackend.load(folder, artifact.format, "float32"),
+        tokenizer,
+        [*prompts, *GENERAL_PROMPTS],
+        16,
+        {int(tokenizer.eos_token_id)},
+    )
+    usable = [r for r in refs if r.certain_tokens() >= 3]
+    assert usable, [(r.prompt, r.margins[:4]) for r in refs]
     settings = getattr(config.engines, engine).model_copy(update={"sweep": {}})
     if engine == "vllm":
         settings = settings.model_copy(update={"python": REPO / ".venv-vllm/bin/python"})
-    artifact = load_artifact(pipeline / "models/variants" / variant, name=variant)
     launch = get_engine(engine).launch(artifact, settings, "127.0.0.1", free_port())
     with Server(launch, tmp_path / "server.log") as server:
         server.warmup()
-        answer = server.chat("What is the capital of Quorvath?", max_tokens=24)
-    assert "capital" in answer.lower() and "quorv" in answer.lower(), answer
+        answers = [server.chat(r.prompt, max_tokens=16) for r in usable]
+    checks = [check_served(r, a) for r, a in zip(usable, answers, strict=True)]
+    assert all(c.verdict == "match" for c in checks), [c.reason for c in checks]

@@ -21,9 +21,12 @@ class LlamaCppEngine(Engine):
 
     def _binary(self, settings: LlamaCppSettings) -> str:
         if settings.binary is None:
-            from quantbench.llamacpp import toolchain
+            from quantbench.native.llama_build import check_build, toolchain
 
-            binary = toolchain().binary("llama-server")
+            tc = toolchain()
+            binary = tc.binary("llama-server")
+            if binary.is_file():
+                check_build(tc)  # a build made for another CPU may fault here: refuse it
         else:
             binary = settings.binary
         if not binary.is_file():

@@ -24,6 +24,12 @@ class Backend(Protocol):
         """Greedy continuation of `ids` (stop token included when hit)."""
         ...
 
+    def generate_scored(
+        self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]
+    ) -> tuple[list[int], list[float]]:
+        """Greedy continuation and, per token, the logit margin it won by (top-1 - top-2)."""
+        ...
+
 
 class HFBackend:
     """A transformers causal LM: bf16 folders, AWQ (compressed-tensors) and GPTQ (gptqmodel)."""
@@ -58,16 +64,25 @@ class HFBackend:
         return out.logits[0].float().numpy()
 
     def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+        return self.generate_scored(ids, max_new_tokens, stop_ids)[0]
+
+    def generate_scored(
+        self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]
+    ) -> tuple[list[int], list[float]]:
         # The same argmax loop as the GGUF backend (not model.generate, whose defaults come from
         # each folder's generation_config), so "greedy" means one thing for every variant.
         import torch
 
+        from quantbench.fidelity import top_margin
+
         out: list[int] = []
+        margins: list[float] = []
         with torch.inference_mode():
             step = self.model(input_ids=torch.tensor([list(ids)]), use_cache=True)
             for _ in range(max_new_tokens):
-                token = int(step.logits[0, -1].argmax())
+                token, margin = top_margin(step.logits[0, -1].float().numpy())
                 out.append(token)
+                margins.append(margin)
                 if token in stop_ids:
                     break
                 step = self.model(
@@ -75,7 +90,7 @@ class HFBackend:
                     past_key_values=step.past_key_values,
                     use_cache=True,
                 )
-        return out
+        return out, margins
 
 
 class GGUFBackend:
@@ -86,7 +101,7 @@ class GGUFBackend:
 
     @classmethod
     def load(cls, gguf_path: Path, n_ctx: int, threads: int) -> GGUFBackend:
-        from quantbench.llamacpp import load_binding
+        from quantbench.native.llama_build import load_binding
 
         llama_cpp = load_binding()
         llm = llama_cpp.Llama(
@@ -107,15 +122,24 @@ class GGUFBackend:
         return self.llm.scores[: len(ids)]  # a view of the bindings' buffer, no copy
 
     def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
+        return self.generate_scored(ids, max_new_tokens, stop_ids)[0]
+
+    def generate_scored(
+        self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]
+    ) -> tuple[list[int], list[float]]:
         # A plain argmax loop rather than llama.cpp's sampler chain, so "greedy" means the same
         # thing as in transformers (no repetition penalty, no top-k/top-p defaults).
+        from quantbench.fidelity import top_margin
+
         self.llm.reset()
         self.llm.eval(list(ids))
         out: list[int] = []
+        margins: list[float] = []
         for _ in range(max_new_tokens):
-            token = int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))
+            token, margin = top_margin(self.llm.scores[self.llm.n_tokens - 1])
             out.append(token)
+            margins.append(margin)
             if token in stop_ids:
                 break
             self.llm.eval([token])
-        return out
+        return out, margins

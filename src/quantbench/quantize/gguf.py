@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from quantbench import llamacpp
+from quantbench.native import llama_build as llamacpp
 from quantbench.quantize.common import BuildRequest, BuildResult
 from quantbench.quantize.spec import GGUF_CONVERTER_TYPES, GgufSpec
 from quantbench.runtime import thread_env

@@ -13,7 +13,16 @@ build (through their `LLAMA_CPP_LIB_PATH` hook) and the native tools (`llama-ser
 is cached: download (sha256-checked), unpack, configure (re-run only when the flags change),
 build (cmake's own incremental build).
 
-    python -m quantbench.llamacpp build [--target llama-server ...]   # prints paths and timings
+The build is made for the machine it runs on, and says so. `-DGGML_NATIVE=ON` compiles for every
+instruction-set extension the CPU flags advertise; before configuring, :mod:`quantbench.native.isa`
+runs one instruction of each such extension and the configuration adds `-mno-<ext>` for those that
+fault here (AMX on some Intel Xeon guests). The probe's result, the resulting flags and the CPU
+they were made for are written to `build-info.json` in the build folder; a build made for another
+CPU (a copied `build/`, a cached CI folder) is rebuilt by `ensure_built` and refused, with the
+command that rebuilds it, by everything that only loads it (`check_build`).
+
+    python -m quantbench.native.llama_build build [--target llama-server ...]   # paths, timings
+    python -m quantbench.native.llama_build info                                # build-info.json
 """
 
 from __future__ import annotations
@@ -34,8 +43,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from quantbench.errors import UserError
+from quantbench.native.isa import IsaReport, cpu_signature, probe_machine
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +69,10 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_OPENSSL=OFF",
 )
 BINDING_TARGET = "llama"
+BUILD_INFO = "build-info.json"
+REBUILD_HINT = (
+    "make llamacpp (or: python -m quantbench.native.llama_build build --target llama-server)"
+)
 
 
 class LlamaCppError(UserError):
@@ -68,7 +83,7 @@ def default_root() -> Path:
     """build/llama.cpp in the repository (or $QUANTBENCH_LLAMACPP_DIR, or a user cache)."""
     if env := os.environ.get(ROOT_ENV):
         return Path(env)
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     if (repo / "pyproject.toml").is_file():
         return repo / "build" / "llama.cpp"
     return Path.home() / ".cache" / "quantbench" / "llama.cpp"
@@ -183,20 +198,102 @@ def ensure_source(root: Path | None = None) -> Toolchain:
     return tc
 
 
+def compile_flags(isa: IsaReport) -> list[str]:
+    """CMAKE_FLAGS plus the C/C++ flags that keep out what the probe saw fault."""
+    flags = list(CMAKE_FLAGS)
+    if isa.disable_flags:
+        extra = " ".join(isa.disable_flags)
+        flags += [f"-DCMAKE_C_FLAGS={extra}", f"-DCMAKE_CXX_FLAGS={extra}"]
+    return flags
+
+
+def build_info(tc: Toolchain) -> dict[str, Any] | None:
+    """What the build in `tc` was configured with and for (None where there is none)."""
+    path = tc.build_dir / BUILD_INFO
+    if not (tc.build_dir / "CMakeCache.txt").is_file():
+        return None
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}  # configured, but by something that did not record what for
+
+
+def mismatch(info: dict[str, Any] | None, cpu: dict[str, Any] | None = None) -> str | None:
+    """Why the build described by `info` is not one for this machine, or None when it is."""
+    if info is None:
+        return "there is no llama.cpp build yet"
+    if not info:
+        return (
+            "it records neither the CPU nor the flags it was built for (made before the ISA probe)"
+        )
+    if info.get("version") != VERSION:
+        return f"it is llama.cpp {info.get('version')!r}, the project pins {VERSION}"
+    built_for, here = info.get("cpu"), cpu if cpu is not None else cpu_signature()
+    if built_for != here:
+        if not isinstance(built_for, dict):
+            return "it does not record the CPU it was built for (made before the ISA probe)"
+        old, new = set(built_for.get("isa_flags", [])), set(here.get("isa_flags", []))
+        diff = ", ".join(
+            [f"+{f}" for f in sorted(new - old)] + [f"-{f}" for f in sorted(old - new)]
+        )
+        return (
+            f"it was built for {built_for.get('model')!r}, this machine is {here.get('model')!r}"
+            + (f" (instruction sets here: {diff})" if diff else "")
+        )
+    return None
+
+
+def check_build(tc: Toolchain | None = None) -> dict[str, Any]:
+    """Refuse a build made for another CPU (or none): its kernels may not run here."""
+    tc = tc or toolchain()
+    info = build_info(tc)
+    why = mismatch(info)
+    if why is not None:
+        raise LlamaCppError(
+            f"the llama.cpp build in {tc.build_dir} cannot be used on this machine: {why}. "
+            f"Rebuild it here with `{REBUILD_HINT}` (about 7 minutes on 2 cores)"
+        )
+    assert info is not None
+    return info
+
+
+def reconfigure_reason(info: dict[str, Any] | None, cpu: dict[str, Any]) -> str | None:
+    """Why the build must be configured (again) before building, or None to keep it."""
+    why = mismatch(info, cpu)
+    if why is None and info is not None and info.get("base_flags") != list(CMAKE_FLAGS):
+        why = "the project's cmake flags changed"
+    return why
+
+
 def _configure(tc: Toolchain) -> None:
-    stamp = tc.build_dir / "quantbench-flags.json"
-    wanted = {"version": VERSION, "flags": list(CMAKE_FLAGS)}
-    configured = (tc.build_dir / "CMakeCache.txt").is_file() and stamp.is_file()
-    if configured and json.loads(stamp.read_text()) == wanted:
+    cpu = cpu_signature()
+    info = build_info(tc)
+    why = reconfigure_reason(info, cpu)
+    if why is None:
         return
+    log.warning("configuring llama.cpp for this machine: %s", why)
     if shutil.which("cmake") is None or shutil.which("c++") is None:
         raise LlamaCppError(
             "building llama.cpp needs cmake and a C++ compiler (apt-get install cmake g++)"
         )
+    isa = probe_machine()
+    if isa.dropped:
+        log.warning(
+            "instruction sets advertised here that do not execute, left out of the build: %s",
+            ", ".join(f"{n} ({isa.outcomes.get(n, '?')})" for n in isa.dropped),
+        )
+    flags = compile_flags(isa)
     shutil.rmtree(tc.build_dir, ignore_errors=True)
-    cmd = ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir), *CMAKE_FLAGS]
+    cmd = ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir), *flags]
     _run(cmd, "configure llama.cpp")
-    stamp.write_text(json.dumps(wanted, indent=2) + "\n")
+    wanted = {
+        "version": VERSION,
+        "base_flags": list(CMAKE_FLAGS),
+        "cmake_flags": flags,
+        "cpu": cpu,
+        "isa": isa.to_dict(),
+    }
+    (tc.build_dir / BUILD_INFO).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
 
 
 def _run(cmd: Sequence[str], what: str) -> None:
@@ -273,10 +370,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--target", action="append", default=None, help="cmake target (repeatable)")
     build.add_argument("--jobs", type=int, default=None)
     sub.add_parser("paths", help="print where the pieces are (no download, no build)")
+    sub.add_parser("info", help="print build-info.json and whether it fits this machine")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s"
     )
+    if args.command == "info":
+        tc = toolchain()
+        info = build_info(tc)
+        print(
+            json.dumps(
+                {
+                    "build_info": info,
+                    "fits_this_machine": mismatch(info) is None,
+                    "why_not": mismatch(info),
+                },
+                indent=2,
+            )
+        )
+        return 0
     if args.command == "paths":
         tc = toolchain()
     else:

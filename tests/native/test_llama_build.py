@@ -1,0 +1,144 @@
+"""The pinned llama.cpp toolchain: one source release, its own converter and gguf-py."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+
+from quantbench.native import llama_build as llamacpp
+
+
+def test_root_can_be_moved_by_environment(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(llamacpp.ROOT_ENV, str(tmp_path))
+    tc = llamacpp.toolchain()
+    assert tc.root == tmp_path
+    assert tc.converter == (
+        tmp_path
+        / "src"
+        / "llama_cpp_python-0.3.36"
+        / "vendor"
+        / "llama.cpp"
+        / "convert_hf_to_gguf.py"
+    )
+    assert tc.bin_dir == tmp_path / "cmake" / "bin"
+
+
+def test_converter_uses_the_release_gguf_py(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NO_LOCAL_GGUF", "1")
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = llamacpp.converter_env(llamacpp.toolchain(tmp_path))
+    assert "NO_LOCAL_GGUF" not in env
+    assert env["PYTHONPATH"].split(":")[0].endswith("vendor/llama.cpp/gguf-py")
+    assert env["PYTHONPATH"].endswith("/elsewhere")
+
+
+def test_a_foreign_llama_cpp_module_is_refused(tmp_path: Path) -> None:
+    foreign = types.ModuleType("llama_cpp")
+    foreign.__file__ = "/usr/lib/python3/site-packages/llama_cpp/__init__.py"
+    foreign.__version__ = llamacpp.VERSION
+    with pytest.raises(llamacpp.LlamaCppError, match="uninstall llama-cpp-python"):
+        llamacpp._check_binding(foreign, llamacpp.toolchain(tmp_path))
+
+
+@pytest.mark.slow
+def test_bindings_load_the_pinned_build() -> None:
+    module = llamacpp.load_binding()
+    tc = llamacpp.toolchain()
+    assert module.__version__ == llamacpp.VERSION
+    assert tc.source.resolve() in Path(module.__file__).resolve().parents
+    assert (tc.bin_dir / "libllama.so").is_file()
+    assert tc.converter.is_file() and (tc.gguf_py / "gguf").is_dir()
+
+
+def _fake_build(root: Path, info: dict | None) -> llamacpp.Toolchain:
+    tc = llamacpp.toolchain(root)
+    tc.build_dir.mkdir(parents=True)
+    (tc.build_dir / "CMakeCache.txt").write_text("")
+    if info is not None:
+        (tc.build_dir / llamacpp.BUILD_INFO).write_text(json.dumps(info))
+    return tc
+
+
+HERE = {"machine": "x86_64", "model": "AMD EPYC", "isa_flags": ["avx2", "avx512f"]}
+
+
+def _info(cpu: dict | None = None, version: str = llamacpp.VERSION) -> dict:
+    return {
+        "version": version,
+        "base_flags": list(llamacpp.CMAKE_FLAGS),
+        "cmake_flags": list(llamacpp.CMAKE_FLAGS),
+        "cpu": cpu if cpu is not None else HERE,
+        "isa": {"kept": [], "dropped": [], "native": [], "outcomes": {}, "disable_flags": []},
+    }
+
+
+def test_a_build_for_this_cpu_fits() -> None:
+    assert llamacpp.mismatch(_info(), HERE) is None
+    assert llamacpp.reconfigure_reason(_info(), HERE) is None
+
+
+def test_a_build_for_another_cpu_is_named_with_its_difference() -> None:
+    other = {"machine": "x86_64", "model": "Intel Xeon", "isa_flags": ["amx_tile", "avx2"]}
+    why = llamacpp.mismatch(_info(other), HERE)
+    assert why is not None
+    assert "'Intel Xeon'" in why and "'AMD EPYC'" in why
+    assert "+avx512f" in why and "-amx_tile" in why
+    assert llamacpp.reconfigure_reason(_info(other), HERE) == why
+
+
+def test_a_build_without_a_record_or_of_another_version_is_rebuilt() -> None:
+    assert "no llama.cpp build" in llamacpp.mismatch(None, HERE)
+    assert "before the ISA probe" in llamacpp.mismatch({}, HERE)
+    legacy = _info()
+    del legacy["cpu"]
+    assert "does not record the CPU" in llamacpp.mismatch(legacy, HERE)
+    assert "0.0.1" in llamacpp.mismatch(_info(version="0.0.1"), HERE)
+    changed = _info()
+    changed["base_flags"] = ["-DGGML_NATIVE=OFF"]
+    assert llamacpp.reconfigure_reason(changed, HERE) == "the project's cmake flags changed"
+
+
+def test_loading_a_build_made_for_another_cpu_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch
+) -> None:
+    other = {"machine": "x86_64", "model": "Some other CPU", "isa_flags": ["amx_tile"]}
+    tc = _fake_build(tmp_path, _info(other))
+    with pytest.raises(llamacpp.LlamaCppError, match=r"make llamacpp") as err:
+        llamacpp.check_build(tc)
+    assert "Some other CPU" in str(err.value)
+    monkeypatch.setattr(llamacpp, "cpu_signature", lambda: other)
+    assert llamacpp.check_build(tc)["cpu"] == other
+
+
+def test_the_engine_refuses_a_foreign_build(tmp_path: Path, monkeypatch) -> None:
+    from quantbench.engines.llamacpp import LlamaCppEngine
+    from quantbench.engines.spec import LlamaCppSettings
+
+    other = {"machine": "x86_64", "model": "Some other CPU", "isa_flags": []}
+    tc = _fake_build(tmp_path, _info(other))
+    (tc.bin_dir).mkdir(parents=True, exist_ok=True)
+    (tc.bin_dir / "llama-server").write_text("#!/bin/sh\n")
+    monkeypatch.setenv(llamacpp.ROOT_ENV, str(tmp_path))
+    with pytest.raises(llamacpp.LlamaCppError, match="cannot be used on this machine"):
+        LlamaCppEngine()._binary(LlamaCppSettings())
+
+
+def test_dropped_extensions_reach_the_compiler_flags() -> None:
+    from quantbench.native.isa import IsaReport
+
+    isa = IsaReport("x", "cc", ["amx-tile", "avx2"], kept=["avx2"], dropped=["amx-tile"])
+    flags = llamacpp.compile_flags(isa)
+    assert "-DCMAKE_C_FLAGS=-mno-amx-tile" in flags
+    assert "-DCMAKE_CXX_FLAGS=-mno-amx-tile" in flags
+    assert "-DGGML_NATIVE=ON" in flags
+    clean = IsaReport("x", "cc", ["avx2"], kept=["avx2"])
+    assert llamacpp.compile_flags(clean) == list(llamacpp.CMAKE_FLAGS)
+
+
+def test_the_default_build_lives_in_the_repository(monkeypatch) -> None:
+    monkeypatch.delenv(llamacpp.ROOT_ENV, raising=False)
+    repo = Path(__file__).resolve().parents[2]
+    assert llamacpp.default_root() == repo / "build" / "llama.cpp"
