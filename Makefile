@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 VARIANT ?= bf16
 ENGINE ?= transformers
 
-.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag serve faults clean clean-all
+.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag check-dag dag-deps serve faults clean clean-all
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -67,24 +67,31 @@ repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing c
 	@echo "outputs: models/ (weights, DVC-cached) and reports/ (JSON reports)"
 
 test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
+	$(PY) tools/dag.py --check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: llamacpp $(DEV_STAMP)  ## run only the fast unit tests
 	$(PY) -m pytest -m "not slow and not server and not e2e" $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)  ## ruff lint and format check
-	$(VENV)/bin/ruff check src stages tests
-	$(VENV)/bin/ruff format --check src stages tests
+	$(VENV)/bin/ruff check src stages tests faults benchmarks
+	$(VENV)/bin/ruff format --check src stages tests faults benchmarks
 
 format: $(DEV_STAMP)  ## apply ruff's fixes and formatting
-	$(VENV)/bin/ruff check --fix src stages tests
-	$(VENV)/bin/ruff format src stages tests
+	$(VENV)/bin/ruff check --fix src stages tests faults benchmarks
+	$(VENV)/bin/ruff format src stages tests faults benchmarks
 
 dag: base  ## show the pipeline's stages
 	dvc dag
 
+check-dag: base  ## fail when dvc.yaml's code dependencies differ from what each stage imports
+	$(PY) tools/dag.py --check
+
+dag-deps: base  ## rewrite dvc.yaml's code dependencies from each stage's imports
+	$(PY) tools/dag.py --write
+
 faults: setup  ## inject every fault (crashes, hangs, OOM, dvc interrupts, bad input) and print the table
-	$(PY) -m quantbench.faults
+	$(PY) -m faults
 
 serve: setup  ## serve one variant by hand: make serve VARIANT=bf16 ENGINE=transformers
 	$(PY) -m quantbench.cli serve $(VARIANT) --engine $(ENGINE)

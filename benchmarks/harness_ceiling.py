@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from quantbench.load.bench import plan_point, run_plan
-from quantbench.load.fake_server import Behaviour, FakeServerProcess, Script
 from quantbench.load.prompts import random_prompts
+from quantbench.load.session import plan_point, run_plan
 from quantbench.load.spec import RandomPrompts, WorkloadSpec
+from quantbench.mock_server import Behaviour, MockServerProcess, Script
 
 DELAY_BUDGET_MS = 5.0
 
@@ -40,7 +40,7 @@ def measure(url: str, truth_log: Path, concurrency: int, workers: int, args: arg
         progress_interval_s=60,
     )
     items = random_prompts(spec.prompts, 0)  # type: ignore[arg-type]
-    plan = plan_point(spec, 0, items, url=url, model="fake-model", engine="fake", headers={})
+    plan = plan_point(spec, 0, items, url=url, model="mock-model", engine="mock", headers={})
     start = truth_log.stat().st_size if truth_log.exists() else 0
     records = run_plan(plan, workdir / f"rec-{concurrency}-{workers}.jsonl", workers, workdir)
     with truth_log.open(encoding="utf-8") as f:
@@ -88,7 +88,7 @@ def main() -> int:
                 Behaviour(ttft_ms=args.itl_ms, itl_ms=args.itl_ms, output_tokens=args.tokens)
             ]
         )
-        with FakeServerProcess(script, work / "server") as server:
+        with MockServerProcess(script, work / "server") as server:
             assert server.log_path is not None
             for workers in (int(w) for w in args.workers.split(",")):
                 name = "1 load process" if workers == 0 else f"master + {workers} workers"

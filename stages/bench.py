@@ -11,13 +11,17 @@ import argparse
 from pathlib import Path
 
 from quantbench.bench.run import PairJob, run_pair
-from quantbench.config import load_config
+from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
-from quantbench.engines.registry import get_engine
+from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import UserError, run_main
+from quantbench.formats.registry import variant_recipe
 from quantbench.fsutil import atomic_dir, write_json
+from quantbench.load.spec import WorkloadSpec
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
+from quantbench.slo import slo_section
 
 
 def main() -> None:
@@ -30,20 +34,23 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: reports/bench/<pair>")
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    if args.pair not in config.bench.pairs:
+    params = read_params(args.params)
+    bench = section(params, "bench", BenchSettings)
+    if args.pair not in bench.pairs:
         raise UserError(
-            f"--pair {args.pair!r} is not in bench.pairs; known: {', '.join(config.bench.pairs)}"
+            f"--pair {args.pair!r} is not in bench.pairs; known: {', '.join(bench.pairs)}"
         )
-    pair = config.bench.pairs[args.pair]
+    pair = bench.pairs[args.pair]
+    engine = get_engine(pair.engine)
+    check_pair(pair.variant, variant_recipe(params, pair.variant, args.params).format, pair.engine)
     job = PairJob(
         name=args.pair,
         artifact=load_artifact(args.variants / pair.variant, name=pair.variant),
-        engine=get_engine(pair.engine),
-        settings=getattr(config.engines, pair.engine),
-        workload=config.workload,
-        slo=config.slo,
-        bench=config.bench,
+        engine=engine,
+        settings=section(params, f"engines.{pair.engine}", engine.settings_model),
+        workload=section(params, "workload", WorkloadSpec),
+        slo=slo_section(params),
+        bench=bench,
     )
     out = args.out or Path("reports/bench") / args.pair
     with sigterm_as_interrupt(), atomic_dir(out) as tmp:

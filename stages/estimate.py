@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
 from quantbench.errors import run_main
+from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variant_from_recipe
+from quantbench.formats.registry import variant_recipe
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 
 
@@ -24,12 +26,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
+    params = read_params(args.params)
     variants = {
-        name: variant_from_recipe(name, recipe, args.variants / name)
-        for name, recipe in config.variants.items()
+        name: variant_from_recipe(name, variant_recipe(params, name), args.variants / name)
+        for name in params.get("variants") or {}
     }
-    write_estimates(args.model, variants, config.estimate, args.out)
+    write_estimates(args.model, variants, section(params, "estimate", EstimateSettings), args.out)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,14 @@ import argparse
 import json
 from pathlib import Path
 
-from quantbench.config import load_config
+from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
 from quantbench.fsutil import write_json
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quality import evaluate_variant
+from quantbench.quality.spec import EvaluateSettings
+from quantbench.runtime import RuntimeSettings
 
 
 def main() -> None:
@@ -36,15 +39,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
+    params = read_params(args.params)
+    data = section(params, "data", DataSettings)
     report = evaluate_variant(
         args.name,
         args.variant or Path("models/variants") / args.name,
         args.reference,
-        args.eval_text or config.data.eval,
-        args.heldout or config.data.heldout,
-        config.evaluate,
-        threads=config.runtime.threads,
+        check_data_file(args.eval_text or data.eval, "data.eval"),
+        check_data_file(args.heldout or data.heldout, "data.heldout"),
+        section(params, "evaluate", EvaluateSettings),
+        threads=section(params, "runtime", RuntimeSettings).threads,
     )
     timing_path = args.quantize_report or Path("reports/quantize") / f"{args.name}.json"
     if timing_path.is_file():

@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
+from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir, write_json
 from quantbench.lora.adopt import adopt_adapter
+from quantbench.lora.spec import LoraSettings
 from quantbench.lora.train import train_adapter
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
-from quantbench.runtime import configure_threads
+from quantbench.runtime import RuntimeSettings, configure_threads
 
 
 def main() -> None:
@@ -27,18 +29,21 @@ def main() -> None:
     parser.add_argument("--report", type=Path, default=Path("reports/finetune.json"))
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    configure_threads(config.runtime.threads)
-    heldout = load_qa(config.data.heldout)
+    params = read_params(args.params)
+    lora = section(params, "lora", LoraSettings)
+    data = section(params, "data", DataSettings)
+    runtime = section(params, "runtime", RuntimeSettings)
+    heldout = load_qa(check_data_file(data.heldout, "data.heldout"))
+    if lora.train:
+        check_data_file(data.train, "data.train")
+    configure_threads(runtime.threads)
     with atomic_dir(args.out) as tmp:
-        if config.lora.train:
-            report = train_adapter(
-                args.base, config.data.train, heldout, config.lora, config.runtime.seed, tmp
-            )
+        if lora.train:
+            report = train_adapter(args.base, data.train, heldout, lora, runtime.seed, tmp)
         else:
-            assert config.lora.adapter_path is not None  # enforced by the config
-            report = adopt_adapter(args.base, config.lora.adapter_path, heldout, config.lora, tmp)
-    report["params"] = config.lora.model_dump(mode="json")
+            assert lora.adapter_path is not None  # enforced by the settings
+            report = adopt_adapter(args.base, lora.adapter_path, heldout, lora, tmp)
+    report["params"] = lora.model_dump(mode="json")
     write_json(args.report, report)
 
 

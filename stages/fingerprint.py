@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
+from quantbench.engines.registry import get_engine
 from quantbench.errors import run_main
 from quantbench.fingerprint import fingerprint
 from quantbench.fsutil import write_json
+from quantbench.params import read_params, section
 
 
 def main() -> None:
@@ -20,8 +21,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--out", type=Path, default=Path("reports/env.json"))
     args = parser.parse_args()
-    config = load_config(args.params)
-    write_json(args.out, fingerprint(config.engines.vllm.python))
+    vllm = section(read_params(args.params), "engines.vllm", get_engine("vllm").settings_model)
+    write_json(args.out, fingerprint(vllm.python))  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

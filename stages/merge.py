@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
+from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir, write_json
 from quantbench.lora.merge import MergeVerificationError, merge_and_verify
+from quantbench.lora.spec import MergeSettings
 from quantbench.model import write_merged_info
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
-from quantbench.runtime import configure_threads
+from quantbench.runtime import RuntimeSettings, configure_threads
 
 
 def main() -> None:
@@ -28,12 +30,15 @@ def main() -> None:
     parser.add_argument("--report", type=Path, default=Path("reports/merge.json"))
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    configure_threads(config.runtime.threads)
-    items = load_qa(config.data.heldout)
+    params = read_params(args.params)
+    merge = section(params, "merge", MergeSettings)
+    data = section(params, "data", DataSettings)
+    runtime = section(params, "runtime", RuntimeSettings)
+    items = load_qa(check_data_file(data.heldout, "data.heldout"))
+    configure_threads(runtime.threads)
     with atomic_dir(args.out) as tmp:
         try:
-            report = merge_and_verify(args.base, args.adapter, items, config.merge, tmp)
+            report = merge_and_verify(args.base, args.adapter, items, merge, tmp)
         except MergeVerificationError as exc:
             write_json(args.report, exc.report)
             raise

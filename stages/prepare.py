@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench import preflight
-from quantbench.config import load_config
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
-from quantbench.model import prepare_base
+from quantbench.model import ModelSettings, check_model_source, prepare_base
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
-from quantbench.runtime import configure_threads
+from quantbench.runtime import RuntimeSettings, configure_threads
 
 
 def main() -> None:
@@ -20,11 +19,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("models/base"))
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    preflight.check(config)  # the first stage: stop here, not hours later
-    configure_threads(config.runtime.threads)
+    params = read_params(args.params)
+    model = section(params, "model", ModelSettings)
+    runtime = section(params, "runtime", RuntimeSettings)
+    check_model_source(model)
+    configure_threads(runtime.threads)
     with atomic_dir(args.out) as tmp:
-        prepare_base(config.model, tmp)
+        prepare_base(model, tmp)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
-from quantbench.errors import UserError, run_main
+from quantbench.data import DataSettings
+from quantbench.errors import run_main
+from quantbench.formats.registry import variant_recipe
 from quantbench.fsutil import atomic_dir, write_json
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quantize import build_variant
-from quantbench.runtime import configure_threads
+from quantbench.runtime import RuntimeSettings, configure_threads
 
 
 def main() -> None:
@@ -30,19 +32,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    if args.name not in config.variants:
-        known = ", ".join(sorted(config.variants)) or "(none)"
-        raise UserError(
-            f"no variant {args.name!r} under `variants:` in {args.params}; known: {known}"
-        )
-    spec = config.variants[args.name]
-    threads = config.runtime.threads
+    params = read_params(args.params)
+    spec = variant_recipe(params, args.name, args.params)
+    threads = section(params, "runtime", RuntimeSettings).threads
+    data = section(params, "data", DataSettings)
     configure_threads(threads)
     out = args.out or Path("models/variants") / args.name
     with atomic_dir(out) as tmp:
         info = build_variant(
-            args.name, spec, args.merged, tmp, args.calibration or config.data.calibration, threads
+            args.name, spec, args.merged, tmp, args.calibration or data.calibration, threads
         )
     timing = {
         "name": args.name,

@@ -6,11 +6,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.config import load_config
+from quantbench.bench.spec import BenchSettings
 from quantbench.errors import run_main
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.load.spec import WorkloadSpec
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.report.build import build_report
 from quantbench.report.load import load_inputs
+from quantbench.report.spec import ReportSettings
+from quantbench.slo import slo_section
 
 
 def main() -> None:
@@ -22,21 +27,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: <root>/reports")
     args = parser.parse_args()
     setup_logging()
-    config = load_config(args.params)
-    settings = config.report
+    raw = read_params(args.params)
+    settings = section(raw, "report", ReportSettings)
+    slo = slo_section(raw)
+    bench = section(raw, "bench", BenchSettings)
     params = {
-        "slo": config.slo,
-        "bench": config.bench.model_dump(mode="json"),
-        "workload": config.workload.model_dump(mode="json"),
-        "estimate": config.estimate.model_dump(mode="json"),
+        "slo": slo,
+        "bench": bench.model_dump(mode="json"),
+        "workload": (
+            section(raw, "workload", WorkloadSpec).model_dump(mode="json")
+            if "workload" in raw
+            else None
+        ),
+        "estimate": section(raw, "estimate", EstimateSettings).model_dump(mode="json"),
         "report": settings.model_dump(mode="json"),
     }
     inputs = load_inputs(args.root)
     files = build_report(
         inputs,
-        slo=config.slo,
+        slo=slo,
         settings=settings,
-        confidence=config.bench.confidence,
+        confidence=bench.confidence,
         params=params,
     )
     written = files.write(args.out or args.root / "reports")

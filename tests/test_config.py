@@ -24,10 +24,21 @@ def test_repository_params_are_valid() -> None:
     assert config.runtime.threads >= 1
 
 
-def test_empty_params_take_documented_defaults() -> None:
-    config = parse_config({})
+def test_missing_sections_take_documented_defaults() -> None:
+    config = parse_config({"runtime": {"threads": 1}})
     assert config.lora.r == 16
     assert config.merge.dtype == "bfloat16"
+
+
+def test_an_empty_params_file_is_refused(tmp_path) -> None:
+    """An empty params.yaml used to validate as 'all defaults' (no variants, no pairs: a run
+    that benchmarks nothing); it is now an error that says how to restore the file."""
+    from quantbench.config import ConfigError, load_config
+
+    empty = tmp_path / "params.yaml"
+    empty.write_text("# nothing here\n")
+    with pytest.raises(ConfigError, match="is empty.*git checkout params.yaml"):
+        load_config(empty)
 
 
 def test_literal_error_names_key_value_and_allowed() -> None:

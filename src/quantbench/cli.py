@@ -12,12 +12,10 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from quantbench import preflight
     from quantbench.config import load_config
+    from quantbench.validation import validate_config
 
-    config = load_config(args.params)
-    if not args.no_preflight:
-        preflight.check(config)
+    config = load_config(args.params) if args.no_preflight else validate_config(args.params)
     print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
     if not args.quiet:
         for name, section in config:
@@ -49,6 +47,12 @@ def _pairs(args: argparse.Namespace) -> int:
     if missing:
         print(f"# not yet in {args.params}: {', '.join(missing)}", file=sys.stderr)
     return 0
+
+
+def _mock_server(args: argparse.Namespace) -> int:
+    from quantbench.mock_server import main
+
+    return main(args.rest)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     bench.set_defaults(handler=run_bench)
 
+    mock = sub.add_parser(
+        "mock-server",
+        help="a scripted OpenAI-compatible streaming server, for testing clients (docs/LOAD.md)",
+        add_help=False,
+    )
+    mock.set_defaults(handler=_mock_server)
+
     from quantbench.estimate.cli import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(
@@ -101,7 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["mock-server"]:  # its own options, parsed by quantbench.mock_server
+        args = argparse.Namespace(handler=_mock_server, rest=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
         return handler(args)

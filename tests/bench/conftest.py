@@ -1,4 +1,4 @@
-"""A stand-in engine that launches the scripted fake server, so the bench logic runs end to end."""
+"""A stand-in engine that launches the scripted mock server, so the bench logic runs end to end."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import ClassVar
 import pytest
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, LaunchSpec
-from quantbench.engines.spec import EngineSettings
-from quantbench.load.fake_server import Behaviour, Script
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.load.requests import RequestProfile
+from quantbench.mock_server import PROFILE, Behaviour, Script
 
 
 class FakeSettings(EngineSettings):
@@ -25,6 +25,8 @@ class FakeSettings(EngineSettings):
 class FakeEngine(Engine):
     name: ClassVar[str] = "fake"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16"})
+    settings_model: ClassVar[type[EngineSettings]] = FakeSettings
+    profile: ClassVar[RequestProfile] = PROFILE
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -37,7 +39,7 @@ class FakeEngine(Engine):
         )
         script = self.workdir / f"script-{port}.json"
         script.write_text(Script(behaviours=[behaviour]).model_dump_json())
-        argv = [sys.executable, "-m", "quantbench.load.fake_server", "--host", host]
+        argv = [sys.executable, "-m", "quantbench.mock_server", "--host", host]
         argv += ["--port", str(port), "--script", str(script)]
         if settings.crash:  # a server that exits at start-up, with something in its log
             argv = [sys.executable, "-c", "import sys; print('fatal: no weights'); sys.exit(7)"]
@@ -49,7 +51,7 @@ class FakeEngine(Engine):
             port=port,
             ready_path="/health",
             metrics_path=None,
-            model_name="fake-model",
+            model_name="mock-model",
             startup_timeout_s=30,
         )
 

@@ -40,7 +40,7 @@ def job(engine, artifact, settings, *, slo="", bench=None) -> PairJob:
 
 def no_fake_servers_left() -> bool:
     for proc in psutil.process_iter(["cmdline"]):
-        if "quantbench.load.fake_server" in " ".join(proc.info["cmdline"] or []):
+        if "quantbench.mock_server" in " ".join(proc.info["cmdline"] or []):
             return False
     return True
 
@@ -67,7 +67,7 @@ def test_grid_sweep_starts_each_server_once_and_judges_every_point(
     assert fast["cost_per_million_tokens"] == pytest.approx(1000 / fast["output_throughput"])
     best = summary["best"]
     assert best["server_point"] == "itl_ms=2.0" and summary["ranked_by"] == "goodput"
-    assert best["command"][1:3] == ["-m", "quantbench.load.fake_server"]
+    assert best["command"][1:3] == ["-m", "quantbench.mock_server"]
     assert (tmp_path / "out/itl_ms=2.0/c4/r0/records.jsonl").is_file()
     assert all(s["report"]["peak_rss_bytes"] > 0 for s in summary["servers"])
     assert no_fake_servers_left()

@@ -122,6 +122,6 @@ def test_engine_sweep_is_validated() -> None:
     with pytest.raises(ConfigError, match="parallel=0 is not valid"):
         parse_config({"engines": {"llamacpp": {"sweep": {"parallel": [1, 0]}}}})
     config = parse_config({"engines": {"llamacpp": {"sweep": {"parallel": [1, 4]}}}})
-    points = config.engines.llamacpp.sweep_points()
+    points = config.engines["llamacpp"].sweep_points()
     assert [label for label, _ in points] == ["parallel=1", "parallel=4"]
     assert points[1][1].parallel == 4 and points[1][1].sweep == {}

@@ -19,7 +19,7 @@ from quantbench.engines.artifact import load_artifact
 from quantbench.engines.ports import free_port
 from quantbench.engines.registry import get_engine
 from quantbench.engines.server import Server
-from quantbench.engines.spec import TransformersSettings
+from quantbench.engines.transformers import TransformersSettings
 from quantbench.fidelity import GENERAL_PROMPTS, check_served
 
 MAX_NEW = 16
@@ -82,8 +82,8 @@ def test_transformers_serves_bf16(
 @pytest.fixture(scope="module")
 def gguf_q8_0(prepared_base: Path, tmp_path_factory) -> Path:
     """A Q8_0 GGUF of the prepared model, made by the project's own converter and quantizer."""
+    from quantbench.formats.gguf import GgufSpec
     from quantbench.quantize import build_variant
-    from quantbench.quantize.spec import GgufSpec
 
     out = tmp_path_factory.mktemp("gguf") / "gguf-q8_0"
     out.mkdir()
@@ -105,7 +105,7 @@ def q8_refs(gguf_q8_0: Path, prepared_base: Path) -> list:
 @pytest.mark.slow
 @pytest.mark.parametrize("parallel", [1, 4])
 def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel) -> None:
-    from quantbench.engines.spec import LlamaCppSettings
+    from quantbench.engines.llamacpp import LlamaCppSettings
 
     artifact = load_artifact(gguf_q8_0)
     assert artifact.format == "gguf"
@@ -120,7 +120,7 @@ def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> None:
-    from quantbench.engines.spec import VllmSettings
+    from quantbench.engines.vllm import VllmSettings
 
     settings = VllmSettings(device="cpu", max_model_len=1024, kv_cache_gb=1)
     if not settings.python.exists():

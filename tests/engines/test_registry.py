@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from quantbench.engines.artifact import Artifact, load_artifact
-from quantbench.engines.registry import check_pair, engines_for, valid_pairs
-from quantbench.engines.spec import EnginesSettings, LlamaCppSettings, TransformersSettings
-from quantbench.engines.transformers import TransformersEngine
+from quantbench.engines.llamacpp import LlamaCppSettings
+from quantbench.engines.registry import check_pair, engine_settings, engines_for, valid_pairs
+from quantbench.engines.transformers import TransformersEngine, TransformersSettings
 from quantbench.errors import UserError
 
 
@@ -30,7 +30,11 @@ def test_impossible_pair_names_the_engines_that_serve_the_format() -> None:
 
 
 def test_valid_pairs_skip_disabled_engines() -> None:
-    settings = EnginesSettings.model_validate({"vllm": {"enabled": False}})
+    settings = {
+        "transformers": engine_settings("transformers", None),
+        "vllm": engine_settings("vllm", {"enabled": False}),
+        "llamacpp": engine_settings("llamacpp", {}),
+    }
     pairs = valid_pairs({"bf16": "bf16", "gguf-q8_0": "gguf", "awq-w4g64": "awq"}, settings)
     assert pairs == [
         ("bf16", "transformers"),

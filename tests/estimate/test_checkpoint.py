@@ -7,19 +7,19 @@ import pytest
 
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.checkpoint import (
-    gguf_file_type,
     gguf_weight_bytes,
     safetensors_weight_bytes,
     variant_weight_bytes,
 )
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
+from quantbench.formats.gguf import gguf_file_type
 
 
 def test_safetensors_bytes_match_the_nominal_bf16_layout(tiny_folder):
     arch = read_architecture(tiny_folder)
     real = safetensors_weight_bytes(tiny_folder, arch)
-    nominal = nominal_weight_bytes(arch, VariantSpec(format="bf16"))
+    nominal = nominal_weight_bytes(arch, EstimatedVariant(format="bf16"))
     assert real.source == "file"
     assert real.stored_bytes == nominal.stored_bytes
     assert real.streamed_bytes == nominal.streamed_bytes  # tied: no lm_head tensor
@@ -28,15 +28,15 @@ def test_safetensors_bytes_match_the_nominal_bf16_layout(tiny_folder):
 
 def test_dense_variant_of_the_checkpoint_reads_the_folder(tiny_folder):
     arch = read_architecture(tiny_folder)
-    assert variant_weight_bytes(arch, VariantSpec(format="bf16"), tiny_folder).source == "file"
+    assert variant_weight_bytes(arch, EstimatedVariant(format="bf16"), tiny_folder).source == "file"
     # a format the folder is not stored in is nominal
-    gptq = variant_weight_bytes(arch, VariantSpec(format="gptq"), tiny_folder)
+    gptq = variant_weight_bytes(arch, EstimatedVariant(format="gptq"), tiny_folder)
     assert gptq.source == "nominal"
 
 
 def test_missing_variant_path_is_named(tiny_folder):
     arch = read_architecture(tiny_folder)
-    variant = VariantSpec(format="gguf", gguf_type="Q8_0", path=tiny_folder / "nope.gguf")
+    variant = EstimatedVariant(format="gguf", gguf_type="Q8_0", path=tiny_folder / "nope.gguf")
     with pytest.raises(FileNotFoundError, match=r"nope\.gguf"):
         variant_weight_bytes(arch, variant)
 
@@ -91,5 +91,5 @@ def test_gguf_bytes_per_type(tmp_path):
     assert w.gathered_bytes_per_token == 32 * 2
     assert w.compute_dtype == "int8"  # most streamed bytes are Q8_0
     assert gguf_file_type(path) == "Q8_0"
-    variant = VariantSpec(format="gguf", path=path)
+    variant = EstimatedVariant(format="gguf", path=path)
     assert variant_weight_bytes(arch, variant).source == "file"

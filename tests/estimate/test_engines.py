@@ -10,7 +10,7 @@ from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
 from quantbench.estimate.hardware import EngineOverhead, resolve_hardware
-from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 
 from .conftest import fake_cpu
 
@@ -44,7 +44,7 @@ def test_overhead_scales_with_depth(smol, tiny):
 
 def test_estimates_add_the_overhead_unless_told_otherwise(smol):
     cpu = cpu_with_transformers_overhead()
-    variant = VariantSpec(format="bf16")
+    variant = EstimatedVariant(format="bf16")
     weights = nominal_weight_bytes(smol, variant)
     settings = EstimateSettings(workload={"concurrency": [1]})
     plain = build_estimate("m", smol, variant, weights, cpu, settings, "none")
@@ -77,7 +77,7 @@ def test_transformers_overhead_probe():
 
 
 def test_llamacpp_kernel_efficiencies_apply_on_cpus_only(smol):
-    variant = VariantSpec(format="gguf", gguf_type="Q8_0")
+    variant = EstimatedVariant(format="gguf", gguf_type="Q8_0")
     weights = nominal_weight_bytes(smol, variant)
     settings = EstimateSettings(workload={"concurrency": [1]})
     cpu = build_estimate("m", smol, variant, weights, fake_cpu(), settings, "llamacpp")

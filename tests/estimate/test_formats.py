@@ -6,7 +6,7 @@ import pytest
 
 from quantbench.estimate.arch import architecture_from_config
 from quantbench.estimate.formats import group_quant_bytes, nominal_weight_bytes
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
 
 from .conftest import TINY_CONFIG
 
@@ -15,7 +15,7 @@ BODY, EMBEDDING, NORMS = 1152, 256, 40
 
 
 def test_bf16(tiny):
-    w = nominal_weight_bytes(tiny, VariantSpec(format="bf16"))
+    w = nominal_weight_bytes(tiny, EstimatedVariant(format="bf16"))
     assert w.stored_bytes == 2 * (BODY + EMBEDDING + NORMS)
     assert w.streamed_bytes == w.stored_bytes  # tied: the embedding is read whole as the head
     assert w.gathered_bytes_per_token == 8 * 2
@@ -26,7 +26,7 @@ def test_bf16(tiny):
 
 def test_untied_embedding_is_not_streamed():
     arch = architecture_from_config({**TINY_CONFIG, "tie_word_embeddings": False})
-    w = nominal_weight_bytes(arch, VariantSpec(format="fp16"))
+    w = nominal_weight_bytes(arch, EstimatedVariant(format="fp16"))
     assert w.stored_bytes == 2 * (BODY + 2 * EMBEDDING + NORMS)
     assert w.streamed_bytes == 2 * (BODY + EMBEDDING + NORMS)
 
@@ -34,7 +34,7 @@ def test_untied_embedding_is_not_streamed():
 def test_gptq_by_hand(tiny):
     # w4, groups of 8: each row of 8 inputs has one group, rows of 16 inputs two;
     # per group a 16-bit scale and a 4-bit zero (GPTQ stores zeros even when symmetric).
-    w = nominal_weight_bytes(tiny, VariantSpec(format="gptq", group_size=8))
+    w = nominal_weight_bytes(tiny, EstimatedVariant(format="gptq", group_size=8))
     per_layer = (
         (64 * 0.5 + 8 * 2.5)  # q 8x8
         + 2 * (32 * 0.5 + 4 * 2.5)  # k, v 4x8
@@ -48,8 +48,8 @@ def test_gptq_by_hand(tiny):
 
 
 def test_awq_zero_points_only_when_asymmetric(tiny):
-    asym = nominal_weight_bytes(tiny, VariantSpec(format="awq", group_size=8))
-    sym = nominal_weight_bytes(tiny, VariantSpec(format="awq", group_size=8, sym=True))
+    asym = nominal_weight_bytes(tiny, EstimatedVariant(format="awq", group_size=8))
+    sym = nominal_weight_bytes(tiny, EstimatedVariant(format="awq", group_size=8, sym=True))
     groups = 2 * (8 + 4 + 4 + 8 + 16 + 16 + 16)  # rows x groups per row, both layers
     assert asym.stored_bytes - sym.stored_bytes == groups * 4 / 8
 
@@ -65,23 +65,23 @@ def test_group_formula_on_a_large_matrix():
 
 
 def test_fp8_keeps_edges_in_bf16_and_adds_row_scales(tiny):
-    w = nominal_weight_bytes(tiny, VariantSpec(format="fp8"))
+    w = nominal_weight_bytes(tiny, EstimatedVariant(format="fp8"))
     rows = 2 * (8 + 4 + 4 + 8 + 16 + 16 + 8)
     assert w.stored_bytes == BODY + 4 * rows + 2 * EMBEDDING + 2 * NORMS
     assert w.compute_dtype == "fp8"
 
 
 def test_gguf_q8_0_computes_in_int8(smol):
-    w = nominal_weight_bytes(smol, VariantSpec(format="gguf", gguf_type="Q8_0"))
+    w = nominal_weight_bytes(smol, EstimatedVariant(format="gguf", gguf_type="Q8_0"))
     assert w.compute_dtype == "int8"
     assert w.bits_per_weight == pytest.approx(8.5, abs=0.01)
-    f16 = nominal_weight_bytes(smol, VariantSpec(format="gguf", gguf_type="F16"))
+    f16 = nominal_weight_bytes(smol, EstimatedVariant(format="gguf", gguf_type="F16"))
     assert f16.compute_dtype == "fp16"
 
 
 def test_four_bit_formats_are_smaller_than_eight_and_sixteen(smol):
     bits = {
-        name: nominal_weight_bytes(smol, VariantSpec.model_validate(spec)).bits_per_weight
+        name: nominal_weight_bytes(smol, EstimatedVariant.model_validate(spec)).bits_per_weight
         for name, spec in {
             "bf16": {"format": "bf16"},
             "q8": {"format": "gguf", "gguf_type": "Q8_0"},

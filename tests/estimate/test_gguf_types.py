@@ -7,7 +7,7 @@ import pytest
 from quantbench.estimate import gguf_types
 from quantbench.estimate.arch import WeightTensor
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_tied_embedding_takes_the_output_type(smol):
 
 def test_q4_k_m_on_the_embedded_model_matches_the_real_file(smol):
     # The project's Q4_K_M file of this model measured 6.17 bits/weight.
-    variant = VariantSpec(format="gguf", gguf_type="Q4_K_M")
+    variant = EstimatedVariant(format="gguf", gguf_type="Q4_K_M")
     assert nominal_weight_bytes(smol, variant).bits_per_weight == pytest.approx(6.17, abs=0.01)
 
 

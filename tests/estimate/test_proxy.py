@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.estimate.stage import estimate_variant
 
 
@@ -29,7 +29,7 @@ def test_decode_estimate_within_2x_of_the_generate_proxy(prepared_base: Path, tm
     )
     measured = measure_hf_generate(model, "bf16", input_len=128, output_len=32, threads=1)
     out = estimate_variant(
-        model, VariantSpec(name="bf16", format="bf16"), "this", settings, [measured]
+        model, EstimatedVariant(name="bf16", format="bf16"), "this", settings, [measured]
     )
     row = out["comparison"]["rows"][0]
     assert row["proxy"] and row["engine"] == "hf-generate-proxy"

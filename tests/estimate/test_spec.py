@@ -5,22 +5,22 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from quantbench.estimate.spec import EstimateSettings, VariantSpec, WorkloadSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
 
 
 def test_group_quant_defaults():
-    gptq = VariantSpec(format="gptq")
+    gptq = EstimatedVariant(format="gptq")
     assert (gptq.bits, gptq.group_size, gptq.sym, gptq.name) == (4, 128, True, "gptq-w4g128-sym")
-    awq = VariantSpec(format="awq")
+    awq = EstimatedVariant(format="awq")
     assert (awq.bits, awq.group_size, awq.sym) == (4, 64, False)
 
 
 def test_gguf_type_is_normalised_and_checked():
-    assert VariantSpec(format="gguf", gguf_type="q4_k_m").gguf_type == "Q4_K_M"
+    assert EstimatedVariant(format="gguf", gguf_type="q4_k_m").gguf_type == "Q4_K_M"
     with pytest.raises(ValidationError, match="'Q4_K_X' is not known"):
-        VariantSpec(format="gguf", gguf_type="q4_k_x")
+        EstimatedVariant(format="gguf", gguf_type="q4_k_x")
     with pytest.raises(ValidationError, match="needs gguf_type"):
-        VariantSpec(format="gguf")
+        EstimatedVariant(format="gguf")
 
 
 @pytest.mark.parametrize(
@@ -36,13 +36,13 @@ def test_gguf_type_is_normalised_and_checked():
 )
 def test_bad_variants_are_named(fields, message):
     with pytest.raises(ValidationError, match=message):
-        VariantSpec.model_validate(fields)
+        EstimatedVariant.model_validate(fields)
 
 
 def test_workload_concurrency_sorted_and_positive():
-    assert WorkloadSpec(concurrency=[4, 1, 4, 2]).concurrency == [1, 2, 4]
+    assert EstimateWorkload(concurrency=[4, 1, 4, 2]).concurrency == [1, 2, 4]
     with pytest.raises(ValidationError, match=r"\[0\] must be >= 1"):
-        WorkloadSpec(concurrency=[0, 1])
+        EstimateWorkload(concurrency=[0, 1])
 
 
 def test_settings_check_hardware_and_kv_dtype():

@@ -8,13 +8,13 @@ import pytest
 
 from quantbench.estimate import machine, stage
 from quantbench.estimate.compare import MeasuredPoint
-from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 
 from .conftest import fake_cpu
 
 
 def test_estimate_variant_is_json_ready(tiny_folder):
-    out = stage.estimate_variant(tiny_folder, VariantSpec(format="bf16"), "L4")
+    out = stage.estimate_variant(tiny_folder, EstimatedVariant(format="bf16"), "L4")
     text = json.dumps(out)
     assert json.loads(text)["weights"]["source"] == "file"
     assert out["prefill"]["bound"] in ("compute", "memory")
@@ -23,7 +23,7 @@ def test_estimate_variant_is_json_ready(tiny_folder):
 
 
 def test_measured_points_of_the_variant_are_compared(tiny_folder):
-    variant = VariantSpec(name="base", format="bf16")
+    variant = EstimatedVariant(name="base", format="bf16")
     points = [
         MeasuredPoint(variant="base", engine="llamacpp", concurrency=1, tpot_ms=1.0, hardware="L4"),
         MeasuredPoint(
@@ -57,8 +57,8 @@ def test_this_machine_is_measured_once_and_refined_per_model(tiny_folder, tmp_pa
     monkeypatch.setattr(stage, "with_engine_overhead", fake_overhead)
     settings = EstimateSettings(hardware=["this", "H100"])
     variants = {
-        "base": VariantSpec(name="base", format="bf16"),
-        "q4": VariantSpec(name="q4", format="gguf", gguf_type="Q4_0"),
+        "base": EstimatedVariant(name="base", format="bf16"),
+        "q4": EstimatedVariant(name="q4", format="gguf", gguf_type="Q4_0"),
     }
     out_path = tmp_path / "reports" / "estimate.json"
     payload = stage.write_estimates(tiny_folder, variants, settings, out_path)

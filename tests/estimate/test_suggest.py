@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from quantbench.engines.vllm import MIN_BATCHED_TOKENS as VLLM_MIN_BATCHED_TOKENS
 from quantbench.estimate.serving import ConcurrencyLimits
-from quantbench.estimate.suggest import VLLM_MIN_BATCHED_TOKENS, suggest_grids
+from quantbench.estimate.suggest import suggest_grids
 
 
 def limits(kv=1000, prefill=500, decode=23):

@@ -1,4 +1,4 @@
-"""``--variant`` text -> VariantSpec."""
+"""``--variant`` text -> EstimatedVariant."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
 from quantbench.estimate.variants import parse_variant, variant_from_quantization_config
 
 from .conftest import TINY_CONFIG
@@ -29,7 +29,7 @@ def test_forms(folder):
 
 
 def test_known_names_win(folder):
-    known = {"q4": VariantSpec(name="q4", format="gguf", gguf_type="Q4_0")}
+    known = {"q4": EstimatedVariant(name="q4", format="gguf", gguf_type="Q4_0")}
     assert parse_variant("q4", folder, known).gguf_type == "Q4_0"
 
 

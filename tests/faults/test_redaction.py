@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantbench.engines.base import LaunchSpec, is_secret_name
-from quantbench.load.bench import BenchTarget
+from quantbench.load.session import Target
 
 
 def spec(argv: list[str], env: dict[str, str]) -> LaunchSpec:
@@ -46,8 +46,8 @@ def test_redacted_argv_and_env() -> None:
 
 
 def test_bench_target_sends_the_key_and_never_shows_it() -> None:
-    target = BenchTarget(url="http://127.0.0.1:1", api_key="sk-secret", headers={"X-A": "b"})
+    target = Target(url="http://127.0.0.1:1", api_key="sk-secret", headers={"X-A": "b"})
     assert target.request_headers() == {"X-A": "b", "Authorization": "Bearer sk-secret"}
     shown = repr(target) + str(target) + target.model_dump_json()
     assert "sk-secret" not in shown
-    assert BenchTarget(url="http://127.0.0.1:1").request_headers() == {}
+    assert Target(url="http://127.0.0.1:1").request_headers() == {}

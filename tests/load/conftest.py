@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from quantbench.load.bench import BenchSummary, BenchTarget, run_benchmark
-from quantbench.load.fake_server import FakeServerProcess, Script
 from quantbench.load.records import RequestRecord, read_records
+from quantbench.load.session import SessionSummary, Target, run_session
 from quantbench.load.spec import WorkloadSpec
+from quantbench.mock_server import MockServerProcess, Script
 
 
 @dataclass
 class BenchRun:
-    summary: BenchSummary
+    summary: SessionSummary
     records: list[RequestRecord]
     truth: list[dict[str, Any]]
 
@@ -34,18 +34,18 @@ class BenchRun:
 @pytest.fixture
 def bench(tmp_path: Path) -> Iterator[Callable[..., BenchRun]]:
     """Run a workload (dict) against a fresh fake server with the given script."""
-    servers: list[FakeServerProcess] = []
+    servers: list[MockServerProcess] = []
 
     def run(
-        script: Script, workload: dict[str, Any], *, slo: str | None = None, engine: str = "fake"
+        script: Script, workload: dict[str, Any], *, slo: str | None = None, engine: str = "mock"
     ) -> BenchRun:
         n = len(servers)
-        server = FakeServerProcess(script, tmp_path / f"server{n}").start()
+        server = MockServerProcess(script, tmp_path / f"server{n}").start()
         servers.append(server)
         try:
             spec = WorkloadSpec.model_validate({"progress_interval_s": 5.0, **workload})
             out = tmp_path / f"out{n}"
-            summary = run_benchmark(spec, BenchTarget(url=server.url, engine=engine), out, slo=slo)
+            summary = run_session(spec, Target(url=server.url, engine=engine), out, slo=slo)
         finally:
             server.stop()
         return BenchRun(summary, read_records(out / "records.jsonl"), server.truth())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantbench.load.fake_server import Behaviour, Script
+from quantbench.mock_server import Behaviour, Script
 
 pytestmark = pytest.mark.server
 

@@ -10,11 +10,11 @@ import pytest
 
 from quantbench.load.cli import add_bench_arguments, main, workload_from_args
 from quantbench.load.export import to_vllm_result
-from quantbench.load.fake_server import Behaviour, FakeServerProcess, Script
 from quantbench.load.metrics import summarize
 from quantbench.load.prompts import PromptItem
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.tokens import fill_token_counts, load_counter
+from quantbench.mock_server import Behaviour, MockServerProcess, Script
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -75,11 +75,11 @@ def test_bad_input_exits_2_with_a_message(
 def test_bench_cli_end_to_end(
     tmp_path: Path, chat_dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with FakeServerProcess(
+    with MockServerProcess(
         Script(behaviours=[Behaviour(ttft_ms=5, itl_ms=2)]), tmp_path / "s"
     ) as srv:
         rc = main([
-            "--url", srv.url + "/v1", "--engine", "fake", "--dataset", str(chat_dataset),
+            "--url", srv.url + "/v1", "--engine", "mock", "--dataset", str(chat_dataset),
             "--concurrency", "2", "--num-requests", "6", "--fixed-output-length",
             "--slo", "ttft:p95<=2s; goodput>=0.1", "--out", str(tmp_path / "out"), "--vllm-json",
             "--keep-text",
@@ -88,7 +88,7 @@ def test_bench_cli_end_to_end(
     out = capsys.readouterr().out
     assert "c2" in out and "PASS  ttft p95" in out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["model"] == "fake-model" and summary["points"][0]["completed"] == 6
+    assert summary["model"] == "mock-model" and summary["points"][0]["completed"] == 6
     records = read_records(tmp_path / "out" / "records.jsonl")
     assert [r.output_tokens for r in records] == [
         {"q0": 4, "q1": 5, "q2": 6, "q3": 7, "q4": 8, "q5": 9}[r.prompt_id] for r in records

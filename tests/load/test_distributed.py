@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from quantbench.load.fake_server import Behaviour, Script
+from quantbench.mock_server import Behaviour, Script
 
 pytestmark = pytest.mark.server
 

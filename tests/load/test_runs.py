@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.load.fake_server import Behaviour, Script
+from quantbench.mock_server import Behaviour, Script
 
 pytestmark = pytest.mark.server
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from quantbench.load.engines import build_body, get_profile
 from quantbench.load.prompts import DatasetError, PromptItem, load_dataset, ordered, random_prompts
+from quantbench.load.requests import build_body, get_profile
 from quantbench.load.spec import DatasetPrompts, RandomPrompts, WorkloadSpec
 
 RANDOM = {"source": "random", "input_len": 8, "output_len": 6}
@@ -166,5 +166,7 @@ def test_engine_errors() -> None:
     with pytest.raises(ValueError, match="no request field that forces the output length"):
         build_body(ITEM, api="chat", model="m", profile=get_profile("openai"),
                    fixed_output_length=True, request_fields={})  # fmt: skip
-    with pytest.raises(ValueError, match="unknown engine 'tgi'; choose one of openai, vllm"):
+    with pytest.raises(
+        ValueError, match="unknown server profile 'tgi'; choose one of openai, mock"
+    ):
         get_profile("tgi")

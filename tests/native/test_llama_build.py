@@ -114,8 +114,7 @@ def test_loading_a_build_made_for_another_cpu_is_refused_with_the_fix(
 
 
 def test_the_engine_refuses_a_foreign_build(tmp_path: Path, monkeypatch) -> None:
-    from quantbench.engines.llamacpp import LlamaCppEngine
-    from quantbench.engines.spec import LlamaCppSettings
+    from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
 
     other = {"machine": "x86_64", "model": "Some other CPU", "isa_flags": []}
     tc = _fake_build(tmp_path, _info(other))

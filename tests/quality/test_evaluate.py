@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from quantbench.formats.bf16 import Bf16Spec
+from quantbench.formats.gguf import GgufSpec
 from quantbench.quality import EvaluateSettings, evaluate_variant
-from quantbench.quantize import Bf16Spec, GgufSpec, build_variant
+from quantbench.quantize import build_variant
 from quantbench.quantize.variant import write_variant_json
 
 REPO = Path(__file__).resolve().parents[2]

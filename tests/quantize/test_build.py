@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter
 
+from quantbench.formats.base import VariantSpecError
+from quantbench.formats.registry import recipe
 from quantbench.fsutil import sha256_file, sha256_tree
-from quantbench.quantize import VariantSpec, VariantSpecError, build_variant
+from quantbench.quantize import build_variant
 
-ADAPTER: TypeAdapter[Any] = TypeAdapter(VariantSpec)
 REPO = Path(__file__).resolve().parents[2]
 # A small, honest calibration set for tests: the shipped file's first passages, short.
 SMALL_CALIBRATION = {"samples": 6, "max_tokens": 128}
 
 
 def spec(**raw: Any) -> Any:
-    return ADAPTER.validate_python(raw)
+    return recipe(raw)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
+from quantbench.formats.base import CalibrationSpec, VariantSpecError
 from quantbench.quantize.calibration import load_calibration, split_passages
-from quantbench.quantize.spec import CalibrationSpec, VariantSpecError
 
 
 def test_passages_split_at_blank_lines() -> None:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from quantbench.quantize.gptq import _strip_times
-from quantbench.quantize.spec import GgufSpec
+from quantbench.formats.gguf import GgufSpec
+from quantbench.formats.gptq import _strip_times
 from quantbench.quantize.variant import VARIANT_JSON, read_variant, write_variant_json
 
 

@@ -398,7 +398,9 @@ def _quality(root: Path, name: str, q: dict[str, Any]) -> None:
 
 
 def _estimates(root: Path) -> None:
-    from quantbench.estimate.spec import EstimateSettings, VariantSpec, WorkloadSpec
+    from quantbench.estimate.spec import EstimatedVariant as VariantSpec
+    from quantbench.estimate.spec import EstimateSettings
+    from quantbench.estimate.spec import EstimateWorkload as WorkloadSpec
     from quantbench.estimate.stage import write_estimates
 
     hardware = root / "reports" / "estimate" / "cpu-2core.json"

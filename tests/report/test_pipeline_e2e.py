@@ -218,7 +218,7 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
     )
     usable = [r for r in refs if r.certain_tokens() >= 3]
     assert usable, [(r.prompt, r.margins[:4]) for r in refs]
-    settings = getattr(config.engines, engine).model_copy(update={"sweep": {}})
+    settings = config.engines[engine].model_copy(update={"sweep": {}})
     if engine == "vllm":
         settings = settings.model_copy(update={"python": REPO / ".venv-vllm/bin/python"})
     launch = get_engine(engine).launch(artifact, settings, "127.0.0.1", free_port())

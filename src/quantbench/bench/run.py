@@ -20,12 +20,11 @@ from quantbench.bench.results import failed_row, fold_repeats, pick_best
 from quantbench.bench.search import find_edge, grid_size
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine
+from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
-from quantbench.engines.spec import EngineSettings
-from quantbench.load.bench import BenchTarget, run_benchmark
 from quantbench.load.metrics import PointResult
+from quantbench.load.session import Target, run_session
 from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
 
 log = logging.getLogger(__name__)
@@ -62,9 +61,9 @@ class _PointRunner:
         self.job = job
         self.server = server
         self.out_dir = out_dir
-        self.target = BenchTarget(
+        self.target = Target(
             url=server.url,
-            engine=job.engine.name,
+            engine=job.engine.profile.name,
             model=server.spec.model_name,
             tokenizer=job.tokenizer,
         )
@@ -77,7 +76,7 @@ class _PointRunner:
             workload = self.job.workload.model_copy(update={"load": [point]})
             run_dir = self.out_dir / label / f"r{repeat}"
             log.info("%s: load point %s, repeat %d", self.job.name, label, repeat + 1)
-            summary = run_benchmark(workload, self.target, run_dir, slo=self.job.slo or None)
+            summary = run_session(workload, self.target, run_dir, slo=self.job.slo or None)
             results.extend(summary.points)
             if self.server.process is not None and self.server.process.poll() is not None:
                 break  # the server died during this point: keep what was measured, stop here

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantbench.errors import UserError
-
-FORMATS = ("bf16", "gptq", "awq", "gguf")
+from quantbench.formats.registry import detect
 
 
 @dataclass(frozen=True)
@@ -26,19 +24,6 @@ class Artifact:
         return self.gguf_file if self.gguf_file is not None else self.path
 
 
-def _format_from_hf_config(folder: Path) -> str:
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    quant = config.get("quantization_config") or {}
-    method = str(quant.get("quant_method", "")).lower()
-    if not quant:
-        return "bf16"
-    if method == "gptq":
-        return "gptq"
-    if method in ("awq", "compressed-tensors"):
-        return "awq"
-    raise UserError(f"{folder}: unsupported quantization method {method!r} in config.json")
-
-
 def load_artifact(path: str | Path, name: str | None = None) -> Artifact:
     """Describe a variant folder (with variant.json), a plain HF folder, or a .gguf file."""
     path = Path(path)
@@ -50,17 +35,11 @@ def load_artifact(path: str | Path, name: str | None = None) -> Artifact:
             "or give the folder of a variant under models/variants/"
         )
     name = name or path.name
-    info_path = path / "variant.json"
-    if info_path.is_file():
-        fmt = str(json.loads(info_path.read_text(encoding="utf-8"))["format"])
-    elif any(path.glob("*.gguf")):
-        fmt = "gguf"
-    elif (path / "config.json").is_file():
-        fmt = _format_from_hf_config(path)
-    else:
+    if not any((path / f).is_file() for f in ("variant.json", "config.json")) and not any(
+        path.glob("*.gguf")
+    ):
         raise UserError(f"{path}: neither variant.json, config.json nor a .gguf file inside")
-    if fmt not in FORMATS:
-        raise UserError(f"{path}: unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    fmt = detect(path)  # the one format detector (quantbench.formats.registry)
     gguf = None
     if fmt == "gguf":
         files = sorted(path.glob("*.gguf"))

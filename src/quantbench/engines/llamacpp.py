@@ -7,17 +7,49 @@ when a new one arrives, which makes it unfit for load tests.
 from __future__ import annotations
 
 import subprocess
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, LaunchSpec
-from quantbench.engines.spec import LlamaCppSettings
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.load.requests import RequestProfile
+
+CONTEXT_ROUNDING = 256
+
+
+class LlamaCppSettings(EngineSettings):
+    binary: Path | None = Field(
+        None,
+        description="A llama-server executable; default: the one built from the pinned "
+        "llama-cpp-python source release (`make llamacpp`).",
+    )
+    parallel: int = Field(1, ge=1, description="Slots served at once (`-np`), continuous batching.")
+    ctx_size: int = Field(
+        4096,
+        ge=64,
+        description="Total context (`-c`), shared by the slots: each gets ctx/parallel.",
+    )
+    batch_size: int | None = Field(None, ge=1, description="`-b` logical batch size.")
+    n_gpu_layers: int = Field(0, ge=0, description="Layers offloaded to the GPU (`-ngl`).")
+    flash_attn: Literal["on", "off", "auto"] = Field(
+        "off",
+        description="`-fa`. Off by default: with this release on CPU, llama-server's default "
+        "(auto -> on) made SmolLM2 answer garbage ('L'Étoile, la Marseillaise' for the capital "
+        "of France) where -fa off answers 'Paris'. Try 'on' on GPUs.",
+    )
 
 
 class LlamaCppEngine(Engine):
     name: ClassVar[str] = "llamacpp"
     formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
+    settings_model: ClassVar[type[EngineSettings]] = LlamaCppSettings
+    profile: ClassVar[RequestProfile] = RequestProfile(
+        "llamacpp", {"stream_options": {"include_usage": True}}, ("ignore_eos",)
+    )
 
     def _binary(self, settings: LlamaCppSettings) -> str:
         if settings.binary is None:
@@ -72,3 +104,24 @@ class LlamaCppEngine(Engine):
         )
         text = (out.stdout + out.stderr).strip().splitlines()
         return next((line for line in text if "version" in line), text[0] if text else "unknown")
+
+    def context_limit(self, settings: LlamaCppSettings) -> tuple[int, str] | None:
+        per_slot = settings.ctx_size // settings.parallel
+        return per_slot, (
+            f"engines.llamacpp ctx_size {settings.ctx_size} / parallel {settings.parallel}"
+        )
+
+    def max_batch(self, settings: LlamaCppSettings) -> int | None:
+        return settings.parallel
+
+    def suggest_sweep(
+        self, centre: int, kv_capacity: int, input_len: int, output_len: int
+    ) -> dict[str, list[Any]]:
+        parallel = [p for p in (1 << i for i in range(12)) if p <= centre and p <= kv_capacity]
+        parallel = parallel or [1]
+        request = input_len + output_len
+        ctx = -(-max(parallel) * request // CONTEXT_ROUNDING) * CONTEXT_ROUNDING
+        return {"parallel": parallel, "ctx_size": [ctx]}
+
+
+register_engine(LlamaCppEngine())

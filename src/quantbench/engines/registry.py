@@ -1,29 +1,60 @@
-"""Engines by name, and the valid (variant, engine) pairs that later stages benchmark."""
+"""Engines by name: the built-in ones (imported when first asked for) and plugins' (registered).
+
+An engine module ends with ``register_engine(MyEngine())``. The built-in engines are imported
+lazily by name, so code that needs one engine (a bench stage) imports only that engine's module;
+``all_engines()`` imports every built-in one (config validation, ``quantbench pairs``). A plugin
+registers its engines when params.yaml's ``plugins:`` imports it (docs/EXTENDING.md).
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from quantbench.engines.base import Engine
-from quantbench.engines.llamacpp import LlamaCppEngine
-from quantbench.engines.spec import EnginesSettings
-from quantbench.engines.transformers import TransformersEngine
-from quantbench.engines.vllm import VllmEngine
 from quantbench.errors import UserError
 
-ENGINES: dict[str, Engine] = {
-    e.name: e for e in (TransformersEngine(), VllmEngine(), LlamaCppEngine())
+if TYPE_CHECKING:
+    from quantbench.engines.base import Engine, EngineSettings
+
+# name -> module that registers it when imported
+BUILTIN: dict[str, str] = {
+    "transformers": "quantbench.engines.transformers",
+    "vllm": "quantbench.engines.vllm",
+    "llamacpp": "quantbench.engines.llamacpp",
 }
+_REGISTERED: dict[str, Engine] = {}
+
+
+def register_engine(engine: Engine) -> Engine:
+    """Make ``engine`` known by its name (a second registration of one name replaces it)."""
+    from quantbench.engines.base import Engine
+
+    if not isinstance(engine, Engine):
+        raise TypeError(f"register_engine takes an Engine instance, got {type(engine).__name__}")
+    _REGISTERED[engine.name] = engine
+    return engine
+
+
+def engine_names() -> list[str]:
+    """Built-in engines first, then plugins', in registration order."""
+    return [*BUILTIN, *(n for n in _REGISTERED if n not in BUILTIN)]
 
 
 def get_engine(name: str) -> Engine:
-    if name not in ENGINES:
-        raise UserError(f"unknown engine {name!r}; known engines: {', '.join(ENGINES)}")
-    return ENGINES[name]
+    if name not in _REGISTERED and name in BUILTIN:
+        importlib.import_module(BUILTIN[name])
+    if name not in _REGISTERED:
+        raise UserError(f"unknown engine {name!r}; known engines: {', '.join(engine_names())}")
+    return _REGISTERED[name]
+
+
+def all_engines() -> dict[str, Engine]:
+    return {name: get_engine(name) for name in engine_names()}
 
 
 def engines_for(fmt: str) -> list[str]:
-    return [name for name, engine in ENGINES.items() if engine.serves(fmt)]
+    return [name for name, engine in all_engines().items() if engine.serves(fmt)]
 
 
 def check_pair(variant: str, fmt: str, engine: str) -> None:
@@ -35,13 +66,19 @@ def check_pair(variant: str, fmt: str, engine: str) -> None:
         )
 
 
+def engine_settings(name: str, raw: Any) -> EngineSettings:
+    """Validate one engine's section with that engine's settings model."""
+    return get_engine(name).settings_model.model_validate({} if raw is None else raw)
+
+
 def valid_pairs(
-    variant_formats: Mapping[str, str], settings: EnginesSettings
+    variant_formats: Mapping[str, str], settings: Mapping[str, EngineSettings]
 ) -> list[tuple[str, str]]:
     """Every (variant, engine) pair where the engine is enabled and serves the variant's format."""
     pairs = []
     for variant, fmt in variant_formats.items():
-        for name, engine in ENGINES.items():
-            if getattr(settings, name).enabled and engine.serves(fmt):
+        for name, engine in all_engines().items():
+            enabled = settings[name].enabled if name in settings else False
+            if enabled and engine.serves(fmt):
                 pairs.append((variant, name))
     return pairs

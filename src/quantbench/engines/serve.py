@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from quantbench.engines.artifact import Artifact, load_artifact
+from quantbench.engines.base import EngineSettings
 from quantbench.engines.ports import free_port
 from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import Server, sigterm_as_interrupt
-from quantbench.engines.spec import EnginesSettings
 
 VARIANTS_DIR = Path("models/variants")
 
@@ -40,7 +41,7 @@ def example_request(server: Server) -> str:
 def serve(
     target: str,
     engine_name: str,
-    settings: EnginesSettings,
+    settings: Mapping[str, EngineSettings],
     host: str = "127.0.0.1",
     port: int | None = None,
     log_dir: Path = Path("reports/logs"),
@@ -48,7 +49,7 @@ def serve(
     artifact = resolve_artifact(target)
     check_pair(artifact.name, artifact.format, engine_name)
     engine = get_engine(engine_name)
-    engine_settings = getattr(settings, engine_name)
+    engine_settings = settings.get(engine_name) or engine.settings_model()
     spec = engine.launch(artifact, engine_settings, host, port or free_port(host))
     log_path = log_dir / f"serve-{artifact.name}-{engine_name}.log"
     with sigterm_as_interrupt(), Server(spec, log_path) as server:

@@ -10,16 +10,38 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, LaunchSpec
-from quantbench.engines.spec import TransformersSettings
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.registry import register_engine
+from quantbench.load.requests import RequestProfile
+
+
+class TransformersSettings(EngineSettings):
+    device: str = Field("cpu", description="`transformers serve --device` (cpu, cuda:0, auto).")
+    dtype: str = Field("auto", description="`--dtype`: auto keeps the checkpoint's dtype.")
+    continuous_batching: bool = Field(
+        False, description="Paged-attention continuous batching (`--continuous-batching`)."
+    )
+    cb_num_blocks: int = Field(
+        256,
+        ge=1,
+        description="KV-cache blocks for continuous batching. Bound it: the default grew the "
+        "process to 14 GB on CPU and the first request took 46 s.",
+    )
+    cb_block_size: int = Field(32, ge=1, description="Tokens per KV-cache block.")
+    cb_max_batch_tokens: int = Field(512, ge=1, description="Tokens per continuous batch.")
 
 
 class TransformersEngine(Engine):
     name: ClassVar[str] = "transformers"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq"})
+    settings_model: ClassVar[type[EngineSettings]] = TransformersSettings
+    # transformers serve rejects unknown fields with 422 and sends usage on its own.
+    profile: ClassVar[RequestProfile] = RequestProfile("transformers", {}, ("generation_config",))
 
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int
@@ -63,3 +85,15 @@ class TransformersEngine(Engine):
 
     def version(self, settings: TransformersSettings) -> str:
         return importlib.metadata.version("transformers")
+
+    def max_batch(self, settings: TransformersSettings) -> int | None:
+        # Without continuous batching `transformers serve` generates for one request at a time.
+        return None if settings.continuous_batching else 1
+
+    def suggest_sweep(
+        self, centre: int, kv_capacity: int, input_len: int, output_len: int
+    ) -> dict[str, list[Any]]:
+        return {"continuous_batching": [False, True] if centre >= 2 else [False]}
+
+
+register_engine(TransformersEngine())

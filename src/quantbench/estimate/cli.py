@@ -23,17 +23,17 @@ from quantbench.estimate.proxy import PROXY_ENGINE, measure_hf_generate
 from quantbench.estimate.render import render, render_comparison
 from quantbench.estimate.spec import (
     EfficiencyOverrides,
+    EstimatedVariant,
     EstimateSettings,
+    EstimateWorkload,
     MeasureSettings,
     SloSpec,
-    VariantSpec,
-    WorkloadSpec,
 )
 from quantbench.estimate.stage import comparison, estimate_result
 from quantbench.estimate.variants import parse_variant
 from quantbench.fsutil import write_json
 
-_DEFAULT_WORKLOAD = WorkloadSpec()
+_DEFAULT_WORKLOAD = EstimateWorkload()
 _DEFAULT_SLO = SloSpec()
 
 
@@ -103,7 +103,7 @@ def settings_from_args(args: argparse.Namespace) -> EstimateSettings:
     """The :class:`EstimateSettings` the command-line options describe."""
     return EstimateSettings(
         hardware=[args.hardware],
-        workload=WorkloadSpec(
+        workload=EstimateWorkload(
             input_len=args.input_len, output_len=args.output_len, concurrency=args.concurrency
         ),
         slo=SloSpec(ttft_ms=args.ttft_slo_ms, itl_ms=args.itl_slo_ms),
@@ -122,7 +122,7 @@ def settings_from_args(args: argparse.Namespace) -> EstimateSettings:
 
 
 def run_estimate(
-    args: argparse.Namespace, variants: Mapping[str, VariantSpec] | None = None
+    args: argparse.Namespace, variants: Mapping[str, EstimatedVariant] | None = None
 ) -> int:
     """Print the analysis (and comparison); write JSON if asked. Returns the exit code."""
     try:

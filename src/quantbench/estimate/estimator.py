@@ -17,7 +17,7 @@ from quantbench.estimate.serving import (
     PhaseEstimate,
     ServingModel,
 )
-from quantbench.estimate.spec import EstimateSettings, SloSpec, VariantSpec, WorkloadSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload, SloSpec
 from quantbench.estimate.suggest import SuggestedGrids, suggest_grids
 
 
@@ -55,12 +55,12 @@ class EstimateResult(BaseModel):
 
     model: str
     architecture: Architecture
-    variant: VariantSpec
+    variant: EstimatedVariant
     engine: str = Field(description="engine whose per-step overhead is included ('none': none)")
     weights: WeightBytes
     kv_cache: KvCacheUsed
     hardware: HardwareUsed
-    workload: WorkloadSpec
+    workload: EstimateWorkload
     slo: SloSpec
     memory_utilization: float
     prefill: PhaseEstimate
@@ -141,7 +141,7 @@ def serving_model(
 def build_estimate(
     model: str,
     arch: Architecture,
-    variant: VariantSpec,
+    variant: EstimatedVariant,
     weights: WeightBytes,
     hardware: HardwareSpec,
     settings: EstimateSettings,

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from quantbench.estimate import gguf_types
 from quantbench.estimate.arch import Architecture, WeightTensor
-from quantbench.estimate.spec import VariantSpec
+from quantbench.estimate.spec import EstimatedVariant
 
 # Bytes per element of the dense formats.
 DENSE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0}
@@ -78,7 +78,7 @@ def group_quant_bytes(tensor: WeightTensor, bits: int, group_size: int, zeros: b
 
 
 def _tensor_bytes(
-    variant: VariantSpec, arch: Architecture, tensor: WeightTensor
+    variant: EstimatedVariant, arch: Architecture, tensor: WeightTensor
 ) -> tuple[str, float]:
     """(type label, bytes) of one matrix in the variant's nominal layout."""
     is_edge = tensor.role in ("token_embd", "output")
@@ -102,7 +102,7 @@ def _tensor_bytes(
     return ggml_type, gguf_types.tensor_bytes(ggml_type, tensor)
 
 
-def _compute_dtype(variant: VariantSpec, arch: Architecture, types: dict[str, float]) -> str:
+def _compute_dtype(variant: EstimatedVariant, arch: Architecture, types: dict[str, float]) -> str:
     if variant.format in DENSE_BYTES:
         return variant.format
     if variant.format in ("gptq", "awq"):
@@ -116,7 +116,7 @@ def gguf_compute_dtype(streamed_bytes_by_type: dict[str, float]) -> str:
     return GGUF_FLOAT_COMPUTE.get(main_type, GGUF_QUANT_COMPUTE)
 
 
-def nominal_weight_bytes(arch: Architecture, variant: VariantSpec) -> WeightBytes:
+def nominal_weight_bytes(arch: Architecture, variant: EstimatedVariant) -> WeightBytes:
     """Weight bytes of ``variant`` from the format's layout, without reading any file."""
     stored: dict[str, float] = defaultdict(float)
     streamed: dict[str, float] = defaultdict(float)

@@ -29,7 +29,7 @@ GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
 }
 
 
-class VariantSpec(BaseModel):
+class EstimatedVariant(BaseModel):
     """How a model variant stores its weights."""
 
     model_config = ConfigDict(extra="forbid")
@@ -53,7 +53,7 @@ class VariantSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check_format_fields(self) -> VariantSpec:
+    def _check_format_fields(self) -> EstimatedVariant:
         if self.format in GROUP_QUANT_FORMATS:
             defaults = GROUP_QUANT_DEFAULTS[self.format]
             self.bits = self.bits if self.bits is not None else int(defaults["bits"])
@@ -102,7 +102,7 @@ class VariantSpec(BaseModel):
         return self.format
 
 
-class WorkloadSpec(BaseModel):
+class EstimateWorkload(BaseModel):
     """Request shape and the concurrencies to report."""
 
     model_config = ConfigDict(extra="forbid")
@@ -183,7 +183,7 @@ class EstimateSettings(BaseModel):
     hardware: list[str] = Field(
         default=["this"], description="table names (H100, L4 ...), 'this', or saved JSON paths"
     )
-    workload: WorkloadSpec = WorkloadSpec()
+    workload: EstimateWorkload = EstimateWorkload()
     slo: SloSpec = SloSpec()
     efficiency: EfficiencyOverrides = EfficiencyOverrides()
     engine: str = Field(

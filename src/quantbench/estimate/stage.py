@@ -29,7 +29,7 @@ from quantbench.estimate.formats import WeightBytes
 from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec, resolve_hardware
 from quantbench.estimate.machine import with_shape_probes
 from quantbench.estimate.serving import ServingModel
-from quantbench.estimate.spec import EstimateSettings, VariantSpec
+from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.fsutil import write_json
 
 
@@ -86,7 +86,7 @@ def comparison(
 
 def estimate_result(
     model_dir: Path,
-    variant: VariantSpec,
+    variant: EstimatedVariant,
     hardware_name: str,
     settings: EstimateSettings,
     hardware: HardwareSpec | None = None,
@@ -107,7 +107,7 @@ def estimate_result(
 
 def estimate_variant(
     model_dir: Path,
-    variant: VariantSpec,
+    variant: EstimatedVariant,
     hardware: str,
     settings: EstimateSettings | None = None,
     measured: Sequence[MeasuredPoint] = (),
@@ -161,7 +161,7 @@ def summary_row(result: dict[str, Any], hardware: str) -> dict[str, Any]:
 
 def write_estimates(
     model_dir: Path,
-    variants: Mapping[str, VariantSpec] | Sequence[VariantSpec],
+    variants: Mapping[str, EstimatedVariant] | Sequence[EstimatedVariant],
     settings: EstimateSettings,
     out_path: Path,
     measured: Sequence[MeasuredPoint] = (),

@@ -1,4 +1,4 @@
-"""Turn what a user types after ``--variant`` into a :class:`VariantSpec`.
+"""Turn what a user types after ``--variant`` into a :class:`EstimatedVariant`.
 
 Accepted forms, tried in this order:
 
@@ -19,63 +19,54 @@ from typing import Any, get_args
 from quantbench.estimate.arch import Architecture, read_architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.gguf_types import GGUF_MIXES
-from quantbench.estimate.spec import VariantSpec, WeightFormat
+from quantbench.estimate.spec import EstimatedVariant, WeightFormat
+from quantbench.formats.registry import all_formats, get_format, read_config
 
-_DTYPE_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _SETTING_KEYS = ("bits", "group_size", "sym")
+
+
+def _is_fp8(qconfig: dict[str, Any]) -> bool:
+    """fp8 checkpoints: not a project format, but the estimator costs them (vLLM serves them)."""
+    method = str(qconfig.get("quant_method", "")).lower()
+    if method == "fp8":
+        return True
+    groups = qconfig.get("config_groups") or {}
+    weights = (next(iter(groups.values()), {}) or {}).get("weights") or {}
+    return method == "compressed-tensors" and weights.get("type") == "float"
+
+
+def variant_from_config(
+    config: dict[str, Any] | None, name: str = "", path: Path | None = None
+) -> EstimatedVariant:
+    """The variant a checkpoint's config.json describes, through the one format detector
+    (quantbench.formats.registry); fp8 checkpoints, which no project format makes, directly."""
+    qconfig = (config or {}).get("quantization_config") or {}
+    if qconfig and _is_fp8(qconfig):
+        return EstimatedVariant(name=name, format="fp8", path=path)
+    for fmt in all_formats().values():
+        if fmt.matches(path or Path("."), config) and fmt.name != "gguf":
+            return EstimatedVariant(
+                name=name, path=path, **fmt.estimator_fields(None, path, config)
+            )
+    method = qconfig.get("quant_method")
+    raise EstimateInputError(
+        f"quantization_config quant_method {method!r} is not supported; known formats: "
+        f"{', '.join(all_formats())} (and fp8)"
+    )
 
 
 def variant_from_quantization_config(
     qconfig: dict[str, Any], name: str = "", path: Path | None = None
-) -> VariantSpec:
+) -> EstimatedVariant:
     """The variant an HF ``quantization_config`` describes (GPTQ, AWQ, compressed-tensors)."""
-    method = str(qconfig.get("quant_method", "")).lower()
-    if method == "gptq":
-        return VariantSpec(
-            name=name,
-            format="gptq",
-            bits=qconfig.get("bits", 4),
-            group_size=qconfig.get("group_size", 128),
-            sym=qconfig.get("sym", True),
-            path=path,
-        )
-    if method == "awq":
-        return VariantSpec(
-            name=name,
-            format="awq",
-            bits=qconfig.get("bits", qconfig.get("w_bit", 4)),
-            group_size=qconfig.get("group_size", qconfig.get("q_group_size", 128)),
-            sym=not qconfig.get("zero_point", True),
-            path=path,
-        )
-    if method == "compressed-tensors":
-        groups = qconfig.get("config_groups") or {}
-        weights = next(iter(groups.values()), {}).get("weights") or {}
-        if weights.get("type") == "float" and weights.get("num_bits") == 8:
-            return VariantSpec(name=name, format="fp8", path=path)
-        return VariantSpec(
-            name=name,
-            format="awq",
-            bits=weights.get("num_bits", 4),
-            group_size=weights.get("group_size") or -1,
-            sym=weights.get("symmetric", False),
-            path=path,
-        )
-    if method == "fp8":
-        return VariantSpec(name=name, format="fp8", path=path)
-    raise EstimateInputError(
-        f"quantization_config quant_method {method!r} is not supported; "
-        "known: gptq, awq, compressed-tensors, fp8"
-    )
+    return variant_from_config({"quantization_config": qconfig}, name, path)
 
 
-def variant_of_folder(folder: Path, name: str = "") -> VariantSpec:
+def variant_of_folder(folder: Path, name: str = "") -> EstimatedVariant:
     """The variant stored in an HF folder: its quantization_config, else its dtype."""
     arch: Architecture = read_architecture(folder)
-    if arch.quantization_config:
-        return variant_from_quantization_config(arch.quantization_config, name, path=folder)
-    fmt = _DTYPE_FORMATS.get(arch.dtype.removeprefix("torch."), "bf16")
-    return VariantSpec(name=name, format=fmt, path=folder)  # type: ignore[arg-type]
+    config = {"quantization_config": arch.quantization_config, "dtype": arch.dtype}
+    return variant_from_config(config, name, path=folder)
 
 
 def _parse_settings(fmt: str, text: str) -> dict[str, Any]:
@@ -98,8 +89,8 @@ def _parse_settings(fmt: str, text: str) -> dict[str, Any]:
 
 
 def parse_variant(
-    text: str, model_dir: Path, known: Mapping[str, VariantSpec] | None = None
-) -> VariantSpec:
+    text: str, model_dir: Path, known: Mapping[str, EstimatedVariant] | None = None
+) -> EstimatedVariant:
     """Resolve ``--variant`` text (see the module docstring for the forms)."""
     if known and text in known:
         return known[text]
@@ -107,20 +98,20 @@ def parse_variant(
         return variant_of_folder(Path(model_dir))
     path = Path(text)
     if path.suffix == ".gguf" and path.is_file():
-        from quantbench.estimate.checkpoint import gguf_file_type
+        from quantbench.formats.gguf import gguf_file_type
 
-        return VariantSpec(format="gguf", gguf_type=gguf_file_type(path), path=path)
+        return EstimatedVariant(format="gguf", gguf_type=gguf_file_type(path), path=path)
     if path.is_dir() and (path / "config.json").is_file():
         return variant_of_folder(path)
     head, _, rest = text.partition(":")
     formats = get_args(WeightFormat)
     if head.lower() == "gguf":
-        return VariantSpec(format="gguf", gguf_type=rest.upper() or None)
+        return EstimatedVariant(format="gguf", gguf_type=rest.upper() or None)
     if head.lower() in formats:
         fmt = head.lower()
-        return VariantSpec(format=fmt, **_parse_settings(fmt, rest))  # type: ignore[arg-type]
+        return EstimatedVariant(format=fmt, **_parse_settings(fmt, rest))  # type: ignore[arg-type]
     if text.upper() in GGUF_MIXES:
-        return VariantSpec(format="gguf", gguf_type=text.upper())
+        return EstimatedVariant(format="gguf", gguf_type=text.upper())
     names = sorted(known) if known else []
     raise EstimateInputError(
         f"--variant {text!r} is not a known variant {names}, 'auto', an existing .gguf file or "
@@ -129,23 +120,14 @@ def parse_variant(
     )
 
 
-def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> VariantSpec:
-    """The estimator's view of a params.yaml variant recipe (quantize.spec), read from its built
-    folder where it exists (real bytes: the .gguf file, or the quantised checkpoint)."""
+def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> EstimatedVariant:
+    """The estimator's view of a params.yaml variant recipe, through its format's module, read
+    from its built folder where it exists (real bytes: the .gguf file, or the checkpoint)."""
     path: Path | None = None
+    config = None
     if folder is not None and folder.is_dir():
         ggufs = sorted(folder.glob("*.gguf"))
         path = ggufs[0] if ggufs else folder
-    fmt = recipe.format
-    if fmt == "gguf":
-        return VariantSpec(name=name, format="gguf", gguf_type=recipe.type.upper(), path=path)
-    if fmt in ("gptq", "awq"):
-        return VariantSpec(
-            name=name,
-            format=fmt,
-            bits=recipe.bits,
-            group_size=recipe.group_size,
-            sym=recipe.sym,
-            path=path,
-        )
-    return VariantSpec(name=name, format="bf16", path=path)
+        config = read_config(folder)
+    fields = get_format(recipe.format).estimator_fields(recipe, path, config)
+    return EstimatedVariant(name=name, path=path, **fields)

@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from quantbench.load.bench import BenchSummary, BenchTarget, run_benchmark
-from quantbench.load.engines import ENGINES
 from quantbench.load.export import to_vllm_result
 from quantbench.load.prompts import DatasetError
 from quantbench.load.records import read_records
+from quantbench.load.requests import profile_names
+from quantbench.load.session import SessionSummary, Target, run_session
 from quantbench.load.spec import WorkloadSpec
 from quantbench.slo import SLOParseError
 
@@ -61,7 +61,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--engine",
-        choices=ENGINES,
+        choices=profile_names(),
         default="openai",
         help="which optional request fields the server accepts (default: openai)",
     )
@@ -197,7 +197,7 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
     return WorkloadSpec.model_validate(data), args.slo if args.slo is not None else slo
 
 
-def format_table(summary: BenchSummary) -> str:
+def format_table(summary: SessionSummary) -> str:
     head = (
         f"{'point':<16}{'ok':>6}{'fail':>6}{'inc':>5}{'req/s':>9}{'out tok/s':>11}"
         f"{'TTFT p50':>10}{'p99':>9}{'TPOT p50':>10}{'ITL p50':>9}{'E2E p50':>10}{'goodput':>9}"
@@ -224,7 +224,7 @@ def run_bench(args: argparse.Namespace) -> int:
     """Run ``quantbench bench``; 0 when the run completed, 2 on bad input or no server."""
     try:
         spec, slo = workload_from_args(args)
-        target = BenchTarget(
+        target = Target(
             url=args.url,
             engine=args.engine,
             model=args.model,
@@ -232,7 +232,7 @@ def run_bench(args: argparse.Namespace) -> int:
             headers=dict(args.header),
             api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         )
-        summary = run_benchmark(spec, target, args.out, slo=slo)
+        summary = run_session(spec, target, args.out, slo=slo)
     except ValidationError as e:
         print(f"error: invalid workload:\n{_pydantic_errors(e)}", file=sys.stderr)
         return 2

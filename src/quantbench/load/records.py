@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 Status = Literal["completed", "failed", "incomplete"]
 TokenSource = Literal["usage", "tokenizer", "chunks", "none"]
@@ -99,11 +99,6 @@ def write_records(path: Path, records: Iterable[RequestRecord]) -> int:
             f.write(rec.to_json() + "\n")
             n += 1
     return n
-
-
-def append_records(f: IO[str], records: Iterable[RequestRecord]) -> None:
-    for rec in records:
-        f.write(rec.to_json() + "\n")
 
 
 def iter_records(path: Path) -> Iterator[RequestRecord]:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.chat import hf_answer_fn
-from quantbench.config import LoraSettings
 from quantbench.errors import UserError
 from quantbench.lora.merge import adapter_provenance
+from quantbench.lora.spec import LoraSettings
 from quantbench.lora.train import load_for_training
 from quantbench.qa import QAItem, score
 

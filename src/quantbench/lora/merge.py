@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.chat import chat_ids
-from quantbench.config import MergeSettings
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_tree
+from quantbench.lora.spec import MergeSettings
 from quantbench.progress import step
 from quantbench.qa import QAItem
 

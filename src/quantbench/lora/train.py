@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.chat import hf_answer_fn
-from quantbench.config import LoraSettings
 from quantbench.fsutil import sha256_file
 from quantbench.lora.data import collate, encode, load_chats
+from quantbench.lora.spec import LoraSettings
 from quantbench.qa import QAItem, score
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,6 @@ class Window:
     first_target: int
 
     @property
-    def n_scored(self) -> int:
-        return self.end - self.first_target
-
-    @property
     def logit_rows(self) -> slice:
         """Rows of this window's logits that predict its scored targets."""
         return slice(self.first_target - self.start - 1, self.end - self.start - 1)

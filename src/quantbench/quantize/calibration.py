@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantbench.formats.base import CalibrationSpec, VariantSpecError
 from quantbench.fsutil import sha256_file
-from quantbench.quantize.spec import CalibrationSpec, VariantSpecError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
 

@@ -32,12 +32,6 @@ class Recommendation:
     misses: list[str]
     """Without a winner: per pair, why its nearest point misses."""
 
-    @property
-    def winner_line(self) -> PairLine | None:
-        if self.winner is None:
-            return None
-        return next((line for line in self.lines if line.pair == self.winner.pair), None)
-
 
 def _figures(j: JudgedRow, currency: str) -> str:
     r = j.row

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TextIO
 
-from quantbench.faults import inputs, safety, server_faults
-from quantbench.faults.pipeline import dvc_interrupted
-from quantbench.faults.scenario import Outcome, Scenario, run_scenario
+from faults import inputs, safety, server_faults
+from faults.pipeline import dvc_interrupted
+from faults.scenario import Outcome, Scenario, run_scenario
 
 PIPELINE = [
     Scenario(

@@ -25,7 +25,7 @@ TAG_VAR = "QUANTBENCH_FAULT_TAG"
 
 Status = Literal["pass", "fail", "missing"]
 """pass: the expected outcome was observed; fail: it was not; missing: a bad-input check that
-the project does not perform yet (reported, not counted as a failure unless --strict)."""
+the project does not perform (reported as MISSING, and it fails the run like a FAIL)."""
 
 Group = Literal["server", "pipeline", "input", "safety"]
 
@@ -78,9 +78,13 @@ class Context:
                 os.environ[TAG_VAR] = previous
 
     def env(self, **extra: str) -> dict[str, str]:
+        """A child's environment: the package and this tool (the repository root) importable."""
         from quantbench.load.procs import child_env
 
-        return {**child_env(), TAG_VAR: self.tag, **extra}
+        env = child_env()
+        root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([root, *env.get("PYTHONPATH", "").split(os.pathsep)])
+        return {**env, TAG_VAR: self.tag, **extra}
 
     def leftovers(self) -> list[psutil.Process]:
         """Live processes carrying this scenario's tag (ours excluded), and unreaped children."""

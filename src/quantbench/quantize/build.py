@@ -1,27 +1,22 @@
-"""One builder per format, and `build_variant`: validate, build, describe.
+"""`build_variant`: validate, build with the format's quantizer, describe.
 
 Everything that can be checked without running a quantizer is checked first (name, recipe against
-the model's shapes, calibration file), so a bad recipe fails in a second, not after minutes.
+the model's shapes, calibration file), so a bad recipe fails in a second, not after minutes. The
+quantizer itself is the format's (`quantbench.formats.<format>`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from quantbench.formats.base import VariantSpecError, validate_name
+from quantbench.formats.registry import get_format
 from quantbench.quantize.calibration import load_calibration
-from quantbench.quantize.common import BuildRequest, BuildResult, read_hf_config
-from quantbench.quantize.spec import (
-    VariantSpecError,
-    check_calibration_file,
-    needs_calibration,
-    validate_against_model,
-    validate_name,
-)
+from quantbench.quantize.common import BuildRequest, read_hf_config
 from quantbench.quantize.variant import (
     VariantInfo,
     library_versions,
@@ -30,29 +25,6 @@ from quantbench.quantize.variant import (
 )
 
 log = logging.getLogger(__name__)
-
-Builder = Callable[[BuildRequest], BuildResult]
-
-
-def _builder(fmt: str) -> Builder:
-    # Imported on demand: each format pulls in a heavy library the others do not need.
-    if fmt == "bf16":
-        from quantbench.quantize.bf16 import build_bf16
-
-        return build_bf16
-    if fmt == "gptq":
-        from quantbench.quantize.gptq import build_gptq
-
-        return build_gptq
-    if fmt == "awq":
-        from quantbench.quantize.awq import build_awq
-
-        return build_awq
-    if fmt == "gguf":
-        from quantbench.quantize.gguf import build_gguf
-
-        return build_gguf
-    raise VariantSpecError(f"unknown variant format {fmt!r}; allowed: bf16, gptq, awq, gguf")
 
 
 def model_shapes(merged_dir: Path) -> SimpleNamespace:
@@ -72,8 +44,26 @@ def validate_variant(name: str, spec: Any, merged_dir: Path, calibration_path: P
             f"variant {name!r}: source model folder {str(merged_dir)!r} has no config.json "
             "(run the merge stage first)"
         )
-    validate_against_model(name, spec, model_shapes(Path(merged_dir)))
+    fmt = get_format(spec.format)
+    fmt.validate_against_model(name, spec, model_shapes(Path(merged_dir)))
     check_calibration_file(name, spec, calibration_path)
+
+
+def check_calibration_file(name: str, spec: Any, path: Path | None) -> None:
+    """A calibrating recipe needs its calibration text to exist and hold at least one passage."""
+    if not get_format(spec.format).needs_calibration(spec):
+        return
+    if path is None or not Path(path).is_file():
+        raise VariantSpecError(
+            f"variant {name!r} (format {spec.format}) needs calibration text, but the "
+            f"calibration file {str(path)!r} does not exist; set data.calibration in params.yaml "
+            "to a UTF-8 text file of passages separated by blank lines"
+        )
+    if not Path(path).read_text(encoding="utf-8", errors="replace").strip():
+        raise VariantSpecError(
+            f"variant {name!r} (format {spec.format}) needs calibration text, but the "
+            f"calibration file {str(path)!r} is empty; give passages separated by blank lines"
+        )
 
 
 def _num_parameters(merged_dir: Path) -> int | None:
@@ -115,14 +105,15 @@ def build_variant(
     if any(out_dir.iterdir()):
         raise VariantSpecError(f"variant {name!r}: output folder {out_dir} is not empty")
     calibration = None
-    if needs_calibration(spec):
+    fmt = get_format(spec.format)
+    if fmt.needs_calibration(spec):
         assert cal_path is not None
         calibration = load_calibration(name, cal_path, spec.calibration)
     request = BuildRequest(name, spec, merged_dir, out_dir, calibration, threads)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     log.info("variant %s: building %s", name, spec.format)
-    result = _builder(spec.format)(request)
+    result = fmt.build(request)
     timings["quantize_s"] = round(time.perf_counter() - start, 3)
     log.info("variant %s: %s done in %.1f s", name, spec.format, timings["quantize_s"])
     start = time.perf_counter()

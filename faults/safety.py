@@ -15,20 +15,21 @@ from pathlib import Path
 
 import psutil
 
+from faults.engine import Fault, StandinEngine, StandinSettings
+from faults.pairs import run_standin_pair, workload
+from faults.scenario import Checks, Context, Outcome, Scenario
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.server import Server, ServerError
-from quantbench.faults.engine import Fault, StandinEngine, StandinSettings
-from quantbench.faults.pairs import run_standin_pair, workload
-from quantbench.faults.scenario import Checks, Context, Outcome, Scenario
-from quantbench.load.fake_server import FakeServerProcess, Script
 from quantbench.load.records import read_records
+from quantbench.mock_server import MockServerProcess, Script
 
-SRC = Path(__file__).resolve().parents[1]  # src/quantbench
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "quantbench"
 LOOPBACK = "127.0.0.1"
 
 
 def _source_files() -> list[Path]:
-    roots = [SRC, SRC.parents[1] / "stages"]
+    roots = [SRC, REPO / "stages"]
     return [p for root in roots if root.is_dir() for p in sorted(root.rglob("*.py"))]
 
 
@@ -48,11 +49,10 @@ def _grep(pattern: str) -> list[str]:
 def bind_loopback(ctx: Context) -> Outcome:
     from quantbench.bench.spec import BenchSettings
     from quantbench.cli import build_parser
-    from quantbench.engines.llamacpp import LlamaCppEngine
+    from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
     from quantbench.engines.serve import serve
-    from quantbench.engines.spec import LlamaCppSettings, TransformersSettings, VllmSettings
-    from quantbench.engines.transformers import TransformersEngine
-    from quantbench.engines.vllm import VllmEngine
+    from quantbench.engines.transformers import TransformersEngine, TransformersSettings
+    from quantbench.engines.vllm import VllmEngine, VllmSettings
 
     chk = Checks()
     defaults = {
@@ -61,7 +61,7 @@ def bind_loopback(ctx: Context) -> Outcome:
         .parse_args(["serve", "x", "--engine", "vllm"])
         .host,
         "engines.serve(host=)": inspect.signature(serve).parameters["host"].default,
-        "fake server --host": _default("load/fake_server.py", "--host"),
+        "mock server --host": _default("mock_server.py", "--host"),
         # read, not imported: importing the runner imports Locust, which monkey-patches sockets
         "load master --bind-host": _default("load/runner.py", "--bind-host"),
     }
@@ -245,11 +245,11 @@ def api_key_remote(ctx: Context) -> Outcome:
     chk = Checks()
     key = f"sk-qb-{ctx.tag[:16]}"
     runs = {}
-    with ctx.tagged(), FakeServerProcess(Script(api_key=key), ctx.dir / "server") as server:
+    with ctx.tagged(), MockServerProcess(Script(api_key=key), ctx.dir / "server") as server:
         for name, how, extra_env in (
             ("env", [], {"QUANTBENCH_API_KEY": key}),
             ("flag", ["--api-key", key], {}),
-            ("wrong", ["--api-key", key[::-1], "--model", "fake-model"], {}),
+            ("wrong", ["--api-key", key[::-1], "--model", "mock-model"], {}),
         ):
             out = ctx.dir / f"out-{name}"
             argv = [
@@ -259,7 +259,7 @@ def api_key_remote(ctx: Context) -> Outcome:
                 "--url",
                 server.url,
                 "--engine",
-                "fake",
+                "mock",
             ]
             argv += ["--random-input-len", "8", "--random-output-len", "4", "--concurrency", "2"]
             argv += ["--num-requests", "4", "--vllm-json", "--out", str(out), *how]
@@ -375,7 +375,7 @@ SCENARIOS = [
         "api-key",
         "safety",
         "API key for a remote endpoint never written",
-        "fake server requiring 'Authorization: Bearer KEY'; quantbench bench with the key from "
+        "mock server requiring 'Authorization: Bearer KEY'; quantbench bench with the key from "
         "$QUANTBENCH_API_KEY, from --api-key, and a wrong one",
         "requests accepted (401 with the wrong key); the key in no output or log",
         api_key_remote,

@@ -1,4 +1,4 @@
-"""A stand-in engine for `run_pair`: launches `quantbench.faults.standin` with a chosen fault.
+"""A stand-in engine for `run_pair`: launches `faults.standin` with a chosen fault.
 
 Its one sweepable setting, `faulty`, switches the fault on or off, so a scenario's sweep
 `{faulty: [true, false]}` runs a faulty server point and then a healthy one: the second shows
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, LaunchSpec
-from quantbench.engines.spec import EngineSettings
-from quantbench.load.fake_server import Behaviour, Script
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.load.requests import RequestProfile
+from quantbench.mock_server import PROFILE, Behaviour, Script
 
 # What a healthy stand-in does with a request: 8 tokens about 30 ms apart.
 HEALTHY = Behaviour(name="ok", ttft_ms=5.0, itl_ms=30.0)
@@ -76,6 +76,16 @@ class Launch:
         return [int(x) for x in text.split()]
 
 
+def _importable() -> str:
+    """PYTHONPATH for `python -m faults.standin` from any folder: the repository root first."""
+    import os
+
+    root = str(Path(__file__).resolve().parents[1])
+    return os.pathsep.join(
+        [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+
+
 @dataclass
 class StandinEngine(Engine):
     workdir: Path
@@ -83,7 +93,8 @@ class StandinEngine(Engine):
     healthy: tuple[Behaviour, ...] = (HEALTHY,)
     launches: list[Launch] = field(default_factory=list)
 
-    name: ClassVar[str] = "fake"  # the load profile of the fake server it runs
+    name: ClassVar[str] = "standin"
+    profile: ClassVar[RequestProfile] = PROFILE  # the mock server it runs
     formats: ClassVar[frozenset[str]] = frozenset({"bf16"})
 
     def launch(
@@ -99,7 +110,7 @@ class StandinEngine(Engine):
         script = launch.dir / "script.json"
         behaviours = list(fault.behaviours or self.healthy)
         script.write_text(Script(behaviours=behaviours).model_dump_json(), encoding="utf-8")
-        argv = [sys.executable, "-m", "quantbench.faults.standin"]
+        argv = [sys.executable, "-m", "faults.standin"]
         argv += ["--qb-pidfile", str(launch.pidfile), "--log", str(launch.truth_log)]
         argv += ["--host", host, "--port", str(port), "--script", str(script)]
         if fault.startup_delay_s:
@@ -115,12 +126,12 @@ class StandinEngine(Engine):
         return LaunchSpec(
             engine=self.name,
             argv=argv,
-            env=self.base_env(settings),
+            env={**self.base_env(settings), "PYTHONPATH": _importable()},
             host=host,
             port=port,
             ready_path="/health",
             metrics_path=None,
-            model_name="fake-model",
+            model_name="mock-model",
             startup_timeout_s=fault.startup_timeout_s or settings.startup_timeout_s,
         )
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faults.engine import Fault, Launch, StandinEngine, StandinSettings
+from faults.scenario import Context
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
-from quantbench.faults.engine import Fault, Launch, StandinEngine, StandinSettings
-from quantbench.faults.scenario import Context
 from quantbench.fsutil import write_json
-from quantbench.load.fake_server import Behaviour
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.spec import WorkloadSpec
+from quantbench.mock_server import Behaviour
 
 SLO = "error_rate<=0.05"
 

@@ -1,10 +1,10 @@
-"""A stand-in engine server with faults on demand: the scripted fake server, plus process faults.
+"""A stand-in engine server with faults on demand: the scripted mock server, plus process faults.
 
-    python -m quantbench.faults.standin --qb-pidfile PID [--qb-startup-delay S] [--qb-exit CODE]
+    python -m faults.standin --qb-pidfile PID [--qb-startup-delay S] [--qb-exit CODE]
         [--qb-workers] [--qb-oom-after N --qb-oom-mb MB] FAKE-SERVER-ARGS...
 
-Per-request faults (HTTP errors, hangs, cut or malformed streams) come from the fake server's
-script (:mod:`quantbench.load.fake_server`); this wrapper adds what happens to the process:
+Per-request faults (HTTP errors, hangs, cut or malformed streams) come from the mock server's
+script (:mod:`quantbench.mock_server`); this wrapper adds what happens to the process:
 
 * ``--qb-startup-delay S``: sleep before listening (a server that starts too slowly);
 * ``--qb-exit CODE``: print a fatal message and exit at start-up;
@@ -18,7 +18,7 @@ script (:mod:`quantbench.load.fake_server`); this wrapper adds what happens to t
 * ``--api-key KEY``, ``--hf-token TOKEN``: accepted and ignored, like engine flags whose values
   must never show up in a report.
 
-Every other argument goes to the fake server, whose own argument parser rejects unknown ones:
+Every other argument goes to the mock server, whose own argument parser rejects unknown ones:
 that is the "engine's own error" for an unknown engine setting.
 """
 
@@ -83,7 +83,7 @@ def oom_after(truth_log: Path, requests: int, mb: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m quantbench.faults.standin", description=__doc__, allow_abbrev=False
+        prog="python -m faults.standin", description=__doc__, allow_abbrev=False
     )
     parser.add_argument("--qb-pidfile", type=Path, required=True)
     parser.add_argument("--qb-startup-delay", type=float, default=0.0)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, default=None)
     args, rest = parser.parse_known_args(argv)
     args.qb_pidfile.write_text(str(os.getpid()), encoding="utf-8")
-    print(f"standin: pid {os.getpid()}, fake server args {json.dumps(rest)}", flush=True)
+    print(f"standin: pid {os.getpid()}, mock server args {json.dumps(rest)}", flush=True)
     if args.qb_exit is not None:
         print("fatal: cannot load model weights (standin exits at start-up)", flush=True)
         return args.qb_exit
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             threading.Thread(
                 target=oom_after, args=(args.log, args.qb_oom_after, args.qb_oom_mb), daemon=True
             ).start()
-    from quantbench.load.fake_server import main as fake_server_main
+    from quantbench.mock_server import main as fake_server_main
 
     return fake_server_main(rest)
 

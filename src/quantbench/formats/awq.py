@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field, field_validator
+
+from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
+from quantbench.formats.registry import register_format
 from quantbench.quantize.common import (
     BuildRequest,
     BuildResult,
@@ -29,7 +35,33 @@ from quantbench.quantize.common import (
     hf_weights_file,
     tokenize_calibration,
 )
-from quantbench.quantize.spec import AwqSpec
+
+
+class AwqSpec(Recipe):
+    """AWQ (activation-aware scaling + int4 weights) with llm-compressor (compressed-tensors)."""
+
+    format: Literal["awq"] = Field(description="AWQ with llm-compressor.")
+    bits: Literal[4, 8] = Field(4, description="Weight bits (int4 or int8, weight-only).")
+    group_size: int = Field(
+        64,
+        description="Input columns that share one scale/zero point; -1 is one group per row. "
+        "Must divide hidden_size and intermediate_size.",
+    )
+    sym: bool = Field(
+        False, description="Symmetric quantization; AWQ's own recipe is asymmetric (zero points)."
+    )
+    duo_scaling: bool = Field(
+        True, description="Search scales from both activations and weights (AWQ's default)."
+    )
+    calibration: CalibrationSpec = Field(
+        CalibrationSpec(), description="Calibration passages used for the activation statistics."
+    )
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size_allowed(cls, value: int) -> int:
+        return check_group_size(value)
+
 
 # The recipe llm-compressor saves next to the weights; kept, it documents the exact modifiers.
 RECIPE_FILE = "recipe.yaml"
@@ -53,6 +85,53 @@ def _no_pinning_without_accelerator() -> Iterator[None]:
         yield
     finally:
         IntermediatesCache.pin_memory = original  # type: ignore[method-assign]
+
+
+def compressed_weights(config: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(weights args, input-activation args) of a compressed-tensors checkpoint's first group."""
+    q = (config or {}).get("quantization_config") or {}
+    if str(q.get("quant_method", "")).lower() != "compressed-tensors":
+        return {}, {}
+    group = next(iter((q.get("config_groups") or {}).values()), {}) or {}
+    return dict(group.get("weights") or {}), dict(group.get("input_activations") or {})
+
+
+class Awq(Format):
+    """AWQ-made (or any weight-only integer) compressed-tensors checkpoints, and AutoAWQ's."""
+
+    name: ClassVar[str] = "awq"
+    recipe_model: ClassVar[type[Recipe]] = AwqSpec
+
+    def build(self, request: BuildRequest) -> BuildResult:
+        return build_awq(request)
+
+    def needs_calibration(self, recipe: Recipe) -> bool:
+        return True
+
+    def matches(self, folder: Path, config: dict[str, Any] | None) -> bool:
+        q = (config or {}).get("quantization_config") or {}
+        if str(q.get("quant_method", "")).lower() == "awq":
+            return True
+        weights, activations = compressed_weights(config)
+        return bool(weights) and weights.get("type", "int") == "int" and not activations
+
+    def estimator_fields(
+        self, recipe: Recipe | None, path: Path | None, config: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if isinstance(recipe, AwqSpec):
+            bits, group, sym = recipe.bits, recipe.group_size, recipe.sym
+        else:
+            q = (config or {}).get("quantization_config") or {}
+            weights, _ = compressed_weights(config)
+            if weights:
+                bits = weights.get("num_bits", 4)
+                group = weights.get("group_size") or -1
+                sym = weights.get("symmetric", False)
+            else:  # AutoAWQ's own format
+                bits = q.get("bits", q.get("w_bit", 4))
+                group = q.get("group_size", q.get("q_group_size", 128))
+                sym = not q.get("zero_point", True)
+        return {"format": "awq", "bits": bits, "group_size": group, "sym": sym}
 
 
 def build_awq(request: BuildRequest) -> BuildResult:
@@ -96,3 +175,6 @@ def build_awq(request: BuildRequest) -> BuildResult:
     model.save_pretrained(request.out_dir, save_compressed=True)
     copy_tokenizer(request.merged_dir, request.out_dir)
     return BuildResult(hf_weights_file(request.out_dir), details={"checkpoint": "pack-quantized"})
+
+
+register_format(Awq())

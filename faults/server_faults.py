@@ -17,12 +17,12 @@ from pathlib import Path
 
 import psutil
 
+from faults.engine import HEALTHY, Fault, StandinEngine
+from faults.pairs import PairRun, failed_reasons, run_standin_pair, workload
+from faults.scenario import Checks, Context, Outcome, Scenario
+from faults.standin import count_lines
 from quantbench.bench.spec import BenchSettings, SearchSettings
-from quantbench.faults.engine import HEALTHY, Fault, StandinEngine
-from quantbench.faults.pairs import PairRun, failed_reasons, run_standin_pair, workload
-from quantbench.faults.scenario import Checks, Context, Outcome, Scenario
-from quantbench.faults.standin import count_lines
-from quantbench.load.fake_server import Behaviour
+from quantbench.mock_server import Behaviour
 
 
 def _alive(pid: int | None) -> bool:
@@ -301,7 +301,7 @@ def slow_start(ctx: Context) -> Outcome:
     faulty = run.rows(True)
     chk.that(
         all(
-            "not ready after 2 s (engines.fake.startup_timeout_s)" in (r["error"] or "")
+            "not ready after 2 s (engines.standin.startup_timeout_s)" in (r["error"] or "")
             for r in faulty
         ),
         f"faulty rows: {[r['error'] for r in faulty]}",
@@ -385,7 +385,7 @@ def unknown_engine_argument(ctx: Context) -> Outcome:
     return finish(
         chk,
         run,
-        "both points: 'fake server exit code 2 during start-up' + the engine's own 'error: unrecognized arguments: --max-num-seqz 8'",
+        "both points: 'mock server exit code 2 during start-up' + the engine's own 'error: unrecognized arguments: --max-num-seqz 8'",
     )
 
 
@@ -420,7 +420,7 @@ SCENARIOS = [
         "hang",
         "server",
         "server hangs (accepts, never streams)",
-        "fake server behaviour hang=True for every load request; workload timeout_s: 1",
+        "mock server behaviour hang=True for every load request; workload timeout_s: 1",
         "every request failed 'timeout: no response within 1 s'; points fail their SLO; run goes on",
         hang_after_warmup,
     ),
@@ -436,7 +436,7 @@ SCENARIOS = [
         "malformed",
         "server",
         "server streams malformed events",
-        "every other request gets an event that is not JSON after 2 tokens (fake server "
+        "every other request gets an event that is not JSON after 2 tokens (mock server "
         "malformed_after_tokens)",
         "those requests failed 'unreadable event: ...', the 2 tokens before kept",
         malformed_events,
@@ -445,7 +445,7 @@ SCENARIOS = [
         "http-5xx",
         "server",
         "server returns 5xx for some requests",
-        "every third request answered HTTP 503 (fake server status: 503)",
+        "every third request answered HTTP 503 (mock server status: 503)",
         "exactly the 503'd requests failed 'HTTP 503: ...'; the others completed",
         http_5xx,
     ),
@@ -462,7 +462,7 @@ SCENARIOS = [
         "server",
         "server starts too slowly",
         "stand-in sleeps 120 s before listening; startup_timeout_s: 2",
-        "'not ready after 2 s (engines.fake.startup_timeout_s)' + log tail; server stopped",
+        "'not ready after 2 s (engines.standin.startup_timeout_s)' + log tail; server stopped",
         slow_start,
     ),
     Scenario(

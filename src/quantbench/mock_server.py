@@ -1,6 +1,8 @@
-"""A fake OpenAI-compatible streaming server: the test double of the load harness.
+"""A scripted OpenAI-compatible streaming server: `quantbench mock-server`.
 
-Every request gets a scripted behaviour (time to first token, output length, delays between
+For people who test a client, a gateway or the harness itself (quantbench uses it to check that
+its own load generator measures TTFT and ITL to the millisecond, and in its fault suite): it
+answers like a real engine, but with timings and failures you choose. Every request gets a scripted behaviour (time to first token, output length, delays between
 tokens, or a failure: an HTTP error, a stream closed half-way, an event that is not JSON, no
 answer at all), taken round-robin
 in arrival order from the script. The server logs the true time it wrote each chunk, so a test
@@ -9,7 +11,7 @@ jitter. Options mimic the dialects of real engines: usage in the last chunk or n
 ``data: [DONE]`` or not, a role-only first chunk, HTTP 422 on unknown request fields
 (``transformers serve``).
 
-    python -m quantbench.load.fake_server --port 0 --script script.json --log truth.jsonl
+    quantbench mock-server --port 0 --script script.json --log truth.jsonl
 
 prints ``listening on http://127.0.0.1:PORT`` once it accepts connections; SIGTERM stops it.
 """
@@ -33,6 +35,12 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.load.procs import spawn_module, stop_group
+from quantbench.load.requests import RequestProfile
+
+# What to send it: it honours vLLM's optional fields (ignore_eos, min_tokens, stream_options).
+PROFILE = RequestProfile(
+    "mock", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
+)
 
 STANDARD_FIELDS = frozenset(
     {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream",
@@ -80,7 +88,7 @@ class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     behaviours: list[Behaviour] = Field(default_factory=lambda: [Behaviour()], min_length=1)
-    model: str = "fake-model"
+    model: str = "mock-model"
     default_output_tokens: int = Field(default=16, ge=0)
     usage: Literal["requested", "always", "never"] = Field(
         default="requested",
@@ -110,7 +118,7 @@ def _words(body: dict[str, Any]) -> int:
     return sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
 
 
-class FakeServer:
+class MockServer:
     def __init__(self, script: Script, log: IO[str] | None) -> None:
         self.script = script
         self.in_flight = 0
@@ -184,7 +192,7 @@ class FakeServer:
         entry.update(outcome="error", status=status, tokens=0)
         self._write_log(entry)
         return web.json_response(
-            {"error": {"message": message, "type": "fake", "code": status}}, status=status
+            {"error": {"message": message, "type": "mock", "code": status}}, status=status
         )
 
     async def _hang(self, request: web.Request, entry: dict[str, Any]) -> web.Response:
@@ -295,7 +303,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 
 async def _serve(script: Script, host: str, port: int, log_path: Path | None) -> None:
     log = log_path.open("w", encoding="utf-8") if log_path else None
-    server = FakeServer(script, log)
+    server = MockServer(script, log)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -315,9 +323,7 @@ async def _serve(script: Script, host: str, port: int, log_path: Path | None) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m quantbench.load.fake_server", description=__doc__
-    )
+    parser = argparse.ArgumentParser(prog="quantbench mock-server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", type=Path, help="JSON script (default: one instant behaviour)")
@@ -332,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-class FakeServerProcess:
+class MockServerProcess:
     """Runs the fake server in its own process group; stops it by that group's id."""
 
     def __init__(self, script: Script, workdir: Path, log: bool = True) -> None:
@@ -342,14 +348,14 @@ class FakeServerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
-    def start(self, timeout_s: float = 20.0) -> FakeServerProcess:
+    def start(self, timeout_s: float = 20.0) -> MockServerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         script_path = self.workdir / "fake_server_script.json"
         script_path.write_text(self.script.model_dump_json(), encoding="utf-8")
         args = ["--script", str(script_path)]
         if self.log_path is not None:
             args += ["--log", str(self.log_path)]
-        self.proc = spawn_module("quantbench.load.fake_server", args, stdout=subprocess.PIPE)
+        self.proc = spawn_module("quantbench.mock_server", args, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         deadline = time.time() + timeout_s
         line = ""
@@ -374,7 +380,7 @@ class FakeServerProcess:
             raise ValueError("this server was started without a log")
         return read_log(self.log_path)
 
-    def __enter__(self) -> FakeServerProcess:
+    def __enter__(self) -> MockServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -382,8 +388,8 @@ class FakeServerProcess:
 
 
 @contextlib.contextmanager
-def fake_server(script: Script, workdir: Path) -> Iterator[FakeServerProcess]:
-    server = FakeServerProcess(script, workdir).start()
+def fake_server(script: Script, workdir: Path) -> Iterator[MockServerProcess]:
+    server = MockServerProcess(script, workdir).start()
     try:
         yield server
     finally:

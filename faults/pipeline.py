@@ -9,7 +9,7 @@ load, and sends SIGINT (what Ctrl-C sends to the foreground group) or SIGTERM to
 
 This module is also the stage's entry point:
 
-    python -m quantbench.faults.pipeline --out second --workdir DIR
+    python -m faults.pipeline --out second --workdir DIR
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from pathlib import Path
 
 import yaml
 
+from faults.engine import StandinEngine, StandinSettings
+from faults.pairs import SLO, workload
+from faults.scenario import Checks, Context, Outcome, describe, kill_leftovers
+from faults.standin import count_lines
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import run_main
-from quantbench.faults.engine import StandinEngine, StandinSettings
-from quantbench.faults.pairs import SLO, workload
-from quantbench.faults.scenario import Checks, Context, Outcome, describe, kill_leftovers
-from quantbench.faults.standin import count_lines
 from quantbench.fsutil import atomic_dir, write_json
 from quantbench.load.records import read_records
 from quantbench.progress import setup_logging
@@ -45,7 +45,7 @@ stages:
     outs:
       - first
   second:
-    cmd: python -m quantbench.faults.pipeline --out second --workdir {workdir}
+    cmd: python -m faults.pipeline --out second --workdir {workdir}
     deps:
       - first
     outs:

@@ -18,8 +18,12 @@ import csv
 import io
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from pydantic import Field, field_validator
+
+from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
+from quantbench.formats.registry import register_format
 from quantbench.quantize.common import (
     BuildRequest,
     BuildResult,
@@ -27,9 +31,62 @@ from quantbench.quantize.common import (
     hf_weights_file,
     tokenize_calibration,
 )
-from quantbench.quantize.spec import GptqSpec
 
 QUANT_LOG = "quant_log.csv"
+
+
+class GptqSpec(Recipe):
+    """GPTQ weight-only quantization with GPTQModel (writes the 'gptq' v1 checkpoint format)."""
+
+    format: Literal["gptq"] = Field(description="GPTQ with GPTQModel.")
+    bits: Literal[2, 3, 4, 8] = Field(4, description="Weight bits.")
+    group_size: int = Field(
+        64,
+        description="Input columns that share one scale/zero point; -1 is one group per row. "
+        "Must divide hidden_size and intermediate_size.",
+    )
+    sym: bool = Field(True, description="Symmetric quantization (no zero point).")
+    desc_act: bool = Field(
+        False,
+        description="Quantize columns in order of decreasing activation (act-order). Better "
+        "accuracy, slower kernels; off matches what most serving kernels expect.",
+    )
+    damp_percent: float = Field(
+        0.05, gt=0, lt=1, description="Hessian dampening, as a fraction of its mean diagonal."
+    )
+    calibration: CalibrationSpec = Field(
+        CalibrationSpec(), description="Calibration passages used for the Hessians."
+    )
+
+    @field_validator("group_size")
+    @classmethod
+    def _group_size_allowed(cls, value: int) -> int:
+        return check_group_size(value)
+
+
+class Gptq(Format):
+    name: ClassVar[str] = "gptq"
+    recipe_model: ClassVar[type[Recipe]] = GptqSpec
+
+    def build(self, request: BuildRequest) -> BuildResult:
+        return build_gptq(request)
+
+    def needs_calibration(self, recipe: Recipe) -> bool:
+        return True
+
+    def matches(self, folder: Path, config: dict[str, Any] | None) -> bool:
+        method = ((config or {}).get("quantization_config") or {}).get("quant_method")
+        return str(method).lower() == "gptq"
+
+    def estimator_fields(
+        self, recipe: Recipe | None, path: Path | None, config: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        if isinstance(recipe, GptqSpec):
+            bits, group, sym = recipe.bits, recipe.group_size, recipe.sym
+        else:
+            q = (config or {}).get("quantization_config") or {}
+            bits, group, sym = q.get("bits", 4), q.get("group_size", 128), q.get("sym", True)
+        return {"format": "gptq", "bits": bits, "group_size": group, "sym": sym}
 
 
 def build_gptq(request: BuildRequest) -> BuildResult:
@@ -89,3 +146,6 @@ def _strip_times(path: Path) -> dict[str, Any]:
         "max": max(losses),
         "max_module": f"layer {worst.get('layer')} {worst.get('module')}",
     }
+
+
+register_format(Gptq())

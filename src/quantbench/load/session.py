@@ -1,4 +1,4 @@
-"""Run a workload against a server: plan each point, run its load process(es), summarize.
+"""A load session: one workload against one server, point by point (plan, load process, summary).
 
 This is the parent side of the harness; it never imports Locust. Per point it writes a plan, runs
 ``python -m quantbench.load.runner`` (or a master and N workers, see
@@ -6,7 +6,7 @@ This is the parent side of the harness; it never imports Locust. Per point it wr
 tokenizer, and computes the point's metrics. Outputs, in ``out_dir``:
 
 * ``records.jsonl``: one line per request of every point (warm-up included, flagged);
-* ``summary.json``: a :class:`BenchSummary`.
+* ``summary.json``: a :class:`SessionSummary`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from quantbench import slo as slo_mod
 from quantbench.load import prompts as prompts_mod
 from quantbench.load.arrivals import arrival_offsets
 from quantbench.load.distributed import run_distributed
-from quantbench.load.engines import build_body, endpoint_path, get_profile
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.plan import LoadPlan, PlannedRequest
 from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.records import RequestRecord, read_records
+from quantbench.load.requests import build_body, endpoint_path, get_profile
 from quantbench.load.spec import ClosedLoop, DatasetPrompts, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 
@@ -43,7 +43,7 @@ INTERRUPTED_CODES = frozenset({-signal.SIGINT, -signal.SIGTERM, 130, 143})
 OPEN_LOOP_SLOTS = 1024
 
 
-class BenchTarget(BaseModel):
+class Target(BaseModel):
     """The server a workload runs against."""
 
     model_config = ConfigDict(extra="forbid")
@@ -73,7 +73,7 @@ class BenchTarget(BaseModel):
         return headers
 
 
-class BenchSummary(BaseModel):
+class SessionSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str
@@ -205,13 +205,13 @@ def run_plan(
     return read_records(records_path)
 
 
-def run_benchmark(
+def run_session(
     spec: WorkloadSpec,
-    target: BenchTarget,
+    target: Target,
     out_dir: Path,
     *,
     slo: str | None = None,
-) -> BenchSummary:
+) -> SessionSummary:
     constraints = slo_mod.parse_slo(slo) if slo else []
     url = normalize_url(target.url)
     headers = target.request_headers()
@@ -253,7 +253,7 @@ def run_benchmark(
                     constraints=constraints,
                 )
             )
-    summary = BenchSummary(
+    summary = SessionSummary(
         url=url,
         engine=target.engine,
         model=model,

@@ -1,0 +1,89 @@
+"""An engine defined in the tests folder, registered by a plugin, through the real entry points:
+config validation, `quantbench pairs`, and a bench stage with a sweep of its own settings. No
+file under src/ knows it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = Path(__file__).with_name("plugin_engine.py")
+
+
+def params(tmp_path: Path) -> Path:
+    data = {
+        "plugins": [str(PLUGIN)],
+        "variants": {"bf16": {"format": "bf16"}},
+        "engines": {
+            "echo": {"itl_ms": 1.0, "sweep": {"itl_ms": [1.0, 3.0]}},
+            "transformers": {"enabled": False},
+            "vllm": {"enabled": False},
+            "llamacpp": {"enabled": False},
+        },
+        "workload": {
+            "prompts": {"source": "random", "input_len": 8, "output_len": 4},
+            "load": [{"kind": "concurrency", "concurrency": 2}],
+            "num_requests": 4,
+            "fixed_output_length": True,
+        },
+        "slo": "ttft:p95<=2s",
+        "bench": {"pairs": {"bf16-echo": {"variant": "bf16", "engine": "echo"}}},
+    }
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_plugin_engine_validates_and_is_listed(tmp_path: Path) -> None:
+    path = params(tmp_path)
+    done = run(["-m", "quantbench.cli", "validate", "--params", str(path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "engines" in done.stdout and "echo" in done.stdout
+    pairs = run(["-m", "quantbench.cli", "pairs", "--params", str(path)], tmp_path)
+    assert pairs.returncode == 0, pairs.stderr
+    assert "bf16-echo: {variant: bf16, engine: echo}" in pairs.stdout
+
+
+def test_plugin_engine_settings_are_validated_by_its_own_model(tmp_path: Path) -> None:
+    path = params(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["engines"]["echo"]["itl_ms"] = -1
+    data["engines"]["echo"]["colour"] = "blue"
+    path.write_text(yaml.safe_dump(data))
+    done = run(["-m", "quantbench.cli", "validate", "--params", str(path)], tmp_path)
+    assert done.returncode == 2
+    assert "engines.echo.itl_ms: got -1" in done.stderr
+    assert "engines.echo.colour: unknown key; allowed keys here:" in done.stderr
+    assert "itl_ms" in done.stderr.split("colour")[1]
+
+
+@pytest.mark.server
+def test_plugin_engine_runs_a_bench_stage(tmp_path: Path) -> None:
+    path = params(tmp_path)
+    variant = tmp_path / "models/variants/bf16"
+    variant.mkdir(parents=True)
+    (variant / "variant.json").write_text(json.dumps({"format": "bf16"}))
+    out = tmp_path / "out"
+    done = run(
+        [str(REPO / "stages/bench.py"), "--pair", "bf16-echo", "--params", str(path), "--out",
+         str(out)],
+        tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "echo" and summary["engine_version"] == "echo 1.0"
+    rows = summary["rows"]
+    assert {r["server_point"] for r in rows} == {"itl_ms=1.0", "itl_ms=3.0"}
+    assert all(r["completed"] == 4 and not r["error"] for r in rows), rows

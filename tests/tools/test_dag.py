@@ -1,0 +1,79 @@
+"""make check-dag: dvc.yaml's code dependencies are exactly each stage's import closure."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tools import dag
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "stages", tmp_path / "stages")
+    shutil.copytree(REPO / "src", tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info"))
+    return tmp_path
+
+
+def test_the_repository_passes() -> None:
+    assert dag.check(REPO) == []
+
+
+def test_a_deliberately_missing_dependency_fails(repo_copy: Path) -> None:
+    dvc = repo_copy / "dvc.yaml"
+    text = dvc.read_text()
+    line = "      - src/quantbench/lora/spec.py\n"
+    assert line in text
+    start = text.index("\n  finetune:")
+    dvc.write_text(text[:start] + text[start:].replace(line, "", 1))
+    problems = dag.check(repo_copy)
+    assert "finetune: missing dependency src/quantbench/lora/spec.py (imported by the stage)" in (
+        problems
+    )
+    assert dag.main(["--check", "--repo", str(repo_copy)]) == 1
+
+
+def test_a_new_import_in_the_library_makes_it_a_dependency(repo_copy: Path) -> None:
+    new = repo_copy / "src/quantbench/helper_for_test.py"
+    new.write_text('"""A module a stage starts to import."""\n')
+    model = repo_copy / "src/quantbench/model.py"
+    model.write_text(
+        model.read_text() + "\n\ndef _later():\n    import quantbench.helper_for_test\n"
+    )
+    problems = dag.check(repo_copy)
+    assert (
+        "prepare: missing dependency src/quantbench/helper_for_test.py (imported by the stage)"
+        in (problems)
+    )
+    assert dag.main(["--write", "--repo", str(repo_copy)]) == 0
+    assert dag.check(repo_copy) == []
+
+
+def test_a_literal_data_path_must_follow_its_setting(repo_copy: Path) -> None:
+    dvc = repo_copy / "dvc.yaml"
+    dvc.write_text(
+        dvc.read_text().replace("      - ${data.train}\n", "      - data/train.jsonl\n", 2)
+    )
+    assert any("use ${data.train}" in p for p in dag.check(repo_copy))
+
+
+def test_foreach_stages_depend_on_their_own_engine_or_format_module() -> None:
+    deps = dag.code_deps(REPO / "stages/bench.py", {"engines"})
+    assert "src/quantbench/engines/${item.engine}.py" in deps
+    assert "src/quantbench/engines/vllm.py" not in deps  # only through the template
+    quantize = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
+    assert "src/quantbench/formats/${item.format}.py" in quantize
+    assert not any(d.startswith("src/quantbench/estimate/") for d in quantize)
+
+
+def test_the_first_stages_import_little() -> None:
+    """prepare's closure used to be 56 modules (config.py imported every package's settings)."""
+    prepare = dag.code_deps(REPO / "stages/prepare.py", set())
+    assert len(prepare) <= 12, prepare
+    assert not any("/estimate/" in d or "/engines/" in d for d in prepare)

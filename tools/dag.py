@@ -1,0 +1,259 @@
+"""Keep dvc.yaml's code dependencies equal to what each stage imports.
+
+Each stage's code dependencies are its script plus every module of ``src/quantbench`` in the
+script's import closure: every ``import`` statement anywhere in a module (functions included,
+because heavy imports there are the rule), plus the ``__init__.py`` of every package on the way.
+The two registries load built-in engines and formats by name; that is handled explicitly:
+
+* a stage that can load any engine (or format) depends on all built-in ones;
+* a ``foreach`` stage keyed by one engine (``${item.engine}``) or one format (``${item.format}``)
+  depends on that one module, plus what any of them imports.
+
+    python tools/dag.py --check     # exit 1 and show the differences (make check-dag)
+    python tools/dag.py --write     # rewrite the code entries of each stage's deps
+
+Only entries under ``stages/`` and ``src/`` are managed; data, model and report deps are kept as
+written, except that a literal path equal to a ``data:`` setting is refused (write
+``${data.<key>}`` so the dependency follows the setting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+PACKAGE = "quantbench"
+CODE_PREFIXES = ("stages/", "src/")
+REGISTRIES = {
+    "engines": ("quantbench.engines.registry", "quantbench.engines.{}", "${item.engine}"),
+    "formats": ("quantbench.formats.registry", "quantbench.formats.{}", "${item.format}"),
+}
+
+
+def module_file(name: str, src: Path = SRC) -> Path | None:
+    """The file that defines module ``name`` (a package's __init__.py), or None."""
+    base = src / Path(*name.split("."))
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    return None
+
+
+def module_name(path: Path, src: Path = SRC) -> str:
+    rel = path.relative_to(src).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(path: Path, src: Path = SRC) -> set[str]:
+    """Project modules ``path`` imports anywhere, with the packages that contain them."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    current = module_name(path, src) if path.is_relative_to(src) else ""
+    is_pkg = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = current.split(".") if is_pkg else current.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for name in names:
+            if name == PACKAGE or name.startswith(PACKAGE + "."):
+                parts = name.split(".")
+                for i in range(1, len(parts) + 1):
+                    if module_file(".".join(parts[:i]), src) is not None:
+                        found.add(".".join(parts[:i]))
+    return found
+
+
+def closure(roots: Iterable[str], src: Path = SRC, stop: set[str] | None = None) -> set[str]:
+    """Every project module reachable from ``roots`` by imports (``stop`` ones not entered)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if stop and name in stop:
+            continue
+        path = module_file(name, src)
+        if path is not None:
+            todo.extend(imported(path, src) - seen)
+    return seen
+
+
+def builtin_modules(registry: str, src: Path = SRC) -> dict[str, str]:
+    """name -> module of a registry's BUILTIN table, read from its source (not imported)."""
+    path = module_file(registry, src)
+    assert path is not None, registry
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
+        if isinstance(target, ast.Name) and target.id == "BUILTIN" and node.value is not None:
+            return {k: v for k, v in ast.literal_eval(node.value).items()}
+    raise ValueError(f"{registry} has no BUILTIN table")
+
+
+@dataclass(frozen=True)
+class StageCode:
+    name: str
+    script: str
+    deps: list[str]
+
+
+def code_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
+    """The code dependencies of one stage script (paths relative to the repository)."""
+    repo = src.parent
+    modules = closure(imported(script, src), src)
+    extra: set[str] = set()
+    templated: list[str] = []
+    for kind, (registry, pattern, template) in REGISTRIES.items():
+        if registry not in modules:
+            continue
+        builtins = builtin_modules(registry, src)
+        plugin_modules = {pattern.format(n) for n in builtins}
+        reach = closure(plugin_modules, src)
+        if kind in keyed_by:
+            templated.append(pattern.format("").replace(".", "/") + template + ".py")
+            extra |= reach - plugin_modules
+        else:
+            extra |= reach
+    modules |= extra
+    # a module loaded only through the template must not also be listed by name
+    if "engines" in keyed_by:
+        modules -= {
+            REGISTRIES["engines"][1].format(n)
+            for n in builtin_modules(REGISTRIES["engines"][0], src)
+        }
+    if "formats" in keyed_by:
+        modules -= {
+            REGISTRIES["formats"][1].format(n)
+            for n in builtin_modules(REGISTRIES["formats"][0], src)
+        }
+    files = {module_file(m, src) for m in modules}
+    rel = sorted(p.relative_to(repo).as_posix() for p in files if p is not None)
+    return [script.relative_to(repo).as_posix(), *rel, *("src/" + t for t in templated)]
+
+
+_SCRIPT = re.compile(r"python\s+(stages/[\w./-]+\.py)")
+
+
+def _keyed_by(stage: dict) -> set[str]:
+    foreach = str(stage.get("foreach", ""))
+    if "bench.pairs" in foreach:
+        return {"engines"}
+    if foreach.strip() == "${variants}":
+        return {"formats"}
+    return set()
+
+
+def stages_of(dvc: dict) -> Iterable[tuple[str, dict, dict]]:
+    """(name, stage mapping, the mapping that holds cmd and deps) for every stage."""
+    for name, stage in dvc["stages"].items():
+        yield name, stage, stage["do"] if "foreach" in stage else stage
+
+
+def load_yaml(path: Path):
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 100
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml, yaml.load(path.read_text(encoding="utf-8"))
+
+
+def data_settings(repo: Path) -> dict[str, str]:
+    import yaml
+
+    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8")) or {}
+    return {str(v): k for k, v in (params.get("data") or {}).items() if isinstance(v, str)}
+
+
+def check(repo: Path = REPO) -> list[str]:
+    """Every difference between dvc.yaml and the import closures, as lines to print."""
+    _, dvc = load_yaml(repo / "dvc.yaml")
+    data = data_settings(repo)
+    problems: list[str] = []
+    for name, stage, body in stages_of(dvc):
+        match = _SCRIPT.search(str(body.get("cmd", "")))
+        if not match:
+            continue
+        script = repo / match.group(1)
+        want = code_deps(script, _keyed_by(stage), repo / "src")
+        have = [str(d) for d in body.get("deps", []) if str(d).startswith(CODE_PREFIXES)]
+        missing = sorted(set(want) - set(have))
+        extra = sorted(set(have) - set(want))
+        for path in missing:
+            problems.append(f"{name}: missing dependency {path} (imported by the stage)")
+        for path in extra:
+            problems.append(f"{name}: {path} is listed but not imported by the stage")
+        for dep in body.get("deps", []):
+            if str(dep) in data:
+                problems.append(
+                    f"{name}: {dep} is written literally; use ${{data.{data[str(dep)]}}} so the "
+                    "dependency follows the setting"
+                )
+    return problems
+
+
+def write(repo: Path = REPO) -> int:
+    yaml, dvc = load_yaml(repo / "dvc.yaml")
+    changed = 0
+    for _, stage, body in stages_of(dvc):
+        match = _SCRIPT.search(str(body.get("cmd", "")))
+        if not match:
+            continue
+        want = code_deps(repo / match.group(1), _keyed_by(stage), repo / "src")
+        others = [d for d in body.get("deps", []) if not str(d).startswith(CODE_PREFIXES)]
+        new = [*want, *others]
+        if [str(d) for d in body.get("deps", [])] != new:
+            body["deps"] = new
+            changed += 1
+    with open(repo / "dvc.yaml", "w", encoding="utf-8") as handle:
+        yaml.dump(dvc, handle)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--check", action="store_true", help="fail on any difference")
+    group.add_argument("--write", action="store_true", help="rewrite the code deps in dvc.yaml")
+    parser.add_argument("--repo", type=Path, default=REPO)
+    args = parser.parse_args(argv)
+    if args.write:
+        print(f"dvc.yaml: code dependencies of {write(args.repo)} stage(s) rewritten")
+        return 0
+    problems = check(args.repo)
+    for line in problems:
+        print(line)
+    if problems:
+        print(
+            f"\n{len(problems)} difference(s) between dvc.yaml and the stages' imports; "
+            "run `make dag-deps` (python tools/dag.py --write) and review the diff",
+            file=sys.stderr,
+        )
+        return 1
+    print("dvc.yaml: every stage's code dependencies match its imports")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
