@@ -1,254 +1,309 @@
-"""Bad input: each must be a clear error before any work starts, naming the key, the value and
-the fix. Params cases go through the public loader (`quantbench.config.parse_config`, what
-`dvc repro`'s stages and `quantbench validate` use); CLI cases through `quantbench bench`.
+"""Bad input: each must be refused before any work, naming the key, the value and the fix.
 
-A case whose params are accepted is reported as `missing` (no validation at load time yet), with
-the check that exists later, if any, quoted, so the gap is visible rather than hidden.
+Every params case is one edit of the project's own params.yaml (or of a data file it names),
+written into a fresh copy of the project, and given to the commands a user runs: `quantbench
+validate` (what `make repro` runs first) and, for one case per kind, the pipeline's first stage
+(`python stages/validate.py`, what `dvc repro` runs before anything else). A case passes when the
+command exits with status 2 and its message holds every part of `must_say`. A case whose input
+is accepted is reported as MISSING, which fails the run like a FAIL.
+
+CLI cases run `quantbench bench` (the load test against any server) with bad flags.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from faults.scenario import Context, Outcome, Scenario
 
+REPO = Path(__file__).resolve().parents[1]
 RANDOM = {"source": "random", "input_len": 8, "output_len": 8}
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    """An edit that sets one key (dotted; a number indexes a list) of the params mapping."""
+
+    def edit(params: dict[str, Any]) -> None:
+        node: Any = params
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return edit
+
+
+def _merge(extra: dict[str, Any]) -> Edit:
+    def edit(params: dict[str, Any]) -> None:
+        def deep(into: dict[str, Any], new: dict[str, Any]) -> None:
+            for key, value in new.items():
+                if isinstance(value, dict) and isinstance(into.get(key), dict):
+                    deep(into[key], value)
+                else:
+                    into[key] = value
+
+        deep(params, copy.deepcopy(extra))
+
+    return edit
 
 
 @dataclass(frozen=True)
 class BadParams:
     key: str
     fault: str
-    params: dict[str, Any]
+    edit: Edit | None
     must_say: tuple[str, ...]
     """Parts the message must hold: the key, the value, the fix."""
     expected: str
-    later: Callable[[], str] | None = None
-    """A check that exists outside params loading (stage time, library): returns its message."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files written into the project copy (relative path -> text) before the command runs."""
+    text: Callable[[str], str] | None = None
+    """An edit of the params file's text itself (for what YAML parsing hides)."""
+    via_stage: bool = False
+    """Also run the pipeline's first stage (python stages/validate.py) on it."""
 
-
-def _error_of(call: Callable[[], Any]) -> str:
-    from quantbench.errors import UserError
-
-    try:
-        call()
-    except (UserError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return "(accepted)"
-
-
-def _variant_spec(data: dict[str, Any]) -> Callable[[], str]:
-    def later() -> str:
-        from pydantic import TypeAdapter
-        from quantbench.quantize.spec import VariantSpec
-
-        msg = _error_of(lambda: TypeAdapter(VariantSpec).validate_python(data))
-        return f"quantize/spec.py alone says: {' '.join(msg.split())}"
-
-    return later
-
-
-def _group_size_vs_model() -> str:
-    from types import SimpleNamespace
-
-    from quantbench.quantize.spec import GptqSpec, validate_against_model
-
-    arch = SimpleNamespace(hidden_size=576, intermediate_size=1536)  # SmolLM2-135M
-    spec = GptqSpec(format="gptq", group_size=128)
-    msg = _error_of(lambda: validate_against_model("gptq-w4g128", spec, arch))
-    return f"the quantize stage checks before quantizing: {msg}"
-
-
-def _pair_check() -> str:
-    from quantbench.engines.registry import check_pair
-
-    return f"engines/registry.check_pair (used by `quantbench serve`): {_error_of(lambda: check_pair('gguf-q8_0', 'gguf', 'vllm'))}"
-
-
-def _model_folder() -> str:
-    from quantbench.model import check_local_folder
-
-    msg = _error_of(lambda: check_local_folder(Path("/nonexistent/model")))
-    return f"the prepare stage checks at its start: {msg}"
-
-
-def _adapter() -> str:
-    return (
-        "the finetune stage checks at its start, after prepare has run (lora/adopt.py): "
-        "'lora.adapter_path: /nonexistent/adapter is not a folder; give a peft adapter folder "
-        "(adapter_config.json + adapter_model.safetensors) or set lora.train: true'"
-    )
+    @property
+    def injected(self) -> str:
+        parts = []
+        if self.text is not None:
+            parts.append("params.yaml text edited")
+        if self.edit is not None:
+            parts.append("params.yaml edited")
+        parts += [f"{name} written" for name in self.files]
+        return "; ".join(parts) or "params.yaml as is"
 
 
 PARAMS_CASES = [
     BadParams(
-        "variant-format",
-        "unknown variant format",
-        {"variants": {"w4": {"format": "gptx"}}},
-        ("variants.w4", "gptx", "gptq"),
-        "params error naming variants.w4.format, 'gptx' and the allowed formats",
-        _variant_spec({"format": "gptx"}),
+        "empty-params", "an empty params.yaml", None, ("params.yaml is empty", "git checkout"),
+        "'params.yaml is empty ... restore it with `git checkout params.yaml`'",
+        text=lambda _: "# nothing\n", via_stage=True,
     ),
     BadParams(
-        "gguf-type",
-        "unknown GGUF type",
-        {"variants": {"gguf-q9": {"format": "gguf", "type": "Q9_X"}}},
-        ("variants.gguf-q9", "Q9_X", "Q8_0"),
-        "params error naming variants.gguf-q9.type, 'Q9_X' and the allowed types",
-        _variant_spec({"format": "gguf", "type": "Q9_X"}),
+        "duplicate-key", "a key written twice (YAML keeps the last one silently)", None,
+        ("'slo'", "written twice", "lines"),
+        "'key 'slo' is written twice (lines N and M) ... remove one'",
+        text=lambda t: t + '\nslo: "ttft:p95<=9s"\n', via_stage=True,
     ),
     BadParams(
-        "group-size",
-        "group size that does not divide the model",
-        {"variants": {"gptq-w4g128": {"format": "gptq", "group_size": 128}}},
-        ("group_size", "128", "576"),
-        "error naming variants.gptq-w4g128.group_size, 128, the width it does not divide and the "
-        "sizes that would",
-        _group_size_vs_model,
+        "prompts-missing", "a prompts file that does not exist (override_max_tokens on)",
+        _set("workload.prompts.path", "data/no-such-prompts.jsonl"),
+        ("workload.prompts.path", "data/no-such-prompts.jsonl", "does not exist"),
+        "error naming workload.prompts.path and the missing file",
     ),
     BadParams(
-        "variant-engine",
-        "incompatible variant-engine pair",
-        {
-            "variants": {"gguf-q8_0": {"format": "gguf", "type": "Q8_0"}},
-            "engines": {"vllm": {"enabled": True}},
-            "bench": {"pairs": {"gguf-q8_0-vllm": {"variant": "gguf-q8_0", "engine": "vllm"}}},
-        },
-        ("gguf-q8_0", "vllm", "llamacpp"),
-        "params error: engine 'vllm' cannot serve 'gguf-q8_0' (gguf); engines that do: llamacpp",
-        _pair_check,
+        "prompts-empty", "an empty prompts file",
+        _set("workload.prompts.path", "data/empty-prompts.jsonl"),
+        ("workload.prompts.path", "data/empty-prompts.jsonl", "has no lines"),
+        "error naming the file: it has no lines", files={"data/empty-prompts.jsonl": "\n"},
     ),
     BadParams(
-        "adapter-missing",
-        "missing adapter folder",
-        {"lora": {"train": False, "adapter_path": "/nonexistent/adapter"}},
-        ("lora.adapter_path", "/nonexistent/adapter"),
-        "params error naming lora.adapter_path and the path",
-        _adapter,
+        "prompts-invalid", "a prompts line that is not JSON",
+        _set("workload.prompts.path", "data/bad-prompts.jsonl"),
+        ("bad-prompts.jsonl:2", "not valid JSON"),
+        "error naming the file and line 2",
+        files={"data/bad-prompts.jsonl": '{"id": "a", "prompt": "hi"}\n{oops\n'},
     ),
     BadParams(
-        "model-missing",
-        "missing model folder",
-        {"model": {"source": "local", "path": "/nonexistent/model"}},
-        ("model.path", "/nonexistent/model"),
-        "params error naming model.path and the path",
-        _model_folder,
+        "prompts-list", "a prompts line that is a JSON list",
+        _set("workload.prompts.path", "data/list-prompts.jsonl"),
+        ("list-prompts.jsonl:1", "must be a JSON object", "list"),
+        "error naming the file and line, not a traceback",
+        files={"data/list-prompts.jsonl": '["not", "an", "object"]\n'},
     ),
     BadParams(
-        "slo-syntax",
-        "malformed SLO text",
-        {"slo": "ttft:p95<=500ms; ttfb:p50<200ms"},
-        ("slo", "ttfb", "^^^^", "allowed metrics"),
-        "params error quoting the text with a caret under 'ttfb' and the allowed metrics",
+        "train-missing", "a missing training file", _set("data.train", "data/nope.jsonl"),
+        ("data.train", "data/nope.jsonl", "does not exist"),
+        "error naming data.train and the path", via_stage=True,
     ),
     BadParams(
-        "slo-unit",
-        "SLO without a unit",
-        {"slo": "ttft:p95<=500"},
-        ("slo", "ttft:p95<=500", "needs a unit", "ms, s"),
-        "params error: ttft needs a unit; allowed ms, s",
+        "calibration-blank", "a calibration file that exists but is blank",
+        _set("data.calibration", "data/blank.txt"),
+        ("calibration file", "data/blank.txt", "empty"),
+        "error naming the calibrating variants and the blank file",
+        files={"data/blank.txt": "\n   \n"},
     ),
     BadParams(
-        "output-over-context",
-        "impossible workload: output longer than the context",
-        {
-            "engines": {"llamacpp": {"ctx_size": 4096, "parallel": 4}},
-            "variants": {"gguf-q8_0": {"format": "gguf", "type": "Q8_0"}},
-            "bench": {
-                "pairs": {"gguf-q8_0-llamacpp": {"variant": "gguf-q8_0", "engine": "llamacpp"}}
-            },
-            "workload": {
-                "prompts": {"source": "random", "input_len": 512, "output_len": 2048},
-                "load": [{"kind": "concurrency", "concurrency": 1}],
-                "num_requests": 4,
-            },
-        },
-        ("output_len", "2048", "ctx_size"),
-        "params error: 512 + 2048 tokens exceed llamacpp's 1024-token slot (ctx_size/parallel)",
+        "label-traversal", "a load point label that climbs out of its folder",
+        _set("workload.load.0.label", "../../outside"),
+        ("workload.load.0.label", "../../outside", "plain name"),
+        "error: a label is a plain name (it names a folder; the plan file there holds headers)",
     ),
     BadParams(
-        "rate-zero",
-        "zero arrival rate",
-        {"workload": {"prompts": RANDOM, "load": [{"kind": "rate", "rate": 0}], "num_requests": 4}},
-        ("workload.load.0", "rate", "got 0", "greater than 0"),
-        "params error naming workload.load.0 rate, 0, 'greater than 0'",
+        "slo-negative", "a negative SLO limit", _set("slo", "ttft:p95<=-5ms"),
+        ("slo", "negative", ">= 0"), "the SLO text with a caret under -5: limits are >= 0",
     ),
     BadParams(
-        "rate-negative",
-        "negative arrival rate",
-        {
-            "workload": {
-                "prompts": RANDOM,
-                "load": [{"kind": "rate", "rate": -2}],
-                "num_requests": 4,
-            }
-        },
-        ("workload.load.0", "rate", "got -2", "greater than 0"),
-        "params error naming workload.load.0 rate, -2, 'greater than 0'",
+        "search-start", "a search that would start at concurrency 0.5",
+        _set("bench.search", {"kind": "concurrency", "start": 0.5, "max": 8}),
+        ("bench.search", "0.5", "whole number"),
+        "error: concurrency counts streams, give a whole number >= 1",
     ),
     BadParams(
-        "concurrency-zero",
-        "zero concurrency",
-        {
-            "workload": {
-                "prompts": RANDOM,
-                "load": [{"kind": "concurrency", "concurrency": 0}],
-                "num_requests": 4,
-            }
-        },
-        ("workload.load.0", "concurrency", "got 0", "greater than 0"),
-        "params error naming workload.load.0 concurrency, 0, 'greater than 0'",
+        "flash-attn-unquoted", "flash_attn: on written unquoted (YAML reads true)", None,
+        ("engines.llamacpp.flash_attn", "True", "quote"),
+        "the key, the boolean YAML made of it, and 'quote the word'",
+        text=lambda t: t.replace("  llamacpp:\n", "  llamacpp:\n    flash_attn: on\n", 1),
     ),
     BadParams(
-        "engine-key",
-        "unknown engine setting (params)",
-        {"engines": {"vllm": {"max_num_seqz": 8}}},
+        "host-public", "servers asked to bind all interfaces", _set("bench.host", "0.0.0.0"),
+        ("bench", "0.0.0.0", "not a loopback", "allow_non_loopback"),
+        "error: not loopback; opt in with bench.allow_non_loopback",
+    ),
+    BadParams(
+        "extra-args-host", "extra_args that would move a server off its address",
+        _set("engines.vllm.extra_args", ["--host", "0.0.0.0"]),
+        ("engines.vllm", "--host", "bench.host"), "error: set bench.host instead",
+    ),
+    BadParams(
+        "secret-in-params", "a token written into params.yaml (copied into dvc.lock)",
+        _set("engines.vllm.extra_env", {"HF_TOKEN": "hf_not_a_real_token"}),
+        ("engines.vllm", "HF_TOKEN", "secret_env", "dvc.lock"),
+        "error: pass secrets through the environment, named under secret_env",
+    ),
+    BadParams(
+        "variant-format", "unknown variant format", _set("variants.w4", {"format": "gptx"}),
+        ("variants.w4", "gptx", "gptq"), "error naming variants.w4, 'gptx' and the known formats",
+    ),
+    BadParams(
+        "gguf-type", "unknown GGUF type", _set("variants.gguf-q9", {"format": "gguf", "type": "Q9_X"}),
+        ("variants.gguf-q9", "Q9_X", "Q8_0"), "error naming the type and the allowed ones",
+    ),
+    BadParams(
+        "group-size", "group size that does not divide the model",
+        _set("variants.gptq-w4g128", {"format": "gptq", "group_size": 128}),
+        ("group_size", "128", "576", "allowed here"),
+        "error naming the group size, the width it does not divide and the sizes that would",
+    ),
+    BadParams(
+        "variant-engine", "incompatible variant-engine pair",
+        _set("bench.pairs.gguf-q8_0-vllm", {"variant": "gguf-q8_0", "engine": "vllm"}),
+        ("gguf-q8_0", "vllm", "llamacpp"), "error: vllm cannot serve gguf; llamacpp can",
+    ),
+    BadParams(
+        "adapter-missing", "missing adapter folder",
+        _merge({"lora": {"train": False, "adapter_path": "/nonexistent/adapter"}}),
+        ("lora.adapter_path", "/nonexistent/adapter"), "error naming lora.adapter_path",
+    ),
+    BadParams(
+        "model-missing", "missing model folder",
+        _merge({"model": {"source": "local", "path": "/nonexistent/model"}}),
+        ("model.path", "/nonexistent/model"), "error naming model.path and the path",
+    ),
+    BadParams(
+        "slo-syntax", "malformed SLO text", _set("slo", "ttft:p95<=500ms; ttfb:p50<200ms"),
+        ("slo", "ttfb", "^^^^", "allowed metrics"), "the text with a caret under 'ttfb'",
+    ),
+    BadParams(
+        "slo-unit", "SLO without a unit", _set("slo", "ttft:p95<=500"),
+        ("slo", "needs a unit", "ms, s"), "error: ttft needs a unit; allowed ms, s",
+    ),
+    BadParams(
+        "output-over-context", "output longer than the engine's context",
+        _merge({"engines": {"llamacpp": {"ctx_size": 64, "parallel": 4, "sweep": {}}}}),
+        ("workload", "ctx_size 64 / parallel 4", "16 tokens"),
+        "error: requests ask for more tokens than a llama.cpp slot holds",
+    ),
+    BadParams(
+        "rate-zero", "zero arrival rate", _set("workload.load", [{"kind": "rate", "rate": 0}]),
+        ("workload.load.0", "rate", "got 0", "greater than 0"), "error naming the rate and 0",
+    ),
+    BadParams(
+        "concurrency-zero", "zero concurrency",
+        _set("workload.load", [{"kind": "concurrency", "concurrency": 0}]),
+        ("workload.load.0", "concurrency", "got 0", "greater than 0"), "error naming it and 0",
+    ),
+    BadParams(
+        "engine-key", "unknown engine setting", _set("engines.vllm.max_num_seqz", 8),
         ("engines.vllm.max_num_seqz", "unknown key", "max_num_seqs"),
-        "params error: unknown key, listing the allowed ones (max_num_seqs among them)",
+        "error: unknown key, listing the allowed ones",
     ),
     BadParams(
-        "sweep-key",
-        "unknown setting in an engine sweep",
-        {"engines": {"llamacpp": {"sweep": {"paralel": [1, 2]}}}},
+        "sweep-key", "unknown setting in an engine sweep",
+        _set("engines.llamacpp.sweep", {"paralel": [1, 2]}),
         ("engines.llamacpp", "paralel", "sweepable", "parallel"),
-        "params error naming the sweep key and the sweepable settings",
+        "error naming the sweep key and the sweepable settings",
     ),
     BadParams(
-        "pair-engine",
-        "benchmark pair on an unknown engine",
-        {"bench": {"pairs": {"q8-tgi": {"variant": "q8", "engine": "tgi"}}}},
-        ("bench.pairs.q8-tgi", "tgi", "transformers, vllm, llamacpp"),
-        "params error naming the pair, 'tgi' and the known engines",
+        "pair-engine", "benchmark pair on an unknown engine",
+        _set("bench.pairs.gguf-q8_0-tgi", {"variant": "gguf-q8_0", "engine": "tgi"}),
+        ("tgi", "known"), "error naming 'tgi' and the known engines",
     ),
-]
+]  # fmt: skip
+
+
+def project_copy(case: BadParams, root: Path) -> Path:
+    """A copy of the project's params and data with the case's edit applied."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "data", root / "data", dirs_exist_ok=True)
+    text = (REPO / "params.yaml").read_text(encoding="utf-8")
+    if case.edit is not None:
+        params = yaml.safe_load(text)
+        case.edit(params)
+        text = yaml.safe_dump(params, sort_keys=False)
+    if case.text is not None:
+        text = case.text(text)
+    (root / "params.yaml").write_text(text, encoding="utf-8")
+    for name, content in case.files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(content, encoding="utf-8")
+    return root
+
+
+def run_validate(root: Path) -> tuple[int, str]:
+    """`quantbench validate` in the project copy (in this process: the console script's main)."""
+    from quantbench.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.chdir(root), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        rc = main(["validate", "--quiet"])
+    return rc, err.getvalue() + out.getvalue()
+
+
+def run_stage(root: Path) -> tuple[int, str]:
+    """The pipeline's first stage, as DVC runs it."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "stages/validate.py")],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stderr + done.stdout
 
 
 def check_params(case: BadParams) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
-        from quantbench import preflight
-        from quantbench.config import ConfigError, parse_config
-        from quantbench.errors import UserError
-
-        try:
-            # what `make repro` runs before any stage: the file, then what it points to
-            preflight.check(parse_config(case.params))
-        except (ConfigError, UserError) as exc:
-            message = str(exc)
-        else:
-            message = ""
-        if not message:
-            later = case.later() if case.later is not None else "no check anywhere"
-            return Outcome("missing", f"params load: accepted. {later}")
-        lacking = [part for part in case.must_say if part not in message]
-        text = " / ".join(line.strip() for line in message.splitlines()[1:])
-        if lacking:
-            return Outcome("fail", f"{text} | the message lacks {lacking}")
-        return Outcome("pass", text)
+        root = project_copy(case, ctx.dir / "project")
+        results = [("quantbench validate", *run_validate(root))]
+        if case.via_stage:
+            results.append(("stages/validate.py", *run_stage(root)))
+        problems = []
+        for command, rc, message in results:
+            if rc == 0:
+                return Outcome("missing", f"{command}: accepted (exit 0)")
+            lacking = [part for part in case.must_say if part not in message]
+            if rc != 2 or lacking or "Traceback" in message:
+                problems.append(f"{command}: exit {rc}, lacks {lacking}: {message[-300:]}")
+        text = " / ".join(line.strip() for line in results[0][2].splitlines()[1:4])
+        if problems:
+            return Outcome("fail", " | ".join(problems))
+        via = " and stages/validate.py" if case.via_stage else ""
+        return Outcome("pass", f"exit 2 from quantbench validate{via}: {text}")
 
     return run
 
@@ -307,7 +362,7 @@ def check_flags(case: BadFlags) -> Callable[[Context], Outcome]:
 
 SCENARIOS = [
     *(
-        Scenario(c.key, "input", c.fault, f"params: {c.params}", c.expected, check_params(c), False)
+        Scenario(c.key, "input", c.fault, c.injected, c.expected, check_params(c), c.via_stage)
         for c in PARAMS_CASES
     ),
     *(

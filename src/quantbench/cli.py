@@ -18,9 +18,16 @@ def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.params) if args.no_preflight else validate_config(args.params)
     print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
     if not args.quiet:
+        from quantbench.secrets import redact_mapping
+
         for name, section in config:
             shown = section.model_dump(mode="json") if hasattr(section, "model_dump") else section
-            print(f"  {name}: {shown}")
+            if isinstance(shown, dict):  # engines and variants: a mapping of settings models
+                shown = {
+                    k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v
+                    for k, v in shown.items()
+                }
+            print(f"  {name}: {redact_mapping(shown)}")
     return 0
 
 

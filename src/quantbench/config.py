@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from quantbench.bench.spec import BenchSettings
 from quantbench.data import DataSettings
@@ -88,7 +88,9 @@ class Config(Settings):
         return text
 
     @model_validator(mode="after")
-    def _pairs_are_servable(self) -> Config:
+    def _pairs_are_servable(self, info: ValidationInfo) -> Config:
+        if (info.context or {}).get("sections_failed"):
+            return self  # a pair naming a variant or engine that failed is explained already
         for name, pair in self.bench.pairs.items():
             where = f"bench.pairs.{name}"
             if pair.engine not in self.engines:
@@ -172,7 +174,10 @@ def parse_config(raw: dict[str, Any] | None, origin: str = "params.yaml") -> Con
     engines = _engines(raw.get("engines"), errors)
     rest = {k: v for k, v in raw.items() if k not in ("variants", "engines")}
     try:
-        config = Config.model_validate({**rest, "variants": variants, "engines": engines})
+        config = Config.model_validate(
+            {**rest, "variants": variants, "engines": engines},
+            context={"sections_failed": bool(errors)},
+        )
     except ValidationError as exc:
         errors.extend(describe(e, "", Config) for e in exc.errors(include_url=False))
         config = None

@@ -135,9 +135,24 @@ def _allowed_keys(model: Any, loc: tuple[Any, ...]) -> list[str]:
 _YAML_BOOLEANS = {True: "on / yes / true", False: "off / no / false"}
 
 
+# Tags of the settings' discriminated unions: pydantic puts the tag into an error's location
+# (workload.load.0.concurrency.label); users wrote no such key, so it is left out.
+UNION_TAGS = frozenset({"concurrency", "rate", "dataset", "random"})
+
+
+def _user_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for i, part in enumerate(loc):
+        after_index = i > 0 and isinstance(loc[i - 1], int)
+        if after_index and part in UNION_TAGS and i + 1 < len(loc):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
 def describe(error: Any, prefix: str = "", model: Any = None) -> str:
     """One validation error as 'key: got value; what is allowed (and how to fix it)'."""
-    loc = tuple(error["loc"])
+    loc = _user_loc(tuple(error["loc"]))
     key = ".".join(str(p) for p in ((prefix,) if prefix else ()) + loc) or "(top level)"
     kind = error["type"]
     if kind == "extra_forbidden":
@@ -147,6 +162,8 @@ def describe(error: Any, prefix: str = "", model: Any = None) -> str:
     value = error.get("input")
     shown = repr(value) if not isinstance(value, dict) else "{...}"
     message = str(error["msg"]).removeprefix("Value error, ")
+    if not loc and kind == "value_error":  # a check across fields: its message says it all
+        return f"{prefix}: {message}" if prefix else message
     if kind == "literal_error":
         message = message.replace("Input should be", "allowed:")
     if isinstance(value, bool) and kind in ("literal_error", "string_type", "enum"):

@@ -74,18 +74,42 @@ def model_widths(config: Config) -> Widths | None:
 
 
 def max_output_tokens(config: Config) -> int:
-    """The most output tokens any request of the workload asks for."""
+    """The most output tokens any request of the workload asks for.
+
+    A dataset is read with the load harness's own reader, so every line is checked the way the
+    bench stage will read it (a missing or empty file, a line that is not a JSON object, a bad
+    max_tokens: a DatasetError naming the file and line), whether or not override_max_tokens
+    replaces the lines' own limits.
+    """
+    from quantbench.load.prompts import load_dataset
+
     prompts = config.workload.prompts
     if prompts.source == "random":
         return int(prompts.output_len * (1 + prompts.range_ratio))
-    if prompts.override_max_tokens and prompts.max_tokens:
-        return prompts.max_tokens
-    asked = []
-    for line in Path(prompts.path).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            asked.append(int(row.get("max_tokens") or prompts.max_tokens or 0))
-    return max(asked, default=prompts.max_tokens or 0)
+    items = load_dataset(prompts)
+    return max(item.max_tokens for item in items)
+
+
+DATA_FILES = (
+    ("heldout", "held-out questions (finetune, merge, evaluate)"),
+    ("eval", "evaluation text (evaluate)"),
+)
+
+
+def data_problems(config: Config) -> list[str]:
+    """The data files the stages will read: each must exist and hold something."""
+    from quantbench.data import DataFileError, check_data_file
+
+    wanted = list(DATA_FILES)
+    if config.lora.train:
+        wanted.insert(0, ("train", "training chats (finetune, with lora.train: true)"))
+    found = []
+    for key, what in wanted:
+        try:
+            check_data_file(getattr(config.data, key), f"data.{key} ({what})")
+        except DataFileError as exc:
+            found.append(str(exc))
+    return found
 
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
@@ -114,7 +138,7 @@ def problems(config: Config) -> list[str]:
     from quantbench.model import ModelSourceError, check_local_folder
     from quantbench.quantize.build import check_calibration_file
 
-    found: list[str] = []
+    found: list[str] = data_problems(config)
     if config.model.source == "local" and config.model.path is not None:
         try:
             check_local_folder(config.model.path)
@@ -131,7 +155,7 @@ def problems(config: Config) -> list[str]:
     try:
         widths = model_widths(config)
     except (OSError, KeyError, ValueError, ModelSourceError) as exc:
-        if not found:  # the folder problem above already explains it
+        if not any(f.startswith("model.path") for f in found):  # that already explains it
             found.append(f"model: cannot read the model's dimensions ({exc})")
     for name, spec in config.variants.items():
         try:
@@ -143,7 +167,8 @@ def problems(config: Config) -> list[str]:
     try:
         asked = max_output_tokens(config)
     except (OSError, ValueError) as exc:
-        found.append(f"workload.prompts: cannot read {config.workload.prompts} ({exc})")
+        path = getattr(config.workload.prompts, "path", None)
+        found.append(f"workload.prompts.path: {path}: {exc}")
         asked = 0
     limits = dict(engine_contexts(config))
     if widths is not None:

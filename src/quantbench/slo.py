@@ -225,11 +225,22 @@ def _parse_one(text: str, start: int, end: int) -> Constraint:
             text, sc.pos, end, f"unexpected text {text[sc.pos:end].strip()!r}",
             "separate constraints with ';'",
         )  # fmt: skip
+    threshold = number * units[unit]
+    if threshold < 0:
+        raise SLOParseError(
+            text, n0, n1, f"{metric} limit {got[0]} is negative",
+            f"{metric} is never below 0: give a limit >= 0",
+        )  # fmt: skip
+    if kind == "fraction" and threshold > 1:
+        raise SLOParseError(
+            text, n0, u_end if unit else n1, f"{metric} limit {got[0]}{unit} is above 100 %",
+            "write error_rate as a fraction (0.01) or a percentage (1%)",
+        )  # fmt: skip
     return Constraint(
         metric=metric,
         statistic=statistic,
         op=op,
-        threshold=number * units[unit],
+        threshold=threshold,
         unit=unit,
         text=text[start:end].strip(),
     )

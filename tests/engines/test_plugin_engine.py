@@ -19,6 +19,16 @@ PLUGIN = Path(__file__).with_name("plugin_engine.py")
 def params(tmp_path: Path) -> Path:
     data = {
         "plugins": [str(PLUGIN)],
+        "data": {
+            key: str(REPO / "data" / name)
+            for key, name in (
+                ("train", "train.jsonl"),
+                ("heldout", "heldout.jsonl"),
+                ("calibration", "calibration.txt"),
+                ("eval", "eval.txt"),
+                ("prompts", "prompts.jsonl"),
+            )
+        },  # fmt: skip
         "variants": {"bf16": {"format": "bf16"}},
         "engines": {
             "echo": {"itl_ms": 1.0, "sweep": {"itl_ms": [1.0, 3.0]}},

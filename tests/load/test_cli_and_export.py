@@ -56,7 +56,7 @@ def test_flags_override_the_params_file(tmp_path: Path) -> None:
         (["--random-input-len", "4", "--concurrency", "1", "--num-requests", "2"],
          "both --random-input-len and --random-output-len"),
         (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "0",
-          "--num-requests", "2"], "concurrency: Input should be greater than 0 (got 0)"),
+          "--num-requests", "2"], "load.0.concurrency: got 0; Input should be greater than 0"),
         (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",
           "--num-requests", "2", "--slo", "ttft<=5"], "ttft needs a unit"),
         (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",

@@ -36,3 +36,44 @@ def test_two_workers_open_loop_keep_the_schedule(bench) -> None:  # type: ignore
     lags = sorted(r.send_time - r.scheduled_time for r in run.records)
     assert lags[-1] < 0.05  # both workers started on the same clock
     assert {r.worker for r in run.records} == {0, 1}
+
+
+def test_a_process_without_the_token_gets_no_plan(tmp_path) -> None:
+    """The plan holds the request headers (an API key): a local process connecting as a worker
+    without the run's token must not receive it, and the master refuses to run."""
+    import subprocess
+
+    from quantbench.engines.ports import free_port
+    from quantbench.load.plan import LoadPlan, PlannedRequest
+    from quantbench.load.procs import TOKEN_ENV, child_env, spawn_module, stop_group
+
+    plan = LoadPlan(
+        url="http://127.0.0.1:9", path="/v1/chat/completions", api="chat", point="c1",
+        mode="closed", users=1, requests=[PlannedRequest("p", "s", {"model": "m"})], total=1,
+        headers={"Authorization": "Bearer sk-very-secret"},
+    )  # fmt: skip
+    plan_path = tmp_path / "plan.json"
+    plan.save(plan_path)
+    port = free_port()
+    env = {**child_env(), TOKEN_ENV: "the-right-token"}
+    master = spawn_module(
+        "quantbench.load.runner",
+        ["master", "--plan", str(plan_path), "--records", str(tmp_path / "out.jsonl"),
+         "--workers", "1", "--bind-port", str(port), "--wait-workers-s", "8"],
+        env=env, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    rogue_env = {k: v for k, v in env.items() if k != TOKEN_ENV}
+    rogue = spawn_module(
+        "quantbench.load.runner", ["worker", "--master-port", str(port)], env=rogue_env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        rc = master.wait(timeout=60)
+        err = master.stderr.read()
+    finally:
+        stop_group(rogue)
+        stop_group(master)
+    out = rogue.stdout.read()
+    assert rc == 2, err
+    assert "with this run's token" in err
+    assert "sk-very-secret" not in out

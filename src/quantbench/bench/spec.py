@@ -40,6 +40,15 @@ class SearchSettings(_Strict):
 
     @model_validator(mode="after")
     def _start_below_max(self) -> SearchSettings:
+        if self.kind == "concurrency":
+            for name in ("start", "max"):
+                value = getattr(self, name)
+                if value < 1 or value != int(value):
+                    raise ValueError(
+                        f"search.{name} is {value:g}, but a concurrency search counts streams: "
+                        f"give a whole number >= 1 (e.g. {max(1, round(value))}), or set "
+                        "search.kind: rate for request rates"
+                    )
         if self.start > self.max:
             raise ValueError(f"search.start {self.start:g} is above search.max {self.max:g}")
         return self
@@ -60,7 +69,14 @@ class BenchSettings(_Strict):
     )
     currency: str = Field("USD", description="Label for prices.")
     host: str = Field(
-        "127.0.0.1", description="Where servers bind. Loopback unless you mean to expose them."
+        "127.0.0.1",
+        description="Where servers bind: a loopback address (127.0.0.1, ::1) unless "
+        "allow_non_loopback is true.",
+    )
+    allow_non_loopback: bool = Field(
+        False,
+        description="Let servers bind a non-loopback address (bench.host), reachable from other "
+        "machines: off unless you mean to expose them; the report shows the address when on.",
     )
     search: SearchSettings = SearchSettings()
     pairs: dict[str, Pair] = Field(
@@ -68,6 +84,22 @@ class BenchSettings(_Strict):
         description="The bench stages: `bench@<name>` for each entry, name = <variant>-<engine>. "
         "`quantbench pairs` prints every valid pair of the configured variants and engines.",
     )
+
+    @model_validator(mode="after")
+    def _loopback_unless_asked(self) -> BenchSettings:
+        import ipaddress
+
+        try:
+            loopback = self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback and not self.allow_non_loopback:
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address: servers would be reachable from "
+                "other machines. Use 127.0.0.1, or set bench.allow_non_loopback: true if you mean "
+                "to expose them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _pair_names(self) -> BenchSettings:

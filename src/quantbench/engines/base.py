@@ -17,7 +17,7 @@ pipeline needs to know about it:
 from __future__ import annotations
 
 import itertools
-import re
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -27,16 +27,18 @@ from pydantic import Field, ValidationError, model_validator
 from quantbench.engines.artifact import Artifact
 from quantbench.load.requests import RequestProfile
 from quantbench.runtime import thread_env
+from quantbench.secrets import (
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_argv,
+    redact_env,
+    secret_values,
+)
 from quantbench.settings import Settings
 
-REDACTED = "***"
-SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a flag or variable name holds a secret: a word of it (split at - and _) is one
-    of SECRET_WORDS, so `--api-key` and `HF_TOKEN` are, `--max-num-batched-tokens` is not."""
-    return any(word in SECRET_WORDS for word in re.split(r"[-_]+", name.lower()))
+# Flags with which extra_args could move a server off the address quantbench chose for it.
+HOST_PORT_FLAGS = frozenset({"--host", "--port", "--bind", "--listen"})
 
 
 @dataclass(frozen=True)
@@ -52,32 +54,33 @@ class LaunchSpec:
     metrics_path: str | None
     model_name: str
     startup_timeout_s: float
+    secret_env: tuple[str, ...] = ()
+    """Environment variables whose values are secrets whatever their names (secret_env)."""
 
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    @property
+    def secrets(self) -> set[str]:
+        """The secret values this launch carries (in its argv or its environment)."""
+        named = {self.env[n] for n in self.secret_env if self.env.get(n)}
+        return secret_values(self.argv, self.env) | named
+
     def redacted_argv(self) -> list[str]:
-        """argv with the values of secret flags hidden (`--api-key V`, `--hf-token=V`), for
-        logs and reports."""
-        out: list[str] = []
-        hide = False
-        for arg in self.argv:
-            flag, eq, _ = arg.partition("=")
-            if hide:
-                out.append(REDACTED)
-                hide = False
-            elif arg.startswith("--") and is_secret_name(flag):
-                out.append(f"{flag}={REDACTED}" if eq else arg)
-                hide = not eq
-            else:
-                out.append(arg)
-        return out
+        """argv with every secret hidden (`--api-key V`, `--hf-token=V`, `-hft V`), for logs and
+        reports."""
+        return redact_argv(self.argv, self.secrets)
 
     def redacted_env(self) -> dict[str, str]:
         """The extra environment with the values of secret variables (HF_TOKEN, ...) hidden."""
-        return {k: REDACTED if is_secret_name(k) else v for k, v in self.env.items()}
+        env = redact_env(self.env, self.secrets)
+        return {k: REDACTED if k in self.secret_env else v for k, v in env.items()}
+
+    def redact(self, text: str) -> str:
+        """Any text (a log tail, an error) with this launch's secrets hidden."""
+        return redact(text, self.secrets)
 
 
 class EngineSettings(Settings):
@@ -96,12 +99,58 @@ class EngineSettings(Settings):
     extra_args: list[str] = Field(
         [], description="Passed to the server's command line as they are (never through a shell)."
     )
-    extra_env: dict[str, str] = Field({}, description="Extra environment for the server process.")
+    extra_env: dict[str, str] = Field(
+        {},
+        description="Extra environment for the server process. Never a secret: params.yaml's "
+        "values are copied into dvc.lock; list secrets under secret_env.",
+    )
+    secret_env: list[str] = Field(
+        [],
+        description="Names of environment variables (HF_TOKEN, VLLM_API_KEY, ...) passed from "
+        "quantbench's own environment to the server: the way to give a server a secret. Only the "
+        "names are in params.yaml and dvc.lock; values are hidden in every report and log.",
+    )
     sweep: dict[str, list[Any]] = Field(
         {},
         description="Server-setting grid for benchmarks: setting name -> values, e.g. "
         "{continuous_batching: [false, true]}. The server starts once per combination.",
     )
+
+    @model_validator(mode="after")
+    def _no_secret_in_params(self) -> EngineSettings:
+        for name, value in self.extra_env.items():
+            if is_secret_name(name) and value:
+                raise ValueError(
+                    f"extra_env: {name} holds a secret, and params.yaml values are copied into "
+                    f"dvc.lock (which is committed): remove it here, export {name} in the "
+                    f"environment and list its name under secret_env: [{name}]"
+                )
+        for i, arg in enumerate(self.extra_args):
+            flag, eq, _ = arg.partition("=")
+            if (
+                arg.startswith("-")
+                and is_secret_name(flag)
+                and (eq or i + 1 < len(self.extra_args))
+            ):
+                raise ValueError(
+                    f"extra_args: {flag} takes a secret, and params.yaml values are copied into "
+                    "dvc.lock (which is committed): pass it through an environment variable the "
+                    "server reads (e.g. VLLM_API_KEY, LLAMA_API_KEY, HF_TOKEN) listed under "
+                    "secret_env"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _extra_args_keep_host_and_port(self) -> EngineSettings:
+        for arg in self.extra_args:
+            flag = arg.split("=", 1)[0]
+            if flag in HOST_PORT_FLAGS:
+                raise ValueError(
+                    f"extra_args: {arg!r} would replace the address quantbench gives the server "
+                    "(it binds bench.host on a free port and sends its load there); set "
+                    "bench.host instead, and leave the port to quantbench"
+                )
+        return self
 
     @model_validator(mode="after")
     def _sweep_names_settings(self) -> EngineSettings:
@@ -179,4 +228,13 @@ class Engine(ABC):
 
     @staticmethod
     def base_env(settings: EngineSettings) -> dict[str, str]:
-        return {**thread_env(settings.threads), **settings.extra_env}
+        missing = [n for n in settings.secret_env if n not in os.environ]
+        if missing:
+            from quantbench.errors import UserError
+
+            raise UserError(
+                f"secret_env names {', '.join(missing)}, which is not set in the environment: "
+                f"export {missing[0]}=... before running"
+            )
+        secrets = {name: os.environ[name] for name in settings.secret_env}
+        return {**thread_env(settings.threads), **settings.extra_env, **secrets}

@@ -92,6 +92,7 @@ class LlamaCppEngine(Engine):
             metrics_path="/metrics",
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
+            secret_env=tuple(settings.secret_env),
         )
 
     def version(self, settings: LlamaCppSettings) -> str:

@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -49,15 +50,28 @@ class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
 
 
-def _die_with_parent() -> None:
-    """In the child before exec (Linux): be SIGKILLed if the process that started us dies, so even
-    `kill -9` of a stage leaves no server behind (its own session shields it from the group)."""
-    try:
-        import ctypes
+def listening_pid(host: str, port: int) -> int | None:
+    """The PID of the process listening on (host, port), where the OS lets us see it."""
+    import psutil
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: teardown still covers every normal exit
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return None
+    for conn in conns:
+        listening = conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
+        if listening and conn.laddr.ip in (host, "0.0.0.0", "::") and conn.pid is not None:
+            return int(conn.pid)
+    return None
+
+
+def process_summary(pid: int) -> str:
+    import psutil
+
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:120] or "unknown"
+    except psutil.Error:
+        return "unknown"
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -83,10 +97,14 @@ class MemorySampler:
 
     pid: int
     interval_s: float = 0.5
+    skip_root: bool = False
+    """Leave the root out of the sum (the guard, whose few MB are not the server's)."""
     peak_rss_bytes: int = 0
     peak_gpu_bytes: int | None = None
     samples: int = 0
-    pids_seen: set[int] = field(default_factory=set)
+    pids_seen: dict[int, float] = field(default_factory=dict)
+    """Every process seen in the tree, with its start time: a PID is only ever signalled if the
+    process behind it still has that start time (PIDs are reused)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -110,8 +128,9 @@ class MemorySampler:
         rss = 0
         for proc in procs:
             with contextlib.suppress(psutil.Error):
-                rss += proc.memory_info().rss
-                self.pids_seen.add(proc.pid)
+                self.pids_seen.setdefault(proc.pid, proc.create_time())
+                if not (self.skip_root and proc.pid == self.pid):
+                    rss += proc.memory_info().rss
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
         gpu = gpu_memory_bytes({p.pid for p in procs})
         if gpu is not None:
@@ -161,22 +180,31 @@ class Server:
     def url(self) -> str:
         return self.spec.base_url
 
+    def tail(self) -> str:
+        """The end of the server's log, with this launch's secrets hidden (engines echo their
+        command line, and the tail is copied into rows, summaries and the report)."""
+        return self.spec.redact(log_tail(self.log_path))
+
     def start(self) -> None:
         check_port_free(self.spec.host, self.spec.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting %s: %s", self.spec.engine, " ".join(self.spec.redacted_argv()))
+        from quantbench.engines import guard
+
+        # Under the guard (see engines/guard.py): nothing the server starts outlives us, even
+        # when this process is killed with SIGKILL.
+        argv = [sys.executable, str(Path(guard.__file__)), "--", *self.spec.argv]
         with open(self.log_path, "wb") as log_file:
             self.process = subprocess.Popen(
-                self.spec.argv,
+                argv,
                 env={**os.environ, **self.spec.env},
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: one signal reaches all workers
-                preexec_fn=_die_with_parent,
             )
         self.started_at = time.monotonic()
-        self.memory = MemorySampler(self.process.pid)
+        self.memory = MemorySampler(self.process.pid, skip_root=True)
         self.memory.start()
 
     def check_alive(self, during: str) -> None:
@@ -186,11 +214,36 @@ class Server:
             self.exit_code = code
             raise ServerExitedError(
                 f"{self.spec.engine} server {describe_exit(code)} {during}; "
-                f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+                f"last lines of {self.log_path}:\n{self.tail()}"
+            )
+
+    def tree_pids(self) -> set[int]:
+        """The server process and every descendant alive now."""
+        import psutil
+
+        assert self.process is not None
+        try:
+            root = psutil.Process(self.process.pid)
+            return {root.pid, *(p.pid for p in root.children(recursive=True))}
+        except psutil.Error:
+            return set()
+
+    def check_ours(self) -> None:
+        """The process listening on our port must be the server we started (or one of its
+        workers), not whatever else took the port: a 200 from a stranger proves nothing."""
+        owner = listening_pid(self.spec.host, self.spec.port)
+        if owner is None:
+            return  # not visible (another user's socket): the model check below still runs
+        if owner not in self.tree_pids():
+            raise ServerError(
+                f"port {self.spec.port} answered {self.spec.ready_path}, but process {owner} "
+                f"({process_summary(owner)}) is listening there, not the {self.spec.engine} "
+                "server quantbench started; stop it or let quantbench pick another port"
             )
 
     def wait_ready(self, timeout_s: float | None = None) -> float:
-        """Poll the readiness URL until it answers 200; return the seconds it took."""
+        """Poll the readiness URL until it answers 200 from our own process; return the seconds
+        it took."""
         deadline = time.monotonic() + (timeout_s or self.spec.startup_timeout_s)
         url = self.url + self.spec.ready_path
         while True:
@@ -198,6 +251,7 @@ class Server:
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     if response.status == 200:
+                        self.check_ours()
                         self.ready_seconds = time.monotonic() - self.started_at
                         log.info(
                             "%s ready in %.1f s at %s",
@@ -213,7 +267,7 @@ class Server:
                     f"{self.spec.engine} server not ready after "
                     f"{timeout_s or self.spec.startup_timeout_s:.0f} s "
                     f"(engines.{self.spec.engine}.startup_timeout_s); last lines of "
-                    f"{self.log_path}:\n{log_tail(self.log_path)}"
+                    f"{self.log_path}:\n{self.tail()}"
                 )
             time.sleep(0.25)
 
@@ -259,7 +313,7 @@ class Server:
             raise ServerError(
                 f"{self.spec.engine} server failed its warm-up request "
                 f"({type(exc).__name__}: {exc}); last lines of {self.log_path}:\n"
-                f"{log_tail(self.log_path)}"
+                f"{self.tail()}"
             ) from None
 
     def stop(self) -> None:
@@ -287,11 +341,13 @@ class Server:
         """Kill descendants that left the process group (setsid workers) and still run."""
         import psutil
 
-        seen = self.memory.pids_seen if self.memory is not None else set()
+        seen = self.memory.pids_seen if self.memory is not None else {}
         killed = []
-        for pid in seen:
+        for pid, started in seen.items():
             with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)
+                if proc.create_time() != started:
+                    continue  # the PID was reused by an unrelated process: never touch it
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     proc.kill()
                     killed.append(proc)

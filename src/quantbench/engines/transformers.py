@@ -81,6 +81,7 @@ class TransformersEngine(Engine):
             metrics_path=None,
             model_name=model,
             startup_timeout_s=settings.startup_timeout_s,
+            secret_env=tuple(settings.secret_env),
         )
 
     def version(self, settings: TransformersSettings) -> str:

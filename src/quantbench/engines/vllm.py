@@ -104,6 +104,7 @@ class VllmEngine(Engine):
             metrics_path="/metrics",
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
+            secret_env=tuple(settings.secret_env),
         )
 
     def version(self, settings: VllmSettings) -> str:

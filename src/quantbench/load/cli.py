@@ -257,11 +257,9 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _pydantic_errors(e: ValidationError) -> str:
-    lines = []
-    for err in e.errors():
-        where = ".".join(str(x) for x in err["loc"]) or "workload"
-        lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
-    return "\n".join(lines)
+    from quantbench.params import describe
+
+    return "\n".join(f"  {describe(err, '', WorkloadSpec)}" for err in e.errors())
 
 
 def main(argv: list[str] | None = None) -> int:

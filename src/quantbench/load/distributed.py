@@ -8,20 +8,25 @@ and writes the records the workers stream back into one file.
 Here the workers are local processes. On several machines, start the master where the results
 should land and a worker on each load machine:
 
+    export QB_LOAD_TOKEN=$(python -c "import secrets; print(secrets.token_urlsafe(24))")
     python -m quantbench.load.runner master --plan plan.json --records out.jsonl \\
         --workers 4 --bind-host 0.0.0.0 --bind-port 5557
-    python -m quantbench.load.runner worker --master-host MASTER_IP --master-port 5557
+    QB_LOAD_TOKEN=... python -m quantbench.load.runner worker --master-host MASTER_IP --master-port 5557
+
+Every worker must present the master's token (``$QB_LOAD_TOKEN``): the plan holds the request
+headers (an API key), and the master refuses to run while a process without it is connected.
 
 Workers need only this package and the master's address: the plan travels in Locust messages.
 """
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 from pathlib import Path
 
 from quantbench.engines.ports import free_port
-from quantbench.load.procs import spawn_module, stop_group
+from quantbench.load.procs import TOKEN_ENV, child_env, spawn_module, stop_group
 
 
 def run_distributed(
@@ -37,6 +42,8 @@ def run_distributed(
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     port = port or free_port(host)
+    # The plan carries the request headers: only processes holding this run's token get it.
+    env = {**child_env(), TOKEN_ENV: secrets.token_urlsafe(24)}
     master = spawn_module(
         "quantbench.load.runner",
         [
@@ -44,6 +51,7 @@ def run_distributed(
             "--workers", str(workers), "--bind-host", host, "--bind-port", str(port),
             "--wait-workers-s", str(wait_workers_s),
         ],
+        env=env,
     )  # fmt: skip
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -52,6 +60,7 @@ def run_distributed(
                 spawn_module(
                     "quantbench.load.runner",
                     ["worker", "--master-host", host, "--master-port", str(port)],
+                    env=env,
                 )
             )
         rc = master.wait()

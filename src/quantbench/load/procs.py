@@ -1,7 +1,10 @@
 """Child processes of the harness: started in their own process group, stopped by its id.
 
-Every process the harness starts (load processes, Locust workers, the fake server) is a group
-leader, so stopping it also stops anything it started, and nothing else is ever signalled.
+Every process the harness starts (load processes, Locust workers, the mock server) is a group
+leader, so stopping it also stops anything it started, and nothing else is ever signalled. Each
+also asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``): a load process runs
+in a session of its own, out of reach of the parent's process group, and must not outlive a bench
+stage killed with ``kill -9``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,29 @@ def child_env() -> dict[str, str]:
     return env
 
 
+# The distributed load run's worker token (see quantbench.load.runner).
+TOKEN_ENV = "QB_LOAD_TOKEN"
+
+
+def die_with_parent() -> None:
+    """In a child before exec (Linux): be SIGKILLed when the process that started it dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's finally blocks still stop it on every normal exit
+
+
 def spawn_module(module: str, args: list[str], **popen: Any) -> subprocess.Popen[str]:
-    """``python -m module args...`` as the leader of a new process group."""
+    """``python -m module args...`` as the leader of a new process group, dying with us."""
+    env = popen.pop("env", None) or child_env()
     return subprocess.Popen(
         [sys.executable, "-m", module, *args],
         start_new_session=True,
-        env=child_env(),
+        env=env,
         text=True,
+        preexec_fn=die_with_parent,
         **popen,
     )
 

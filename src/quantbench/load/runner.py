@@ -6,8 +6,10 @@
 
 ``local`` runs the whole plan in this process. ``master`` sends each connected worker its share
 of the plan, starts them together, and writes the records they send back into one file.
-``worker`` runs a share; it needs nothing but the master's address, so it can run on another
-machine. Locust never exits on its own when its users are done: each mode stops itself once
+``worker`` runs a share; it needs the master's address and the run's token (``$QB_LOAD_TOKEN`` or
+``--token``), so it can run on another machine. The plan holds the request headers (an API key),
+so the master sends it only to workers that presented the token, and refuses to run while any
+other process is connected as a worker. Locust never exits on its own when its users are done: each mode stops itself once
 every planned request has a record, or when the plan's time is up (requests still in flight
 are then recorded as incomplete).
 
@@ -21,7 +23,9 @@ import locust  # noqa: F401  isort: skip
 
 import argparse
 import gc
+import hmac
 import logging
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -34,6 +38,7 @@ from locust.env import Environment
 
 from quantbench.load.locustfile import Dispatcher, StreamingUser, set_dispatcher
 from quantbench.load.plan import LoadPlan
+from quantbench.load.procs import TOKEN_ENV
 from quantbench.load.records import RequestRecord
 
 # Delay between "everyone is ready" and the first request, so all processes start together.
@@ -121,6 +126,7 @@ def run_master(
     bind_host: str,
     bind_port: int,
     wait_workers_s: float,
+    token: str | None = None,
 ) -> int:
     total = plan.share_size()
     progress = Progress(plan.point, total, plan.progress_interval_s)
@@ -138,21 +144,38 @@ def run_master(
         def on_done(environment: Any, msg: Any, **_: Any) -> None:
             done_workers.add(msg.node_id)
 
+        trusted: set[str] = set()
+
+        def on_hello(environment: Any, msg: Any, **_: Any) -> None:
+            if token is None or hmac.compare_digest(str(msg.data.get("token", "")), token):
+                trusted.add(msg.node_id)
+
         runner.register_message("qb_records", on_records)
         runner.register_message("qb_done", on_done)
+        runner.register_message("qb_hello", on_hello)
 
         deadline = time.time() + wait_workers_s
-        while runner.worker_count < workers:
+        while len(trusted & set(runner.clients)) < workers:
             if time.time() > deadline:
                 print(
-                    f"error: {runner.worker_count} of {workers} workers connected to "
-                    f"{bind_host}:{bind_port} within {wait_workers_s:g} s",
+                    f"error: {len(trusted)} of {workers} workers connected to "
+                    f"{bind_host}:{bind_port} with this run's token within {wait_workers_s:g} s",
                     file=sys.stderr,
                 )
                 runner.quit()
                 return 2
             gevent.sleep(0.05)
-        ids = sorted(runner.clients)
+        strangers = set(runner.clients) - trusted
+        if strangers:
+            print(
+                f"error: {len(strangers)} process(es) connected to {bind_host}:{bind_port} as "
+                "workers without this run's token; the plan (with its request headers) is not "
+                "sent to them, and the run stops",
+                file=sys.stderr,
+            )
+            runner.quit()
+            return 2
+        ids = sorted(trusted)
         for i, client_id in enumerate(ids):
             runner.send_message(
                 "qb_plan", {"plan": plan.share(i, len(ids)).to_dict()}, client_id=client_id
@@ -182,9 +205,10 @@ def run_master(
     return rc
 
 
-def run_worker(master_host: str, master_port: int) -> int:
+def run_worker(master_host: str, master_port: int, token: str | None = None) -> int:
     env = Environment(user_classes=[StreamingUser])
     runner = env.create_worker_runner(master_host, master_port)
+    runner.send_message("qb_hello", {"token": token or ""})
     pending: list[dict[str, Any]] = []
     holder: dict[str, Dispatcher] = {}
 
@@ -234,14 +258,22 @@ def main(argv: list[str] | None = None) -> int:
     worker = sub.add_parser("worker", help="run the share of a plan a master sends")
     worker.add_argument("--master-host", default="127.0.0.1")
     worker.add_argument("--master-port", type=int, default=5557)
+    for p in (master, worker):
+        p.add_argument(
+            "--token",
+            default=None,
+            help=f"the run's worker token (default: ${TOKEN_ENV}; prefer the variable, a flag "
+            "shows in `ps`)",
+        )
     args = parser.parse_args(argv)
+    token = args.token if getattr(args, "token", None) else os.environ.get(TOKEN_ENV)
     if args.mode == "worker":
-        return run_worker(args.master_host, args.master_port)
+        return run_worker(args.master_host, args.master_port, token)
     plan = LoadPlan.load(args.plan)
     if args.mode == "local":
         return run_local(plan, args.records)
     return run_master(
-        plan, args.records, args.workers, args.bind_host, args.bind_port, args.wait_workers_s
+        plan, args.records, args.workers, args.bind_host, args.bind_port, args.wait_workers_s, token
     )
 
 

@@ -8,10 +8,14 @@ workload (the same workload runs against every engine); that lives in :mod:`quan
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# A point's label names its result folder: one plain path component, never '..' or a separator.
+SAFE_LABEL = re.compile(r"(?!\.\.?$)[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}")
 
 
 class _Strict(BaseModel):
@@ -75,7 +79,21 @@ class _PointSize(_Strict):
         gt=0,
         description="Measured seconds in this point (overrides the workload's duration_s).",
     )
-    label: str | None = Field(default=None, description="Name of the point in results.")
+    label: str | None = Field(
+        default=None,
+        description="Name of the point in results (it names a folder: letters, digits and "
+        "'.', '_', '-', '=', '+'; at most 64 characters).",
+    )
+
+    @field_validator("label")
+    @classmethod
+    def _label_is_a_plain_name(cls, value: str | None) -> str | None:
+        if value is not None and not SAFE_LABEL.fullmatch(value):
+            raise ValueError(
+                f"label {value!r} must be a plain name: letters, digits and '.', '_', '-', '=', "
+                "'+' (no '/', no '..', at most 64 characters), since it names the point's folder"
+            )
+        return value
 
 
 class ClosedLoop(_PointSize):

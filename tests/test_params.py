@@ -1,0 +1,53 @@
+"""Reading params.yaml: what YAML lets through silently is refused, with the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from quantbench.params import ConfigError, parse_yaml, read_params, section
+
+
+def test_a_key_written_twice_is_an_error_naming_both_lines() -> None:
+    text = "slo: 'ttft:p95<=1s'\nruntime: {threads: 1}\nslo: 'ttft:p95<=9s'\n"
+    with pytest.raises(ConfigError, match=r"'slo' is written twice \(lines 1 and 3\)"):
+        parse_yaml(text)
+    nested = "engines:\n  vllm:\n    threads: 1\n    threads: 2\n"
+    with pytest.raises(ConfigError, match=r"'threads' is written twice \(lines 3 and 4\)"):
+        parse_yaml(nested)
+
+
+def test_an_empty_file_or_a_list_is_refused(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="is empty"):
+        parse_yaml("")
+    with pytest.raises(ConfigError, match="expected a mapping of sections, got list"):
+        parse_yaml("- a\n- b\n")
+    with pytest.raises(ConfigError, match="no such parameters file"):
+        read_params(tmp_path / "missing.yaml")
+
+
+def test_an_unquoted_on_is_named_with_the_fix() -> None:
+    from quantbench.engines.llamacpp import LlamaCppSettings
+
+    raw = parse_yaml("engines:\n  llamacpp:\n    flash_attn: on\n")
+    with pytest.raises(ConfigError) as err:
+        section(raw, "engines.llamacpp", LlamaCppSettings)
+    text = str(err.value)
+    assert "engines.llamacpp.flash_attn: got True" in text
+    assert "YAML reads an unquoted on / yes / true as true: quote the word" in text
+
+
+def test_union_tags_stay_out_of_the_key() -> None:
+    from quantbench.load.spec import WorkloadSpec
+
+    raw = {"workload": {"prompts": {"source": "random", "input_len": 4, "output_len": 4},
+                        "load": [{"kind": "concurrency", "concurrency": 1, "label": "a/b"}],
+                        "num_requests": 2}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"workload\.load\.0\.label: got 'a/b'"):
+        section(raw, "workload", WorkloadSpec)
+
+
+def test_plugins_must_exist(tmp_path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text("plugins: [nowhere/plugin.py]\n")
+    with pytest.raises(ConfigError, match="plugins: nowhere/plugin.py does not exist"):
+        read_params(path)
