@@ -43,7 +43,9 @@ def fold_repeats(
     row: dict[str, Any] = {
         name: (est.mean if est is not None else None) for name, est in estimates.items()
     }
-    row["intervals"] = {n: e.to_dict() for n, e in estimates.items() if e is not None and e.n > 1}
+    row["intervals"] = {
+        n: e.model_dump() for n, e in estimates.items() if e is not None and e.n > 1
+    }
     row["repeats"] = len(results)
     row["requests"] = sum(r.requests for r in results)
     row["completed"] = sum(r.completed for r in results)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+
+from quantbench.schemas.bench import Interval
 
 # Two-sided Student-t critical values, t_{(1+c)/2, df}, for the confidence levels people use.
 # (A table rather than scipy: three levels and df <= 30 cover repeats of 2..20; beyond it the
@@ -31,28 +32,17 @@ def t_critical(confidence: float, df: int) -> float:
     return _T_TABLE[level][df - 1] if df <= 30 else _Z[level]
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """A metric over n repeats: mean ± half_width is the confidence interval."""
+def estimate(values: Sequence[float], confidence: float = 0.95) -> Interval | None:
+    """Mean and interval of finite values (None where no repeat produced the metric).
 
-    mean: float
-    std: float
-    n: int
-    half_width: float
-    confidence: float
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-def estimate(values: Sequence[float], confidence: float = 0.95) -> Estimate | None:
-    """Mean and interval of finite values (None where no repeat produced the metric)."""
+    mean ± half_width is the confidence interval (the bench summary's interval schema)."""
     xs = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not xs:
         return None
     n = len(xs)
     mean = sum(xs) / n
     if n == 1:
-        return Estimate(mean, 0.0, 1, math.nan, confidence)
+        return Interval(mean=mean, std=0.0, n=1, half_width=math.nan, confidence=confidence)
     std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    return Estimate(mean, std, n, t_critical(confidence, n - 1) * std / math.sqrt(n), confidence)
+    half_width = t_critical(confidence, n - 1) * std / math.sqrt(n)
+    return Interval(mean=mean, std=std, n=n, half_width=half_width, confidence=confidence)

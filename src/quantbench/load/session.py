@@ -6,7 +6,7 @@ This is the parent side of the harness; it never imports Locust. Per point it wr
 tokenizer, and computes the point's metrics. Outputs, in ``out_dir``:
 
 * ``records.jsonl``: one line per request of every point (warm-up included, flagged);
-* ``summary.json``: a :class:`SessionSummary`.
+* ``summary.json``: a :class:`~quantbench.schemas.session.SessionSummary`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -35,6 +34,8 @@ from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.requests import build_body, endpoint_path, get_profile
 from quantbench.load.spec import ClosedLoop, DatasetPrompts, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.session import SessionSummary
 
 # Exit codes of a process stopped by SIGINT or SIGTERM (by the signal, or by a handler's exit).
 INTERRUPTED_CODES = frozenset({-signal.SIGINT, -signal.SIGTERM, 130, 143})
@@ -71,18 +72,6 @@ class Target(BaseModel):
         if self.api_key is not None:
             headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
         return headers
-
-
-class SessionSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str
-    engine: str
-    model: str
-    workload: dict[str, Any]
-    slo: str | None
-    created_at: float
-    points: list[PointResult]
 
 
 def normalize_url(url: str) -> str:
@@ -262,5 +251,5 @@ def run_session(
         created_at=time.time(),
         points=points,
     )
-    (out_dir / "summary.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+    schema_io.write(out_dir / "summary.json", summary)
     return summary

@@ -1,0 +1,100 @@
+"""``reports/env.json`` (stage ``fingerprint``): the environment a measurement was taken in.
+
+Written by ``stages/fingerprint.py`` from :func:`quantbench.fingerprint.fingerprint`: machine,
+accelerators, library versions (the project's and vLLM's environment), the pinned llama.cpp, and
+which native kernels each part picks on this CPU (``kernels``). Only stable facts, so an unchanged
+machine writes a byte-identical file and no benchmark reruns.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+
+
+class CpuInfo(Strict):
+    model: str
+    logical_cores: int | None
+    flags: list[str] = Field(description="The instruction-set flags of interest /proc shows.")
+
+
+class GpuInfo(Strict):
+    name: str
+    driver: str
+    memory: str = Field(description="As nvidia-smi prints it (e.g. '81559 MiB').")
+
+
+class LlamaCppRelease(Strict):
+    release: str = Field(description="The pinned source release (pip requirement).")
+    cmake_flags: list[str] = Field(description="The project's fixed cmake flags.")
+
+
+class LlamaCppKernels(Strict):
+    """The llama.cpp build: whether it fits this machine, and the ISA probe's verdicts."""
+
+    build_fits_this_machine: bool
+    cmake_flags: list[str] | None
+    isa_kept: list[str] | None
+    isa_dropped: list[str] | None
+    isa_outcomes: dict[str, str] | None
+    march: str | None
+
+
+class TorchKernels(Strict):
+    """What torch in one environment dispatches to on this CPU."""
+
+    OMIT_WHEN_NONE = frozenset({"library", "attention_bf16"})
+
+    torch: str = Field(description="torch's version in that environment.")
+    capability: str = Field(description="torch.backends.cpu.get_cpu_capability().")
+    avx512: bool | None
+    avx512_bf16: bool | None
+    amx_tile: bool | None
+    amx_fp16: bool | None
+    mkldnn: bool
+    onednn_isa: str | None = Field(description="The ISA oneDNN named for a bf16 matmul.")
+    library: str | None = Field(None, description="vLLM only: its native library.")
+    attention_bf16: str | None = Field(None, description="vLLM only: its bf16 attention kernels.")
+
+
+class Kernels(Strict):
+    llama_cpp: LlamaCppKernels
+    torch: TorchKernels | None = Field(description="The project's environment (None: no torch).")
+    vllm: TorchKernels | None = Field(description="vLLM's environment (None: not installed).")
+    warnings: list[str] = Field(description="Parts that would use an ISA the probe saw fault.")
+
+
+class EnvInfo(StageOutput):
+    """Machine, accelerators, libraries and kernels."""
+
+    OUTPUT: ClassVar[str] = "reports/env.json"
+    STAGE: ClassVar[str] = "fingerprint"
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+
+    schema_version: Literal[1] = version(1)
+    python: str
+    os: str
+    machine: str
+    cpu: CpuInfo
+    memory_gib: float | None
+    gpus: list[GpuInfo]
+    packages: dict[str, str | None] = Field(description="Distribution -> version (None: absent).")
+    vllm_env: dict[str, str | None] | None = Field(
+        description="vLLM's environment's versions (None: there is no such environment)."
+    )
+    llama_cpp: LlamaCppRelease
+    kernels: Kernels
+
+
+__all__ = [
+    "CpuInfo",
+    "EnvInfo",
+    "GpuInfo",
+    "Kernels",
+    "LlamaCppKernels",
+    "LlamaCppRelease",
+    "TorchKernels",
+]

@@ -1,0 +1,150 @@
+"""``reports/quality/<name>.json`` (stage ``evaluate@<name>``): one variant against the merged model.
+
+Written by ``stages/evaluate.py`` from :func:`quantbench.quality.evaluate.evaluate_variant`:
+perplexity, KL divergence from the merged model (mean, median, one high percentile, max), top-1
+agreement, held-out accuracy with every answer, size on disk, the evaluation's peak memory and
+wall times, and (when its timing report exists) the quantize stage's times.
+
+Version 1 renamed the file's ``report_version`` to ``schema_version``; version 0 files (which
+carry ``report_version: 1``) are migrated on reading.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from quantbench.schemas.base import VERSION_KEY, Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.common import HeldoutScore
+from quantbench.schemas.quantize import QuantizeTiming
+
+_PERCENTILE_KEY = re.compile(r"^p\d+(\.\d+)?$")
+
+
+class KLSummary(Strict):
+    """Per-token KL(merged || variant), summarized. One extra key names the high percentile that
+    ``evaluate.kl_percentile`` asked for (``p99``: its value)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    mean: float
+    median: float
+    max: float
+
+    @model_validator(mode="after")
+    def _one_percentile(self) -> KLSummary:
+        extra = self.model_extra or {}
+        bad = [k for k in extra if not _PERCENTILE_KEY.match(k)]
+        if bad or len(extra) != 1:
+            raise ValueError(
+                f"expected mean, median, max and one percentile key like 'p99', got extra "
+                f"{sorted(extra)}"
+            )
+        for key, value in extra.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number, not {value!r}")
+            extra[key] = float(value)
+        return self
+
+    @property
+    def high(self) -> tuple[str, float] | None:
+        """The high percentile (key like 'p99', value)."""
+        for key, value in (self.model_extra or {}).items():
+            return key, float(value)
+        return None
+
+
+class ReferenceInfo(Strict):
+    path: str = Field(description="The reference (merged) model folder.")
+    is_variant_source: bool = Field(
+        description="Whether the variant was made from these very weights (its source hash)."
+    )
+
+
+class WorkerMemory(Strict):
+    """Resident memory of one model's evaluation process (quantbench.quality.worker)."""
+
+    before_load_rss_bytes: int
+    after_load_rss_bytes: int
+    after_score_peak_rss_bytes: int
+    peak_rss_bytes: int = Field(description="High-water mark of the whole pass.")
+
+
+class PassTimings(Strict):
+    load_s: float
+    score_s: float
+    heldout_s: float
+
+
+class EvalTimings(Strict):
+    reference: PassTimings
+    variant: PassTimings
+    total_s: float
+
+
+class EvalText(Strict):
+    path: str
+    tokens: int = Field(description="Tokens evaluated (after evaluate.max_tokens).")
+
+
+class QualityReport(StageOutput):
+    """One variant's quality, measured the same way for every format."""
+
+    OUTPUT: ClassVar[str] = "reports/quality/{name}.json"
+    STAGE: ClassVar[str] = "evaluate@{name}"
+    MIGRATIONS: ClassVar[Migrations] = {
+        0: stamp(1, drop=("report_version",), nested=lambda d: _stamp_quantize(d))
+    }
+    OMIT_WHEN_NONE = frozenset({"quantize"})
+
+    schema_version: Literal[1] = version(1)
+    name: str
+    format: str
+    recipe: dict[str, Any] = Field(description="The variant's recipe, from its variant.json.")
+    backend: Literal["hf", "gguf"] = Field(description="hf: transformers; gguf: llama.cpp.")
+    reference: ReferenceInfo
+    tokens: int = Field(description="Scored tokens (every evaluated token but the first).")
+    perplexity: float
+    reference_perplexity: float
+    perplexity_ratio: float = Field(description="perplexity / reference_perplexity.")
+    kl_divergence: KLSummary
+    top1_agreement: float = Field(description="Share of tokens with the reference's argmax.")
+    heldout_accuracy: float
+    heldout: HeldoutScore
+    size_bytes: int = Field(description="The variant folder's bytes on disk.")
+    weights_bytes: int | None
+    bits_per_weight: float | None
+    memory: WorkerMemory = Field(description="The variant's evaluation process.")
+    reference_memory: WorkerMemory = Field(description="The reference's evaluation process.")
+    settings: dict[str, Any] = Field(description="The evaluate: section of params as validated.")
+    eval_text: EvalText
+    threads: int
+    timings: EvalTimings
+    libraries: dict[str, str]
+    quantize: QuantizeTiming | None = Field(
+        None, description="The quantize stage's timing report, when there is one."
+    )
+
+    @property
+    def peak_rss_bytes(self) -> int:
+        return self.memory.peak_rss_bytes
+
+
+def _stamp_quantize(data: dict[str, Any]) -> None:
+    """A version-0 quality report holds a version-0 timing report: stamp that too."""
+    timing = data.get("quantize")
+    if isinstance(timing, dict) and VERSION_KEY not in timing:
+        data["quantize"] = QuantizeTiming.MIGRATIONS[0](timing)
+
+
+__all__ = [
+    "EvalText",
+    "EvalTimings",
+    "KLSummary",
+    "PassTimings",
+    "QualityReport",
+    "ReferenceInfo",
+    "WorkerMemory",
+]
