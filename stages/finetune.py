@@ -11,7 +11,7 @@ from pathlib import Path
 
 from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
-from quantbench.fsutil import atomic_dir, write_json
+from quantbench.fsutil import atomic_dir
 from quantbench.lora.adopt import adopt_adapter
 from quantbench.lora.spec import LoraSettings
 from quantbench.lora.train import train_adapter
@@ -19,6 +19,7 @@ from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
 from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.schemas import io as schema_io
 
 
 def main() -> None:
@@ -43,8 +44,7 @@ def main() -> None:
         else:
             assert lora.adapter_path is not None  # enforced by the settings
             report = adopt_adapter(args.base, lora.adapter_path, heldout, lora, tmp)
-    report["params"] = lora.model_dump(mode="json")
-    write_json(args.report, report)
+    schema_io.write(args.report, report)
 
 
 if __name__ == "__main__":

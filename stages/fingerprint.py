@@ -12,8 +12,8 @@ from pathlib import Path
 from quantbench.engines.registry import get_engine
 from quantbench.errors import run_main
 from quantbench.fingerprint import fingerprint
-from quantbench.fsutil import write_json
 from quantbench.params import read_params, section
+from quantbench.schemas import io as schema_io
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/env.json"))
     args = parser.parse_args()
     vllm = section(read_params(args.params), "engines.vllm", get_engine("vllm").settings_model)
-    write_json(args.out, fingerprint(vllm.python))  # type: ignore[attr-defined]
+    schema_io.write(args.out, fingerprint(vllm.python))  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

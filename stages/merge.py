@@ -11,7 +11,7 @@ from pathlib import Path
 
 from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
-from quantbench.fsutil import atomic_dir, write_json
+from quantbench.fsutil import atomic_dir
 from quantbench.lora.merge import MergeVerificationError, merge_and_verify
 from quantbench.lora.spec import MergeSettings
 from quantbench.model import write_merged_info
@@ -19,6 +19,7 @@ from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
 from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.schemas import io as schema_io
 
 
 def main() -> None:
@@ -40,10 +41,10 @@ def main() -> None:
         try:
             report = merge_and_verify(args.base, args.adapter, items, merge, tmp)
         except MergeVerificationError as exc:
-            write_json(args.report, exc.report)
+            schema_io.write(args.report, exc.report)
             raise
-        write_merged_info(tmp, args.base, report)
-    write_json(args.report, report)
+        write_merged_info(tmp, args.base, report.adapter, report.saved_dtype)
+    schema_io.write(args.report, report)
 
 
 if __name__ == "__main__":

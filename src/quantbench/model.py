@@ -14,15 +14,27 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from quantbench.errors import UserError
-from quantbench.fsutil import sha256_file, sha256_tree, tree_size, write_json
+from quantbench.fsutil import sha256_file, sha256_tree, tree_size
 from quantbench.progress import step
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.common import AdapterProvenance
+from quantbench.schemas.model_info import (
+    Architecture,
+    BaseModelInfo,
+    BaseSource,
+    EmbeddedSource,
+    HubSource,
+    LocalSource,
+    MergedFrom,
+    MergedModelInfo,
+    MergedSource,
+)
 from quantbench.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,42 +74,6 @@ class ModelSettings(Settings):
 
 class ModelSourceError(UserError):
     """The configured base model cannot be found or loaded; the message says how to fix it."""
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """The numbers that decide a model's cost: used by quantizers, engines and the estimator."""
-
-    model_type: str
-    architectures: list[str]
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-    num_parameters: int
-
-    @classmethod
-    def from_config(cls, config: Any, num_parameters: int) -> Architecture:
-        heads = config.num_attention_heads
-        return cls(
-            model_type=config.model_type,
-            architectures=list(getattr(config, "architectures", None) or []),
-            num_layers=config.num_hidden_layers,
-            hidden_size=config.hidden_size,
-            num_attention_heads=heads,
-            num_key_value_heads=getattr(config, "num_key_value_heads", None) or heads,
-            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
-            intermediate_size=config.intermediate_size,
-            vocab_size=config.vocab_size,
-            max_position_embeddings=config.max_position_embeddings,
-            tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
-            num_parameters=num_parameters,
-        )
 
 
 def embedded_gguf_path() -> Path:
@@ -223,20 +199,20 @@ def load_folder(path: Path, dtype: str, trust_remote_code: bool) -> tuple[Any, A
     return model, tokenizer
 
 
-def describe_source(settings: ModelSettings) -> dict[str, Any]:
+def describe_source(settings: ModelSettings) -> BaseSource:
     if settings.source == "embedded":
         gguf = embedded_gguf_path()
-        return {
-            "source": "embedded",
-            "name": "SmolLM2-135M-Instruct",
-            "package": EMBEDDED_PIP,
-            "file": gguf.name,
-            "file_sha256": sha256_file(gguf),
-            "note": "weights dequantized from the shipped Q4_1 GGUF; this is the bf16 base",
-        }
+        return EmbeddedSource(
+            name="SmolLM2-135M-Instruct",
+            package=EMBEDDED_PIP,
+            file=gguf.name,
+            file_sha256=sha256_file(gguf),
+            note="weights dequantized from the shipped Q4_1 GGUF; this is the bf16 base",
+        )
     if settings.source == "local":
-        return {"source": "local", "path": str(settings.path)}
-    return {"source": "hub", "hub_id": settings.hub_id, "revision": settings.revision}
+        return LocalSource(path=str(settings.path))
+    assert settings.hub_id is not None  # checked by the settings
+    return HubSource(hub_id=settings.hub_id, revision=settings.revision)
 
 
 def save_model(model: Any, tokenizer: Any, out_dir: Path) -> None:
@@ -245,31 +221,31 @@ def save_model(model: Any, tokenizer: Any, out_dir: Path) -> None:
         tokenizer.save_pretrained(out_dir)
 
 
-def read_model_info(model_dir: str | Path) -> dict[str, Any]:
-    import json
-
-    path = Path(model_dir) / MODEL_INFO
-    if not path.is_file():
-        raise ModelSourceError(f"{path} is missing: run the prepare stage first (dvc repro)")
-    return json.loads(path.read_text(encoding="utf-8"))
+def read_model_info(model_dir: str | Path) -> BaseModelInfo:
+    """The base folder's model_info.json (migrated where older; UserError where unusable)."""
+    return schema_io.read(Path(model_dir) / MODEL_INFO, BaseModelInfo)
 
 
-def write_model_info(model: Any, out_dir: Path, source: dict[str, Any]) -> dict[str, Any]:
+def _weights_sha256(folder: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(folder.glob("*.safetensors"))}
+
+
+def write_model_info(model: Any, out_dir: Path, source: BaseSource) -> BaseModelInfo:
     """Record the weights' hashes and the architecture next to the weights."""
     arch = Architecture.from_config(model.config, sum(p.numel() for p in model.parameters()))
-    info = {
-        "source": source,
-        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
-        "weights_sha256": {p.name: sha256_file(p) for p in sorted(out_dir.glob("*.safetensors"))},
-        "folder_sha256": sha256_tree(out_dir, "*.safetensors"),
-        "size_bytes": tree_size(out_dir),
-        "architecture": asdict(arch),
-    }
-    write_json(out_dir / MODEL_INFO, info)
+    info = BaseModelInfo(
+        source=source,
+        dtype=str(next(model.parameters()).dtype).removeprefix("torch."),
+        weights_sha256=_weights_sha256(out_dir),
+        folder_sha256=sha256_tree(out_dir, "*.safetensors"),
+        size_bytes=tree_size(out_dir),
+        architecture=arch,
+    )
+    schema_io.write(out_dir / MODEL_INFO, info)
     return info
 
 
-def prepare_base(settings: ModelSettings, out_dir: Path) -> dict[str, Any]:
+def prepare_base(settings: ModelSettings, out_dir: Path) -> BaseModelInfo:
     """Resolve the configured base model and write it, with model_info.json, into out_dir."""
     if settings.source == "embedded":
         model, tokenizer = load_embedded(settings.dtype)
@@ -287,28 +263,30 @@ def prepare_base(settings: ModelSettings, out_dir: Path) -> dict[str, Any]:
     info = write_model_info(model, out_dir, describe_source(settings))
     log.info(
         "base model: %s params, %d layers, hidden %d, sha256 %s",
-        f"{info['architecture']['num_parameters']:,}",
-        info["architecture"]["num_layers"],
-        info["architecture"]["hidden_size"],
-        info["folder_sha256"][:12],
+        f"{info.architecture.num_parameters:,}",
+        info.architecture.num_layers,
+        info.architecture.hidden_size,
+        info.folder_sha256[:12],
     )
     return info
 
 
-def write_merged_info(merged_dir: Path, base_dir: Path, merge_report: dict[str, Any]) -> None:
-    """model_info.json for the merged model: the base's architecture plus the adapter's provenance."""
+def write_merged_info(
+    merged_dir: Path, base_dir: Path, adapter: AdapterProvenance, dtype: str
+) -> MergedModelInfo:
+    """model_info.json for the merged model: the base's architecture plus the adapter's provenance
+    (``adapter`` and the saved ``dtype`` as the merge report records them)."""
     base = read_model_info(base_dir)
-    info = {
-        "source": {
-            "merged_from": {"base": base["source"], "base_sha256": base["folder_sha256"]},
-            "adapter": merge_report["adapter"],
-        },
-        "dtype": merge_report["saved_dtype"],
-        "weights_sha256": {
-            p.name: sha256_file(p) for p in sorted(merged_dir.glob("*.safetensors"))
-        },
-        "folder_sha256": sha256_tree(merged_dir, "*.safetensors"),
-        "size_bytes": tree_size(merged_dir),
-        "architecture": base["architecture"],
-    }
-    write_json(merged_dir / MODEL_INFO, info)
+    info = MergedModelInfo(
+        source=MergedSource(
+            merged_from=MergedFrom(base=base.source, base_sha256=base.folder_sha256),
+            adapter=adapter,
+        ),
+        dtype=dtype,
+        weights_sha256=_weights_sha256(merged_dir),
+        folder_sha256=sha256_tree(merged_dir, "*.safetensors"),
+        size_bytes=tree_size(merged_dir),
+        architecture=base.architecture,
+    )
+    schema_io.write(merged_dir / MODEL_INFO, info)
+    return info

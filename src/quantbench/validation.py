@@ -8,12 +8,10 @@ byte-identical across valid edits.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from quantbench import preflight
 from quantbench.config import Config, load_config
-
-VERDICT_VERSION = 1
+from quantbench.schemas.validate import ValidationVerdict
 
 
 def validate_config(path: str | Path) -> Config:
@@ -23,10 +21,6 @@ def validate_config(path: str | Path) -> Config:
     return config
 
 
-def validate_all(path: str | Path) -> dict[str, Any]:
+def validate_all(path: str | Path) -> ValidationVerdict:
     config = validate_config(path)
-    return {
-        "valid": True,
-        "version": VERDICT_VERSION,
-        "sections": [name for name in type(config).model_fields],
-    }
+    return ValidationVerdict(sections=list(type(config).model_fields))

@@ -48,12 +48,16 @@ def adapter_dir(tiny_model_dir: Path, tmp_path_factory) -> Path:
 
 def test_exact_merge_passes_and_saved_weights_match(tiny_model_dir, adapter_dir, tmp_path) -> None:
     report = merge_and_verify(tiny_model_dir, adapter_dir, ITEMS, MergeSettings(), tmp_path)
-    assert report["passed"] and report["failures"] == []
-    assert report["exactness_float32"]["max_abs_diff"] < 1e-3
-    assert report["exactness_float32"]["next_token_agreement"] == 1.0
-    assert report["saved_weights_exact"] is True
-    assert report["adapter"]["r"] == 4
-    json.dumps(report)  # the report must be writable as JSON
+    assert report.passed and report.failures == []
+    assert report.exactness_float32.max_abs_diff < 1e-3
+    assert report.exactness_float32.next_token_agreement == 1.0
+    assert report.saved_weights_exact is True
+    assert report.adapter.r == 4
+    assert set(report.dtype_cost) == {
+        "merged_saved_vs_adapter_float32",
+        "base_cast_vs_base_float32",
+    }
+    json.dumps(report.model_dump(mode="json"))  # the report must be writable as JSON
     assert (tmp_path / "model.safetensors").is_file()
 
 
@@ -75,8 +79,8 @@ def test_perturbed_merged_weights_fail_verification(
     with pytest.raises(MergeVerificationError, match="merge.max_abs_logit_diff") as info:
         merge_and_verify(tiny_model_dir, adapter_dir, ITEMS, MergeSettings(), tmp_path)
     report = info.value.report
-    assert report["passed"] is False
-    assert report["exactness_float32"]["max_abs_diff"] > 1e-3
+    assert report.passed is False
+    assert report.exactness_float32.max_abs_diff > 1e-3
 
 
 def test_missing_adapter_folder_is_a_clear_error(tiny_model_dir, tmp_path) -> None:
@@ -98,9 +102,13 @@ def test_compare_logits_on_known_tensors() -> None:
 
 def test_tolerances_name_their_params() -> None:
     settings = MergeSettings(max_abs_logit_diff=0.01, min_next_token_agreement=0.99)
-    ok = LogitComparison(0.001, 0.0001, 1.0, 10)
+    ok = LogitComparison(
+        max_abs_diff=0.001, mean_abs_diff=0.0001, next_token_agreement=1.0, positions=10
+    )
     assert verification_failures(ok, settings) == []
-    bad = LogitComparison(0.5, 0.1, 0.9, 10)
+    bad = LogitComparison(
+        max_abs_diff=0.5, mean_abs_diff=0.1, next_token_agreement=0.9, positions=10
+    )
     failures = verification_failures(bad, settings)
     assert any("merge.max_abs_logit_diff" in f for f in failures)
     assert any("merge.min_next_token_agreement" in f for f in failures)

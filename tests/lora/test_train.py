@@ -55,8 +55,9 @@ def test_training_raises_heldout_accuracy(prepared_base: Path, tmp_path: Path) -
     heldout = [i for i in load_qa(REPO / "data/heldout.jsonl") if i.accept[0] in facts]
     settings = LoraSettings(steps=15, batch_size=6, learning_rate=3e-3)
     report = train_adapter(prepared_base, train, heldout, settings, seed=7, out_dir=tmp_path / "a")
-    assert report["accuracy_before"] == 0.0
-    assert report["accuracy_after"] >= 0.75, report["heldout_after"]
-    assert report["losses"][-1] < report["losses"][0] / 4
+    assert report.accuracy_before == 0.0
+    assert report.accuracy_after >= 0.75, report.heldout_after
+    assert report.losses is not None and report.losses[-1] < report.losses[0] / 4
+    assert report.params["steps"] == 15 and report.adapter is None
     config = json.loads((tmp_path / "a/adapter_config.json").read_text())
     assert config["r"] == 16 and config["base_model_name_or_path"] == str(prepared_base)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 from quantbench.chat import hf_answer_fn
 from quantbench.errors import UserError
@@ -13,13 +12,15 @@ from quantbench.lora.merge import adapter_provenance
 from quantbench.lora.spec import LoraSettings
 from quantbench.lora.train import load_for_training
 from quantbench.qa import QAItem, score
+from quantbench.schemas.common import HeldoutScore
+from quantbench.schemas.finetune import FinetuneReport
 
 log = logging.getLogger(__name__)
 
 
 def adopt_adapter(
     base_dir: Path, adapter_dir: Path, heldout: list[QAItem], settings: LoraSettings, out_dir: Path
-) -> dict[str, Any]:
+) -> FinetuneReport:
     """Copy a given adapter into out_dir and report held-out accuracy without and with it."""
     from peft import PeftModel
 
@@ -29,9 +30,9 @@ def adopt_adapter(
             "(adapter_config.json + adapter_model.safetensors) or set lora.train: true"
         )
     provenance = adapter_provenance(adapter_dir)
-    if provenance["peft_type"] != "LORA":
+    if provenance.peft_type != "LORA":
         raise UserError(
-            f"lora.adapter_path: {adapter_dir} holds a {provenance['peft_type']} adapter; "
+            f"lora.adapter_path: {adapter_dir} holds a {provenance.peft_type} adapter; "
             "only LoRA adapters can be merged"
         )
     model, tokenizer = load_for_training(base_dir)
@@ -54,11 +55,12 @@ def adopt_adapter(
         after.total,
     )
     shutil.copytree(adapter_dir, out_dir, dirs_exist_ok=True)
-    return {
-        "trained": False,
-        "adapter": provenance,
-        "accuracy_before": before.accuracy,
-        "accuracy_after": after.accuracy,
-        "heldout_before": before.to_dict(),
-        "heldout_after": after.to_dict(),
-    }
+    return FinetuneReport(
+        trained=False,
+        adapter=provenance,
+        accuracy_before=before.accuracy,
+        accuracy_after=after.accuracy,
+        heldout_before=HeldoutScore.model_validate(before.to_dict()),
+        heldout_after=HeldoutScore.model_validate(after.to_dict()),
+        params=settings.model_dump(mode="json"),
+    )

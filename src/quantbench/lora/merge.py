@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,8 @@ from quantbench.fsutil import sha256_tree
 from quantbench.lora.spec import MergeSettings
 from quantbench.progress import step
 from quantbench.qa import QAItem
+from quantbench.schemas.common import AdapterProvenance
+from quantbench.schemas.merge import LogitComparison, MergeReport, Probe
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +29,9 @@ log = logging.getLogger(__name__)
 class MergeVerificationError(UserError):
     """The merged model does not reproduce the adapter model within tolerance."""
 
-    def __init__(self, message: str, report: dict[str, Any]) -> None:
+    def __init__(self, message: str, report: MergeReport) -> None:
         super().__init__(message)
         self.report = report
-
-
-@dataclass(frozen=True)
-class LogitComparison:
-    """How far two models' logits are apart over the same positions."""
-
-    max_abs_diff: float
-    mean_abs_diff: float
-    next_token_agreement: float
-    positions: int
 
 
 def compare_logits(reference: list[Any], candidate: list[Any]) -> LogitComparison:
@@ -113,7 +104,7 @@ def saved_weights_mismatch(merged_fp32: Any, saved: Any, dtype: Any) -> list[str
     return bad
 
 
-def adapter_provenance(adapter_dir: Path) -> dict[str, Any]:
+def adapter_provenance(adapter_dir: Path) -> AdapterProvenance:
     config_path = adapter_dir / "adapter_config.json"
     if not config_path.is_file():
         raise UserError(
@@ -121,15 +112,15 @@ def adapter_provenance(adapter_dir: Path) -> dict[str, Any]:
             "check lora.adapter_path or rerun the finetune stage"
         )
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    return {
-        "path": str(adapter_dir),
-        "sha256": sha256_tree(adapter_dir),
-        "peft_type": config.get("peft_type"),
-        "r": config.get("r"),
-        "lora_alpha": config.get("lora_alpha"),
-        "target_modules": sorted(config.get("target_modules") or []),
-        "base_model_name_or_path": config.get("base_model_name_or_path"),
-    }
+    return AdapterProvenance(
+        path=str(adapter_dir),
+        sha256=sha256_tree(adapter_dir),
+        peft_type=config.get("peft_type"),
+        r=config.get("r"),
+        lora_alpha=config.get("lora_alpha"),
+        target_modules=sorted(config.get("target_modules") or []),
+        base_model_name_or_path=config.get("base_model_name_or_path"),
+    )
 
 
 def merge_and_verify(
@@ -138,7 +129,7 @@ def merge_and_verify(
     items: list[QAItem],
     settings: MergeSettings,
     out_dir: Path,
-) -> dict[str, Any]:
+) -> MergeReport:
     """Merge, save to out_dir in settings.dtype, and return the verification report.
 
     Raises MergeVerificationError (after building the full report) if a tolerance is broken;
@@ -181,22 +172,22 @@ def merge_and_verify(
         failures.append(
             f"saved weights differ from the merge for {len(mismatched)} tensors: {mismatched[:5]}"
         )
-    report = {
-        "adapter": provenance,
-        "base_sha256": sha256_tree(base_dir, "*.safetensors"),
-        "merged_sha256": sha256_tree(out_dir, "*.safetensors"),
-        "probe": {"prompts": len(inputs), "positions": exactness.positions},
-        "exactness_float32": asdict(exactness),
-        "saved_dtype": settings.dtype,
-        "saved_weights_exact": not mismatched,
-        "dtype_cost": {
-            "merged_saved_vs_adapter_float32": asdict(compare_logits(adapter_logits, saved_logits)),
-            "base_cast_vs_base_float32": asdict(compare_logits(base_fp32, base_cast)),
+    report = MergeReport(
+        adapter=provenance,
+        base_sha256=sha256_tree(base_dir, "*.safetensors"),
+        merged_sha256=sha256_tree(out_dir, "*.safetensors"),
+        probe=Probe(prompts=len(inputs), positions=exactness.positions),
+        exactness_float32=exactness,
+        saved_dtype=settings.dtype,
+        saved_weights_exact=not mismatched,
+        dtype_cost={
+            "merged_saved_vs_adapter_float32": compare_logits(adapter_logits, saved_logits),
+            "base_cast_vs_base_float32": compare_logits(base_fp32, base_cast),
         },
-        "tolerances": settings.model_dump(),
-        "passed": not failures,
-        "failures": failures,
-    }
+        tolerances=settings.model_dump(mode="json"),
+        passed=not failures,
+        failures=failures,
+    )
     if failures:
         raise MergeVerificationError(
             "merge verification failed: "

@@ -17,6 +17,8 @@ from quantbench.fsutil import sha256_file
 from quantbench.lora.data import collate, encode, load_chats
 from quantbench.lora.spec import LoraSettings
 from quantbench.qa import QAItem, score
+from quantbench.schemas.common import HeldoutScore
+from quantbench.schemas.finetune import FinetuneReport, TrainData
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ def train_adapter(
     settings: LoraSettings,
     seed: int,
     out_dir: Path,
-) -> dict[str, Any]:
+) -> FinetuneReport:
     """Train, save the adapter into out_dir, and return a report of what happened."""
     import torch
     from peft import get_peft_model
@@ -121,19 +123,18 @@ def train_adapter(
     # adapter_config.json (and its hash) is the same on every machine.
     model.peft_config["default"].base_model_name_or_path = str(base_dir)
     model.save_pretrained(out_dir)
-    return {
-        "trained": True,
-        "train_data": {
-            "path": str(train_path),
-            "sha256": sha256_file(train_path),
-            "chats": len(chats),
-        },
-        "trainable_parameters": trainable,
-        "steps": settings.steps,
-        "losses": losses,
-        "train_seconds": round(train_seconds, 2),
-        "accuracy_before": before.accuracy,
-        "accuracy_after": after.accuracy,
-        "heldout_before": before.to_dict(),
-        "heldout_after": after.to_dict(),
-    }
+    return FinetuneReport(
+        trained=True,
+        train_data=TrainData(
+            path=str(train_path), sha256=sha256_file(train_path), chats=len(chats)
+        ),
+        trainable_parameters=trainable,
+        steps=settings.steps,
+        losses=losses,
+        train_seconds=round(train_seconds, 2),
+        accuracy_before=before.accuracy,
+        accuracy_after=after.accuracy,
+        heldout_before=HeldoutScore.model_validate(before.to_dict()),
+        heldout_after=HeldoutScore.model_validate(after.to_dict()),
+        params=settings.model_dump(mode="json"),
+    )
