@@ -18,10 +18,10 @@ from faults.scenario import Context
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
-from quantbench.fsutil import write_json
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour
+from quantbench.schemas import io as schema_io
 
 SLO = "error_rate<=0.05"
 
@@ -45,7 +45,7 @@ def workload(**update: Any) -> WorkloadSpec:
 
 @dataclass
 class PairRun:
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # the pair's summary.json as written (PairSummary, dumped)
     out: Path
     engine: StandinEngine
     injector_note: list[str] = field(default_factory=list)
@@ -129,8 +129,8 @@ def run_standin_pair(
         summary = run_pair(job, out)
         if thread is not None:
             thread.join(timeout=5)
-    write_json(out / "summary.json", summary)
-    return PairRun(summary, out, engine, notes)
+    schema_io.write(out / "summary.json", summary)
+    return PairRun(summary.model_dump(mode="json"), out, engine, notes)
 
 
 def failed_reasons(records: list[RequestRecord]) -> dict[str, int]:

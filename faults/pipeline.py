@@ -34,9 +34,10 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import run_main
-from quantbench.fsutil import atomic_dir, write_json
+from quantbench.fsutil import atomic_dir
 from quantbench.load.records import read_records
 from quantbench.progress import setup_logging
+from quantbench.schemas import io as schema_io
 
 DVC_YAML = """\
 stages:
@@ -77,8 +78,8 @@ def stage_main() -> None:
     )
     with sigterm_as_interrupt(), atomic_dir(args.out) as tmp:
         summary = run_pair(job, tmp)
-        write_json(tmp / "summary.json", summary)
-    print(f"second: {len(summary['rows'])} rows")
+        schema_io.write(tmp / "summary.json", summary)
+    print(f"second: {len(summary.rows)} rows")
 
 
 def _default_sigint() -> None:

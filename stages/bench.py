@@ -17,10 +17,11 @@ from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import UserError, run_main
 from quantbench.formats.registry import variant_recipe
-from quantbench.fsutil import atomic_dir, write_json
+from quantbench.fsutil import atomic_dir
 from quantbench.load.spec import WorkloadSpec
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
+from quantbench.schemas import io as schema_io
 from quantbench.slo import slo_section
 
 
@@ -55,9 +56,9 @@ def main() -> None:
     out = args.out or Path("reports/bench") / args.pair
     with sigterm_as_interrupt(), atomic_dir(out) as tmp:
         summary = run_pair(job, tmp)
-        write_json(tmp / "summary.json", summary)
-    best = summary["best"]
-    print(f"{args.pair}: best {best['server_point']} / {best['load_point']}" if best else
+        schema_io.write(tmp / "summary.json", summary)
+    best = summary.best
+    print(f"{args.pair}: best {best.server_point} / {best.load_point}" if best else
           f"{args.pair}: no configuration met the SLOs")  # fmt: skip
 
 

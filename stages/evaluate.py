@@ -8,17 +8,17 @@ high percentile), top-1 agreement, held-out accuracy, size on disk, peak memory,
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from quantbench.data import DataSettings, check_data_file
 from quantbench.errors import run_main
-from quantbench.fsutil import write_json
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quality import evaluate_variant
 from quantbench.quality.spec import EvaluateSettings
 from quantbench.runtime import RuntimeSettings
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.quantize import QuantizeTiming
 
 
 def main() -> None:
@@ -52,16 +52,15 @@ def main() -> None:
     )
     timing_path = args.quantize_report or Path("reports/quantize") / f"{args.name}.json"
     if timing_path.is_file():
-        report["quantize"] = json.loads(timing_path.read_text(encoding="utf-8"))
+        report.quantize = schema_io.read(timing_path, QuantizeTiming, name=args.name)
     out = args.out or Path("reports/quality") / f"{args.name}.json"
-    write_json(out, report)
-    kl = report["kl_divergence"]
+    schema_io.write(out, report)
     print(
-        f"evaluate@{args.name}: ppl {report['perplexity']:.3f} "
-        f"(x{report['perplexity_ratio']:.3f} of merged), KL mean {kl['mean']:.4f}, "
-        f"top-1 {report['top1_agreement']:.1%}, held-out {report['heldout_accuracy']:.0%}, "
-        f"peak RSS {report['memory']['peak_rss_bytes'] / 2**20:.0f} MiB "
-        f"in {report['timings']['total_s']:.0f} s -> {out}"
+        f"evaluate@{args.name}: ppl {report.perplexity:.3f} "
+        f"(x{report.perplexity_ratio:.3f} of merged), KL mean {report.kl_divergence.mean:.4f}, "
+        f"top-1 {report.top1_agreement:.1%}, held-out {report.heldout_accuracy:.0%}, "
+        f"peak RSS {report.memory.peak_rss_bytes / 2**20:.0f} MiB "
+        f"in {report.timings.total_s:.0f} s -> {out}"
     )
 
 

@@ -13,11 +13,13 @@ from pathlib import Path
 from quantbench.data import DataSettings
 from quantbench.errors import run_main
 from quantbench.formats.registry import variant_recipe
-from quantbench.fsutil import atomic_dir, write_json
+from quantbench.fsutil import atomic_dir
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quantize import build_variant
 from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.quantize import QuantizeTiming
 
 
 def main() -> None:
@@ -42,14 +44,15 @@ def main() -> None:
         info = build_variant(
             args.name, spec, args.merged, tmp, args.calibration or data.calibration, threads
         )
-    timing = {
-        "name": args.name,
-        "format": info.format,
-        "threads": threads,
-        "size_bytes": info.size_bytes,
-        **info.timings,
-    }
-    write_json(args.timing_out or Path("reports/quantize") / f"{args.name}.json", timing)
+    timing = QuantizeTiming(
+        name=args.name,
+        format=info.format,
+        threads=threads,
+        size_bytes=info.size_bytes,
+        quantize_s=info.timings["quantize_s"],
+        describe_s=info.timings["describe_s"],
+    )
+    schema_io.write(args.timing_out or Path("reports/quantize") / f"{args.name}.json", timing)
     print(
         f"quantize@{args.name}: {info.format} -> {out} "
         f"({info.size_bytes / 2**20:.1f} MiB) in {info.timings['quantize_s']:.1f} s"

@@ -53,47 +53,47 @@ def test_grid_sweep_starts_each_server_once_and_judges_every_point(
         job(fake_engine, fake_artifact, settings, slo="tpot:p50<=20ms; error_rate<=0"),
         tmp_path / "out",
     )
-    assert summary["server_points"] == 2 and len(summary["servers"]) == 2
-    rows = summary["rows"]
-    assert [(r["server_point"], r["load_point"]) for r in rows] == [
+    assert summary.server_points == 2 and len(summary.servers) == 2
+    rows = summary.rows
+    assert [(r.server_point, r.load_point) for r in rows] == [
         ("itl_ms=2.0", "c1"), ("itl_ms=2.0", "c4"), ("itl_ms=40.0", "c1"), ("itl_ms=40.0", "c4"),
     ]  # fmt: skip
     for row in rows:
-        assert row["completed"] == 8 and row["failed"] == 0 and row["error"] is None
+        assert row.completed == 8 and row.failed == 0 and row.error is None
     fast, slow = rows[0], rows[2]
-    assert fast["slo_passed"] is True and slow["slo_passed"] is False
-    assert any("tpot p50" in reason for reason in slow["slo_reasons"])
+    assert fast.slo_passed is True and slow.slo_passed is False
+    assert any("tpot p50" in reason for reason in slow.slo_reasons)
     # cost: 3.6/hour = 0.001/s, so cost per 1e6 tokens = 1000 / tokens-per-second
-    assert fast["cost_per_million_tokens"] == pytest.approx(1000 / fast["output_throughput"])
-    best = summary["best"]
-    assert best["server_point"] == "itl_ms=2.0" and summary["ranked_by"] == "goodput"
-    assert best["command"][1:3] == ["-m", "quantbench.mock_server"]
+    assert fast.cost_per_million_tokens == pytest.approx(1000 / fast.output_throughput)
+    best = summary.best
+    assert best.server_point == "itl_ms=2.0" and summary.ranked_by == "goodput"
+    assert best.command[1:3] == ["-m", "quantbench.mock_server"]
     assert (tmp_path / "out/itl_ms=2.0/c4/r0/records.jsonl").is_file()
-    assert all(s["report"]["peak_rss_bytes"] > 0 for s in summary["servers"])
+    assert all(s.report.peak_rss_bytes > 0 for s in summary.servers)
     assert no_fake_servers_left()
 
 
 def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
     bench = BenchSettings(repeats=3)
     summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), bench=bench), tmp_path)
-    row = summary["rows"][0]
-    assert row["repeats"] == 3 and row["completed"] == 24
-    interval = row["intervals"]["output_throughput"]
-    assert interval["n"] == 3 and interval["half_width"] >= 0
-    assert row["slo_passed"] is None and summary["ranked_by"] == "output_throughput"
+    row = summary.rows[0]
+    assert row.repeats == 3 and row.completed == 24
+    interval = row.intervals["output_throughput"]
+    assert interval.n == 3 and interval.half_width >= 0
+    assert row.slo_passed is None and summary.ranked_by == "output_throughput"
 
 
 def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_artifact, tmp_path):
     settings = FakeSettings(sweep={"crash": [True, False]})
     summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p99<=5s"), tmp_path)
-    crashed = [r for r in summary["rows"] if r["server_point"] == "crash=on"]
+    crashed = [r for r in summary.rows if r.server_point == "crash=on"]
     assert len(crashed) == 2
     for row in crashed:
-        assert row["slo_passed"] is False and "exit code 7" in row["error"]
-        assert "fatal: no weights" in row["error"]
-    healthy = [r for r in summary["rows"] if r["server_point"] == "crash=off"]
-    assert all(r["completed"] == 8 for r in healthy)
-    assert summary["best"]["server_point"] == "crash=off"
+        assert row.slo_passed is False and "exit code 7" in row.error
+        assert "fatal: no weights" in row.error
+    healthy = [r for r in summary.rows if r.server_point == "crash=off"]
+    assert all(r.completed == 8 for r in healthy)
+    assert summary.best.server_point == "crash=off"
     assert no_fake_servers_left()
 
 
@@ -111,7 +111,7 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     grid_job = job(fake_engine, fake_artifact, settings, slo=slo)
     grid_job = PairJob(**{**grid_job.__dict__, "workload": grid_workload})
     grid = run_pair(grid_job, tmp_path / "grid")
-    passing = [r["shape"]["concurrency"] for r in grid["rows"] if r["slo_passed"]]
+    passing = [r.shape["concurrency"] for r in grid.rows if r.slo_passed]
     grid_edge = max(passing)
     assert passing == list(range(1, grid_edge + 1)), "passing must be monotone for this server"
 
@@ -119,6 +119,6 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     search = run_pair(
         job(fake_engine, fake_artifact, settings, slo=slo, bench=bench), tmp_path / "s"
     )
-    info = search["servers"][0]["search"]
-    assert info["edge"] == grid_edge
-    assert info["runs"] < info["grid_size"] == 8
+    info = search.servers[0].search
+    assert info.edge == grid_edge
+    assert info.runs < info.grid_size == 8

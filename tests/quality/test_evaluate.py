@@ -5,7 +5,6 @@ ids) stays close to the reference."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,6 +13,7 @@ from quantbench.formats.gguf import GgufSpec
 from quantbench.quality import EvaluateSettings, evaluate_variant
 from quantbench.quantize import build_variant
 from quantbench.quantize.variant import write_variant_json
+from quantbench.schemas.quality import QualityReport
 
 REPO = Path(__file__).resolve().parents[2]
 # Small but real: 384 tokens of the shipped evaluation text, 3 held-out questions.
@@ -22,7 +22,7 @@ SETTINGS = EvaluateSettings(
 )
 
 
-def evaluate(name: str, variant: Path, reference: Path) -> dict[str, Any]:
+def evaluate(name: str, variant: Path, reference: Path) -> QualityReport:
     return evaluate_variant(
         name,
         variant,
@@ -75,21 +75,22 @@ def test_baseline_matches_itself_and_damage_scores_worse(
     prepared_base: Path, bf16_variant: Path, tmp_path: Path
 ) -> None:
     base = evaluate("bf16", bf16_variant, prepared_base)
-    assert base["tokens"] == 383  # 384 ids, the first has no prediction
-    assert base["kl_divergence"]["max"] == 0.0
-    assert base["perplexity_ratio"] == pytest.approx(1.0, abs=1e-9)
-    assert base["top1_agreement"] == 1.0
-    assert base["heldout"]["total"] == 3 and len(base["heldout"]["answers"]) == 3
-    assert base["memory"]["peak_rss_bytes"] > base["memory"]["before_load_rss_bytes"]
-    assert base["size_bytes"] > 250e6
-    assert base["reference"]["is_variant_source"] is True
+    assert base.tokens == 383  # 384 ids, the first has no prediction
+    assert base.kl_divergence.max == 0.0
+    assert base.perplexity_ratio == pytest.approx(1.0, abs=1e-9)
+    assert base.top1_agreement == 1.0
+    assert base.heldout.total == 3 and len(base.heldout.answers) == 3
+    assert base.memory.peak_rss_bytes > base.memory.before_load_rss_bytes
+    assert base.size_bytes > 250e6
+    assert base.reference.is_variant_source is True
 
     bad = evaluate("damaged", damage(bf16_variant, tmp_path / "damaged"), prepared_base)
-    assert bad["perplexity"] > 1.2 * base["perplexity"]
-    assert bad["kl_divergence"]["mean"] > 0.1
-    assert bad["kl_divergence"]["p99"] > bad["kl_divergence"]["mean"]
-    assert bad["top1_agreement"] < 0.9
-    assert bad["reference"]["is_variant_source"] is False  # its variant.json names no source hash
+    assert bad.perplexity > 1.2 * base.perplexity
+    assert bad.kl_divergence.mean > 0.1
+    key, p99 = bad.kl_divergence.high or ("", 0.0)
+    assert key == "p99" and p99 > bad.kl_divergence.mean
+    assert bad.top1_agreement < 0.9
+    assert bad.reference.is_variant_source is False  # its variant.json names no source hash
 
 
 @pytest.mark.slow
@@ -100,10 +101,10 @@ def test_gguf_q8_0_is_close_to_the_reference_on_the_same_ids(
         "gguf-q8_0", GgufSpec(format="gguf", type="Q8_0"), prepared_base, tmp_path / "q8"
     )
     report = evaluate("gguf-q8_0", variant.directory, prepared_base)
-    assert report["backend"] == "gguf"
-    assert report["tokens"] == 383
-    assert abs(report["perplexity_ratio"] - 1.0) < 0.03
-    assert 0.0 < report["kl_divergence"]["mean"] < 0.03
-    assert report["top1_agreement"] > 0.9
+    assert report.backend == "gguf"
+    assert report.tokens == 383
+    assert abs(report.perplexity_ratio - 1.0) < 0.03
+    assert 0.0 < report.kl_divergence.mean < 0.03
+    assert report.top1_agreement > 0.9
     # llama.cpp maps the file: memory well under the bf16 model's
-    assert report["memory"]["peak_rss_bytes"] < 1.5e9
+    assert report.memory.peak_rss_bytes < 1.5e9

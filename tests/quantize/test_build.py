@@ -49,7 +49,7 @@ def test_bad_recipes_fail_before_any_work(tiny_model_dir: Path, tmp_path: Path) 
 def test_bf16_is_the_merged_model_byte_for_byte(prepared_base: Path, tmp_path: Path) -> None:
     info = build("bf16", spec(format="bf16"), prepared_base, tmp_path / "bf16")
     assert sha256_file(info.weights_path) == sha256_file(prepared_base / "model.safetensors")
-    assert info.data["bits_per_weight"] == pytest.approx(16.0, abs=0.1)
+    assert info.record.bits_per_weight == pytest.approx(16.0, abs=0.1)
     assert (tmp_path / "bf16" / "chat_template.jinja").is_file()
 
 
@@ -66,8 +66,8 @@ def test_gguf_q8_0_and_q4_k_m(prepared_base: Path, tmp_path: Path) -> None:
         reader = GGUFReader(info.weights_path)
         assert reader.fields["general.file_type"].contents() == ftype
         assert reader.fields["general.name"].contents() == name  # not the source folder's name
-        assert low < info.data["bits_per_weight"] < high
-        assert info.data["libraries"]["llama-cpp-python"].startswith("0.3.36")
+        assert low < info.record.bits_per_weight < high
+        assert info.record.libraries["llama-cpp-python"].startswith("0.3.36")
 
 
 @pytest.mark.slow
@@ -89,9 +89,9 @@ def test_gptq_on_the_embedded_model(prepared_base: Path, tmp_path: Path, calibra
     assert (quant["bits"], quant["group_size"], quant["sym"]) == (4, 64, True)
     assert quant["checkpoint_format"] == "gptq"
     assert quant["meta"]["offload_to_disk_path"] is None  # no random temp path in the output
-    assert info.data["calibration"]["samples_used"] == 6
+    assert info.record.calibration.samples_used == 6
     # 4-bit weights + bf16 embeddings (tied, not quantized): well under the bf16 size
-    assert 5.0 < info.data["bits_per_weight"] < 8.0
+    assert 5.0 < info.record.bits_per_weight < 8.0
 
 
 @pytest.mark.slow

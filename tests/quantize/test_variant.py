@@ -39,7 +39,9 @@ def test_describes_files_sizes_and_recipe(tmp_path) -> None:
     assert data["gguf_type"] == "Q8_0" and data["format"] == "gguf"
     assert data["size_bytes"] == 1062 and data["bits_per_weight"] == pytest.approx(8.496)
     assert info.weights_path == folder / "model-Q8_0.gguf"
-    assert read_variant(folder).data == data
+    assert data["schema_version"] == 1 and data["source"]["weights_sha256"] == {}
+    assert read_variant(folder).record == info.record
+    assert info.record.model_dump(mode="json") == data
 
 
 def test_same_folder_gives_byte_identical_json(tmp_path) -> None:

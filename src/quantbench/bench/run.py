@@ -26,6 +26,14 @@ from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.load.metrics import PointResult
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
+from quantbench.schemas.bench import (
+    BenchRow,
+    PairSummary,
+    SearchInfo,
+    ServerPoint,
+    ServerReport,
+    TriedLoad,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +108,7 @@ def _search_point(job: PairJob, load: float) -> LoadPoint:
     return OpenLoop(rate=load, num_requests=search.num_requests)
 
 
-def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) -> SearchInfo:
     """Find the SLO edge, appending each tried point's row to `rows` as soon as it is measured
     (so a server that dies half-way through the search keeps the points measured before)."""
     search = job.bench.search
@@ -112,23 +120,25 @@ def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) 
         return bool(row["slo_passed"]) and not row.get("error")
 
     edge = find_edge(passes, search.start, search.max, integer=integer, precision=search.precision)
-    info = {
-        "kind": search.kind,
-        "edge": edge.edge,
-        "tried": [{"load": load, "passed": ok} for load, ok in edge.tried],
-        "runs": edge.runs,
-        "grid_size": grid_size(search.start, search.max, integer, search.precision),
-    }
-    return info
+    return SearchInfo(
+        kind=search.kind,
+        edge=edge.edge,
+        tried=[TriedLoad(load=load, passed=ok) for load, ok in edge.tried],
+        runs=edge.runs,
+        grid_size=grid_size(search.start, search.max, integer, search.precision),
+    )
 
 
-def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
-    """Run the whole pair into out_dir and return its summary (also written by the caller)."""
+def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
+    """Run the whole pair into out_dir and return its summary (written by the caller).
+
+    Rows are computed as dicts (bench.results) and validated into the summary's schema here,
+    so a row that drifts from :class:`~quantbench.schemas.bench.BenchRow` fails the stage."""
     constraints = slo_mod.parse_slo(job.slo) if job.slo.strip() else []
     rank_by_goodput = bool(slo_mod.per_request(constraints))
     server_points = job.settings.sweep_points()
     rows: list[dict[str, Any]] = []
-    servers: list[dict[str, Any]] = []
+    servers: list[ServerPoint] = []
     started = time.time()
     for server_label, settings in server_points:
         launch = job.engine.launch(
@@ -144,7 +154,7 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
         }
         planned: Sequence[LoadPoint] = job.workload.load if job.bench.mode == "grid" else []
         done: list[dict[str, Any]] = []
-        search_info: dict[str, Any] | None = None
+        search_info: SearchInfo | None = None
         error: str | None = None
         try:
             with server:
@@ -178,25 +188,32 @@ def run_pair(job: PairJob, out_dir: Path) -> dict[str, Any]:
             done.append(row)
         for row in done:
             rows.append({**common, **row})
-        servers.append({**common, "report": server.report(), "error": error, "search": search_info})
+        servers.append(
+            ServerPoint(
+                **common,
+                report=ServerReport.model_validate(server.report()),
+                error=error,
+                search=search_info,
+            )
+        )
     best = pick_best(rows, rank_by_goodput)
-    return {
-        "pair": job.name,
-        "variant": job.artifact.name,
-        "format": job.artifact.format,
-        "engine": job.engine.name,
-        "engine_version": _safe_version(job),
-        "mode": job.bench.mode,
-        "slo": job.slo,
-        "ranked_by": "goodput" if rank_by_goodput else "output_throughput",
-        "price_per_hour": job.bench.price_per_hour,
-        "currency": job.bench.currency,
-        "server_points": len(server_points),
-        "rows": rows,
-        "servers": servers,
-        "best": best,
-        "wall_seconds": round(time.time() - started, 1),
-    }
+    return PairSummary(
+        pair=job.name,
+        variant=job.artifact.name,
+        format=job.artifact.format,
+        engine=job.engine.name,
+        engine_version=_safe_version(job),
+        mode=job.bench.mode,
+        slo=job.slo,
+        ranked_by="goodput" if rank_by_goodput else "output_throughput",
+        price_per_hour=job.bench.price_per_hour,
+        currency=job.bench.currency,
+        server_points=len(server_points),
+        rows=[BenchRow.model_validate(row) for row in rows],
+        servers=servers,
+        best=BenchRow.model_validate(best) if best is not None else None,
+        wall_seconds=round(time.time() - started, 1),
+    )
 
 
 def _safe_version(job: PairJob) -> str:

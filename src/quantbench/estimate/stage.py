@@ -30,7 +30,8 @@ from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec, resolve_har
 from quantbench.estimate.machine import with_shape_probes
 from quantbench.estimate.serving import ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
-from quantbench.fsutil import write_json
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.estimate import EstimatesFile, EstimateSummaryRow, VariantEstimate
 
 
 def _hardware(name: str, settings: EstimateSettings, remeasure: bool) -> HardwareSpec:
@@ -165,22 +166,26 @@ def write_estimates(
     settings: EstimateSettings,
     out_path: Path,
     measured: Sequence[MeasuredPoint] = (),
-) -> dict[str, Any]:
+) -> EstimatesFile:
     """Every variant on every ``settings.hardware`` entry, written to one JSON file.
 
-    The file holds ``estimates`` (full results) and ``summary`` (one flat row each).
-    Hardware is resolved once per entry, so ``this`` is measured at most once per run.
+    The file (:class:`quantbench.schemas.estimate.EstimatesFile`) holds ``estimates`` (full
+    results) and ``summary`` (one flat row each). Hardware is resolved once per entry, so
+    ``this`` is measured at most once per run.
     """
     specs = list(variants.values()) if isinstance(variants, Mapping) else list(variants)
-    estimates, summary = [], []
+    estimates: list[VariantEstimate] = []
+    summary: list[EstimateSummaryRow] = []
     for hardware_name in settings.hardware:
         hardware = _hardware(hardware_name, settings, settings.measure.remeasure)
         for variant in specs:
             out = estimate_variant(
                 model_dir, variant, hardware_name, settings, measured, hardware_spec=hardware
             )
-            estimates.append({"hardware_name": hardware_name, **out})
-            summary.append(summary_row(out, hardware_name))
-    payload = {"estimates": estimates, "summary": summary}
-    write_json(out_path, payload)
+            estimates.append(
+                VariantEstimate.model_validate({"hardware_name": hardware_name, **out})
+            )
+            summary.append(EstimateSummaryRow.model_validate(summary_row(out, hardware_name)))
+    payload = EstimatesFile(estimates=estimates, summary=summary)
+    schema_io.write(out_path, payload)
     return payload

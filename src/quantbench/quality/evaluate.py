@@ -2,7 +2,8 @@
 
 The merged model (the reference) and the variant each run in their own process over the same
 token ids; then perplexity, KL divergence from the reference, top-1 agreement, held-out accuracy
-(did the fine-tune's knowledge survive?), size on disk and peak memory go into one JSON report.
+(did the fine-tune's knowledge survive?), size on disk and peak memory go into one report
+(:class:`quantbench.schemas.quality.QualityReport`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,18 @@ from quantbench.quality.metrics import TokenStats, compare, kl_per_token
 from quantbench.quality.spec import EvaluateSettings
 from quantbench.quality.windows import plan_windows
 from quantbench.quality.worker import ScoreJob, ScoreResult, run_isolated
-from quantbench.quantize.variant import read_variant
+from quantbench.quantize.variant import VariantInfo, read_variant
+from quantbench.schemas.common import HeldoutAnswer, HeldoutScore
+from quantbench.schemas.quality import (
+    EvalText,
+    EvalTimings,
+    PassTimings,
+    QualityReport,
+    ReferenceInfo,
+    WorkerMemory,
+)
 
 log = logging.getLogger(__name__)
-
-REPORT_VERSION = 1
 
 
 class EvaluationError(UserError):
@@ -91,7 +99,7 @@ def _job(
 
 def _heldout(
     items: list[QAItem], result: ScoreResult, tokenizer: Any, stop_ids: frozenset[int]
-) -> dict[str, Any]:
+) -> HeldoutScore:
     answers = []
     correct = 0
     for item, generated in zip(items, result.generations, strict=True):
@@ -100,13 +108,13 @@ def _heldout(
         ).strip()
         ok = item.is_correct(text)
         correct += ok
-        answers.append({"question": item.question, "expected": item.answer, "got": text, "ok": ok})
-    return {
-        "accuracy": correct / len(items) if items else 0.0,
-        "correct": correct,
-        "total": len(items),
-        "answers": answers,
-    }
+        answers.append(HeldoutAnswer(question=item.question, expected=item.answer, got=text, ok=ok))
+    return HeldoutScore(
+        accuracy=correct / len(items) if items else 0.0,
+        correct=correct,
+        total=len(items),
+        answers=answers,
+    )
 
 
 def evaluate_variant(
@@ -117,7 +125,7 @@ def evaluate_variant(
     heldout_path: str | Path,
     settings: EvaluateSettings,
     threads: int = 1,
-) -> dict[str, Any]:
+) -> QualityReport:
     """Measure variant `name` against the reference (merged) model; return the report."""
     from transformers import AutoTokenizer
 
@@ -131,7 +139,7 @@ def evaluate_variant(
         raise EvaluationError(f"reference model folder {str(reference_dir)!r} has no config.json")
     total_start = time.perf_counter()
     # KL "from the merged model" only means something if the variant was made from it.
-    source_sha = (info.data.get("source") or {}).get("sha256")
+    source_sha = info.record.source.sha256
     same_source = source_sha == sha256_tree(reference_dir)
     if not same_source:
         log.warning("%s was not built from %s (source hash differs)", name, reference_dir)
@@ -162,35 +170,68 @@ def evaluate_variant(
                 f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
             )
         kl = kl_per_token(ref_file, var_file, len(ref.nll), ref.vocab)
+    return assemble_report(
+        name,
+        info,
+        reference_dir,
+        same_source,
+        ref,
+        var,
+        kl,
+        _heldout(items, var, tokenizer, stop_ids),
+        settings,
+        EvalText(path=Path(eval_text_path).as_posix(), tokens=len(ids)),
+        threads,
+        total_s=round(time.perf_counter() - total_start, 3),
+    )
+
+
+def assemble_report(
+    name: str,
+    info: VariantInfo,
+    reference_dir: Path,
+    same_source: bool,
+    ref: ScoreResult,
+    var: ScoreResult,
+    kl: Any,
+    heldout: HeldoutScore,
+    settings: EvaluateSettings,
+    eval_text: EvalText,
+    threads: int,
+    total_s: float,
+) -> QualityReport:
+    """The report of one evaluation from its two passes (no model needed: testable alone)."""
     stats = compare(
         TokenStats(ref.nll, ref.top1), TokenStats(var.nll, var.top1), kl, settings.kl_percentile
     )
-    variant_heldout = _heldout(items, var, tokenizer, stop_ids)
-    return {
-        "report_version": REPORT_VERSION,
-        "name": name,
-        "format": info.format,
-        "recipe": info.data["recipe"],
-        "backend": backend,
-        "reference": {"path": reference_dir.as_posix(), "is_variant_source": same_source},
-        **stats,
-        "heldout_accuracy": variant_heldout["accuracy"],
-        "heldout": variant_heldout,
-        "size_bytes": info.size_bytes,
-        "weights_bytes": info.data.get("weights_bytes"),
-        "bits_per_weight": info.data.get("bits_per_weight"),
-        "memory": var.memory,
-        "reference_memory": ref.memory,
-        "settings": settings.model_dump(mode="json"),
-        "eval_text": {"path": Path(eval_text_path).as_posix(), "tokens": len(ids)},
-        "threads": threads,
-        "timings": {
-            "reference": ref.timings,
-            "variant": var.timings,
-            "total_s": round(time.perf_counter() - total_start, 3),
-        },
-        "libraries": _versions(),
-    }
+    return QualityReport.model_validate(
+        {
+            **stats,
+            "name": name,
+            "format": info.format,
+            "recipe": info.record.recipe,
+            "backend": "gguf" if info.format == "gguf" else "hf",
+            "reference": ReferenceInfo(
+                path=reference_dir.as_posix(), is_variant_source=same_source
+            ),
+            "heldout_accuracy": heldout.accuracy,
+            "heldout": heldout,
+            "size_bytes": info.size_bytes,
+            "weights_bytes": info.record.weights_bytes,
+            "bits_per_weight": info.record.bits_per_weight,
+            "memory": WorkerMemory.model_validate(var.memory),
+            "reference_memory": WorkerMemory.model_validate(ref.memory),
+            "settings": settings.model_dump(mode="json"),
+            "eval_text": eval_text,
+            "threads": threads,
+            "timings": EvalTimings(
+                reference=PassTimings.model_validate(ref.timings),
+                variant=PassTimings.model_validate(var.timings),
+                total_s=total_s,
+            ),
+            "libraries": _versions(),
+        }
+    )
 
 
 def _versions() -> dict[str, str]:
