@@ -13,7 +13,7 @@ from quantbench.load.spec import WorkloadSpec
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.report.build import build_report
-from quantbench.report.load import load_inputs
+from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 from quantbench.slo import slo_section
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from quantbench.report.build import build_report
-from quantbench.report.load import load_inputs
+from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 
 from .conftest import FIXTURE_PROFILES, FIXTURE_SLO

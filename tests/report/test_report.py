@@ -18,7 +18,7 @@ from quantbench.bench.results import pick_best
 from quantbench.load.metrics import summarize
 from quantbench.report.build import build_report
 from quantbench.report.html import script_json
-from quantbench.report.load import PointKey, load_inputs
+from quantbench.report.inputs import PointKey, load_inputs
 from quantbench.report.pareto import front
 from quantbench.report.profiles import judge_profiles
 from quantbench.report.spec import ReportSettings
@@ -78,6 +78,30 @@ def test_missing_pieces_are_notes_not_errors(tmp_path: Path, fixture_tree: Path)
     assert "broken/summary.json: unreadable" in notes
     out = build_report(partial, slo=FIXTURE_SLO, settings=SETTINGS)
     assert "not evaluated" in out.files[Path("summary.md")]
+
+
+def test_old_outputs_are_migrated_or_named_with_their_stage(
+    tmp_path: Path, fixture_tree: Path
+) -> None:
+    tree = tmp_path / "old"
+    shutil.copytree(fixture_tree, tree)
+    # a quality report as written before the schemas (version 0): migrated
+    path = tree / "reports/quality/bf16.json"
+    data = json.loads(path.read_text())
+    data.pop("schema_version")
+    data["quantize"].pop("schema_version")
+    path.write_text(json.dumps({**data, "report_version": 1}))
+    # a variant.json of a version nothing converts: a note naming the stage to rerun
+    path = tree / "models/variants/gguf-q4_k_m/variant.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 0}))
+    inputs = load_inputs(tree)
+    assert inputs.quality["bf16"].quantize is not None
+    assert "gguf-q4_k_m" not in inputs.variants
+    (note,) = inputs.problems
+    assert "gguf-q4_k_m/variant.json: schema version 0 is older" in note
+    assert note.endswith("rerun `dvc repro quantize@gguf-q4_k_m`")
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS)
+    assert "dvc repro quantize@gguf-q4_k_m" in out.files[Path("index.html")]
 
 
 # --- judging and picking ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantbench.report.load import HEADLINE_METRICS, ReportInputs, clean_json
+from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs, clean_json
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.tables import QualityDelta, QualityReference, command_line, pair_lines
 

@@ -13,7 +13,7 @@ from quantbench.report.best_config import best_config
 from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
 from quantbench.report.estimates import estimate_rows, preferred_hardware
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
-from quantbench.report.load import ReportInputs
+from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
 from quantbench.report.profiles import judge_profiles
 from quantbench.report.recommend import recommend
@@ -165,14 +165,12 @@ def build_report(
         (key, f"{METRICS[key.split(':')[1]].label} vs {key.split(':')[0]}") for key in sweep
     ]
     base = inputs.base_info
-    model_name = str(base.source.get("name") or base.source.get("hub_id") or "") if base else ""
+    model_name = base.model_name if base else ""
     env = inputs.env
     hardware_text = ""
     if env is not None:
-        gpus = ", ".join(str(g.get("name")) for g in env.gpus)
-        hardware_text = (
-            gpus or f"{env.cpu.get('model', 'CPU')} ({env.cpu.get('logical_cores')} cores)"
-        )
+        gpus = ", ".join(g.name for g in env.gpus)
+        hardware_text = gpus or f"{env.cpu.model} ({env.cpu.logical_cores} cores)"
     context = {
         "title": title,
         "model_name": model_name,

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from quantbench.report.estimates import EstimateRow
-from quantbench.report.load import PointKey, ReportInputs, clean_json
+from quantbench.report.inputs import PointKey, ReportInputs, clean_json
 from quantbench.report.pareto import front
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.tables import METRICS, PairLine, PointRow, quality_value

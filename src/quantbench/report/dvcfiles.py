@@ -11,7 +11,7 @@ import csv
 import io
 from typing import Any
 
-from quantbench.report.load import ReportInputs, clean_json
+from quantbench.report.inputs import ReportInputs, clean_json
 from quantbench.report.profiles import Profile
 from quantbench.report.tables import (
     MIB,

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quantbench.report.load import Estimate, PointKey, ReportInputs
+from quantbench.report.inputs import PointKey, ReportInputs
 from quantbench.report.profiles import Profile
+from quantbench.schemas.estimate import VariantEstimate
 
 PREFERRED_HARDWARE = "this"
 
@@ -65,7 +66,7 @@ class EstimateRow:
         return all(0.5 <= r <= 2.0 for r in ratios) if ratios else None
 
 
-def preferred_hardware(estimates: list[Estimate]) -> str | None:
+def preferred_hardware(estimates: list[VariantEstimate]) -> str | None:
     """The hardware entry to draw: ``this`` machine when estimated, else the first entry."""
     names = [e.hardware_name for e in estimates]
     if PREFERRED_HARDWARE in names:
@@ -88,7 +89,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
     """Rows for every measured closed-loop point and hardware entry, and notes on gaps."""
     rows: list[EstimateRow] = []
     notes: list[str] = []
-    by_variant: dict[str, list[Estimate]] = {}
+    by_variant: dict[str, list[VariantEstimate]] = {}
     for est in inputs.estimates:
         by_variant.setdefault(est.variant_name, []).append(est)
     stage_rows = [(est, row) for est in inputs.estimates for row in est.comparison_rows()]
@@ -113,7 +114,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
                     estimate_lengths=(est.workload.input_len, est.workload.output_len),
                     measured_lengths=(None, None),
                     source="estimate stage",
-                    hardware_label=str(est.hardware.get("name") or c.hardware),
+                    hardware_label=est.hardware.name or c.hardware,
                 )
             )
         return rows, notes
@@ -155,7 +156,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
                     measured_output_tps=row.metric("output_throughput"),
                     estimate_lengths=(est.workload.input_len, est.workload.output_len),
                     measured_lengths=lengths,
-                    hardware_label=str(est.hardware.get("name") or est.hardware_name),
+                    hardware_label=est.hardware.name or est.hardware_name,
                 )
             )
     for variant in sorted(missing_variants):

@@ -18,7 +18,8 @@ import plotly
 from plotly.offline import get_plotlyjs
 
 from quantbench.report import tables
-from quantbench.report.load import PairSummary, ReportInputs, ServerPoint, clean_json
+from quantbench.report.inputs import ReportInputs, clean_json
+from quantbench.schemas.bench import PairSummary, ServerPoint
 
 
 def script_json(data: Any) -> str:
@@ -69,7 +70,6 @@ def quality_rows(inputs: ReportInputs, reference: tables.QualityReference) -> li
     rows = []
     for name, q in sorted(inputs.quality.items()):
         delta = tables.QualityDelta(name, q, reference)
-        total = q.timings.get("total_s") if isinstance(q.timings, dict) else None
         rows.append(
             {
                 "name": q.name,
@@ -84,7 +84,7 @@ def quality_rows(inputs: ReportInputs, reference: tables.QualityReference) -> li
                 "top1_agreement": q.top1_agreement,
                 "heldout_text": delta.heldout_text(),
                 "peak_rss_bytes": q.peak_rss_bytes,
-                "total_s": total if isinstance(total, int | float) else None,
+                "total_s": q.timings.total_s,
                 "answers": q.heldout.answers,
             }
         )
@@ -95,7 +95,7 @@ def variant_rows(inputs: ReportInputs) -> list[dict[str, Any]]:
     merged = inputs.merged_info.weights_sha256 if inputs.merged_info else {}
     rows = []
     for name, v in sorted(inputs.variants.items()):
-        source = v.source.get("weights_sha256") if isinstance(v.source, dict) else None
+        source = v.source.weights_sha256
         rows.append(
             {
                 "name": name,
@@ -104,7 +104,7 @@ def variant_rows(inputs: ReportInputs) -> list[dict[str, Any]]:
                 "bits_per_weight": v.bits_per_weight,
                 "size_bytes": v.size_bytes,
                 "recipe_json": json.dumps(v.recipe, indent=2, sort_keys=True),
-                "calibration": v.calibration,
+                "calibration": v.calibration.model_dump() if v.calibration else None,
                 "libraries": v.libraries,
                 "from_merged": (source == merged) if (source and merged) else None,
             }

@@ -22,15 +22,10 @@ from quantbench import slo as slo_mod
 from quantbench.bench.results import fold_repeats, pick_best
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.spec import DEFAULT_PERCENTILES
-from quantbench.report.load import (
-    BenchRow,
-    Interval,
-    PairSummary,
-    PointKey,
-    QualityReport,
-    ReportInputs,
-)
+from quantbench.report.inputs import PointKey, ReportInputs
 from quantbench.report.spec import DEFAULT_PROFILE, ReportSettings
+from quantbench.schemas.bench import BenchRow, Interval, PairSummary
+from quantbench.schemas.quality import QualityReport
 
 JudgedFrom = Literal["bench", "records", "aggregates", "not measured"]
 

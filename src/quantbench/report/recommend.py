@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quantbench.report.load import ReportInputs
+from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
 from quantbench.report.tables import (
     PairLine,

@@ -11,16 +11,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from quantbench.report.load import (
-    HEADLINE_METRICS,
-    BenchRow,
-    PairSummary,
-    QualityReport,
-    ReportInputs,
-    ServerPoint,
-    VariantRecipe,
-)
+from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
+from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
+from quantbench.schemas.quality import QualityReport
+from quantbench.schemas.variant import VariantRecord
 
 Better = Literal["max", "min"]
 MIB = 2**20
@@ -332,7 +327,7 @@ def pair_lines(
     lines = []
     for name, summary in sorted(inputs.pairs.items()):
         judged, passes = profile.representative(name)
-        recipe: VariantRecipe | None = inputs.variants.get(summary.variant)
+        recipe: VariantRecord | None = inputs.variants.get(summary.variant)
         quality = inputs.quality.get(summary.variant)
         size = (recipe.size_bytes if recipe else None) or (quality.size_bytes if quality else None)
         server = summary.server(judged.row.server_point) if judged else None

