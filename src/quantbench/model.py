@@ -13,6 +13,7 @@ template, and `model_info.json` with the weights' sha256 and an architecture sum
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -224,6 +225,22 @@ def save_model(model: Any, tokenizer: Any, out_dir: Path) -> None:
 def read_model_info(model_dir: str | Path) -> BaseModelInfo:
     """The base folder's model_info.json (migrated where older; UserError where unusable)."""
     return schema_io.read(Path(model_dir) / MODEL_INFO, BaseModelInfo)
+
+
+def model_context(model_dir: str | Path) -> int:
+    """The model's context length: from model_info.json where the pipeline wrote one, else from
+    the Hugging Face config.json (a model folder from elsewhere)."""
+    folder = Path(model_dir)
+    if (folder / MODEL_INFO).is_file():
+        return read_model_info(folder).architecture.max_position_embeddings
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        return int(config["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{folder}: no model_info.json and no readable max_position_embeddings in "
+            f"config.json ({exc}); run `dvc repro prepare` or point --model at a model folder"
+        ) from None
 
 
 def _weights_sha256(folder: Path) -> dict[str, str]:

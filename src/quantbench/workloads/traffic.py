@@ -1,0 +1,213 @@
+"""A workload's traffic, materialized: the conversations (and, for a trace, the arrival times)
+that every point of every bench stage sends, with a summary of what they are made of.
+
+The `workloads` stage writes it to ``reports/workloads/<name>.jsonl`` (one conversation per line)
+and ``<name>.json`` (the summary), so what was sent can be read, diffed and cached; ``quantbench
+bench`` builds it in memory. Lengths are made to fit the context: turns whose prompt and answer
+would not fit are dropped (and counted in the summary), never sent to fail.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quantbench.load.plan import Conversation, Turn
+from quantbench.load.spec import (
+    ConversationsFile,
+    DatasetPrompts,
+    RandomPrompts,
+    TracePrompts,
+    WorkloadSpec,
+)
+from quantbench.workloads import stats
+from quantbench.workloads.generate import Corpus, conversations
+
+TRAFFIC_VERSION = 1
+
+
+@dataclass
+class Traffic:
+    """What a workload sends: conversations, and arrival offsets when it replays a trace."""
+
+    name: str
+    conversations: list[Conversation]
+    schedule: list[float] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{self.name}.jsonl", "w", encoding="utf-8") as out:
+            for i, conv in enumerate(self.conversations):
+                row = asdict(conv)
+                if self.schedule is not None:
+                    row["arrival_s"] = self.schedule[i]
+                out.write(json.dumps(row, sort_keys=True) + "\n")
+        (folder / f"{self.name}.json").write_text(
+            json.dumps({"version": TRAFFIC_VERSION, **self.summary}, indent=2, sort_keys=True)
+            + "\n",
+            encoding="utf-8",
+        )
+
+    @classmethod
+    def read(cls, folder: Path, name: str) -> Traffic:
+        path = folder / f"{name}.jsonl"
+        if not path.is_file():
+            from quantbench.errors import UserError
+
+            raise UserError(
+                f"{path} is missing: the workloads stage writes it (dvc repro workloads)"
+            )
+        convs: list[Conversation] = []
+        schedule: list[float] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if "arrival_s" in row:
+                schedule.append(float(row.pop("arrival_s")))
+            row["turns"] = [Turn(**t) for t in row["turns"]]
+            convs.append(Conversation(**row))
+        summary_path = folder / f"{name}.json"
+        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+        return cls(name, convs, schedule or None, summary)
+
+
+def _dataset(spec: DatasetPrompts, scenario: str) -> list[Conversation]:
+    from quantbench.load.prompts import load_dataset
+
+    out = []
+    for item in load_dataset(spec):
+        messages = item.as_messages()
+        system = next((m["content"] for m in messages if m.get("role") == "system"), None)
+        users = [m for m in messages if m.get("role") == "user"]
+        if not users:  # a completions-style line: the prompt is the one turn
+            turns = [Turn(item.as_prompt(), item.max_tokens)]
+            raw = item.prompt
+        else:
+            turns = [Turn(str(u["content"]), item.max_tokens) for u in users]
+            raw = None
+        out.append(
+            Conversation(
+                prompt_id=item.id,
+                scenario=item.scenario or scenario,
+                turns=turns,
+                system=system,
+                raw_prompt=raw,
+            )
+        )
+    return out
+
+
+def _random(
+    spec: RandomPrompts, seed: int, cut: Callable[[str, int], str] | None
+) -> list[Conversation]:
+    from quantbench.load.prompts import random_prompts
+
+    return [
+        Conversation(
+            prompt_id=item.id, scenario="random", turns=[Turn(item.as_prompt(), item.max_tokens)]
+        )
+        for item in random_prompts(spec, seed, cut)
+    ]
+
+
+def materialize(
+    spec: WorkloadSpec,
+    corpus_files: Sequence[Path],
+    *,
+    count: Callable[[str], int] | None = None,
+    cut: Callable[[str, int], str] | None = None,
+    context: int | None = None,
+) -> Traffic:
+    """The traffic of ``spec``: generated, read from its file, or replayed from its trace.
+
+    ``count``/``cut`` are the model tokenizer's token counter and cutter (words stand in without
+    them); ``context`` is the tokens one request may hold (prompt and answer), the smallest of the
+    model's and the engines' limits.
+    """
+    schedule = None
+    source = spec.prompts
+    provenance: str
+    if spec.use is not None:
+        from quantbench.workloads.builtin import NAMED
+
+        named = NAMED[spec.use]
+        corpus = Corpus(corpus_files, cut)
+        convs = conversations(
+            named.shape,
+            spec.conversations,
+            spec.seed,
+            corpus,
+            scenario=spec.name,
+            length_scale=spec.length_scale,
+        )
+        if spec.think_scale != 1.0:
+            from dataclasses import replace
+
+            convs = [
+                replace(
+                    c, turns=[replace(t, think_s=t.think_s * spec.think_scale) for t in c.turns]
+                )
+                for c in convs
+            ]
+        provenance = named.source
+    elif isinstance(source, DatasetPrompts):
+        convs = _dataset(source, spec.name)
+        provenance = f"prompts dataset {source.path}"
+    elif isinstance(source, RandomPrompts):
+        convs = _random(source, spec.seed, cut)
+        provenance = "random prompts of common words"
+    elif isinstance(source, ConversationsFile):
+        from quantbench.workloads.files import read_conversations
+
+        convs = read_conversations(
+            source.path, default_max_tokens=source.max_tokens, scenario=spec.name
+        )
+        provenance = f"conversations file {source.path}"
+    elif isinstance(source, TracePrompts):
+        from quantbench.workloads.files import read_trace
+
+        corpus = Corpus(corpus_files, cut)
+        convs, schedule = read_trace(
+            source.path,
+            corpus,
+            scenario=spec.name,
+            block_tokens=source.block_tokens,
+            seed=spec.seed,
+        )
+        schedule = [t * source.time_scale for t in schedule]
+        provenance = f"trace {source.path}"
+    else:  # pragma: no cover - the settings allow nothing else
+        raise AssertionError(source)
+    counter = count or stats.words
+    dropped = 0
+    if context is not None:
+        kept, dropped = stats.fit_to_context(convs, counter, context)
+        if schedule is not None:
+            keep_ids = {c.prompt_id for c in kept}
+            schedule = [t for c, t in zip(convs, schedule, strict=True) if c.prompt_id in keep_ids]
+        convs = kept
+    if not convs:
+        from quantbench.errors import UserError
+
+        raise UserError(
+            f"workload {spec.name!r}: no request fits the context of {context} tokens; "
+            "lower length_scale or the output lengths, or raise the context"
+        )
+    summary = stats.summarize(convs, counter, context)
+    summary.update(name=spec.name, source=provenance, turns_dropped_to_fit=dropped)
+    return Traffic(spec.name, convs, schedule, summary)
+
+
+def shuffled(traffic: Traffic, seed: str) -> list[Conversation]:
+    """The conversations in this point's and repeat's own order (a trace keeps its order)."""
+    if traffic.schedule is not None:
+        return list(traffic.conversations)
+    out = list(traffic.conversations)
+    random.Random(seed).shuffle(out)
+    return out

@@ -1,0 +1,67 @@
+"""DVC stage `workloads`: the traffic of every workload, written out before any server starts.
+
+For each workload of params.yaml (named, a dataset, a conversations file or a trace) writes
+reports/workloads/<name>.jsonl (the conversations the bench stages send, lengths cut with the
+model's own tokenizer and fitted to the smallest context any benchmarked engine allows) and
+reports/workloads/<name>.json (what it is made of: lengths, turns, think times, the share of
+prompt tokens a prefix cache could serve, and where its shape comes from).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from quantbench.bench.spec import BenchSettings
+from quantbench.data import DataSettings
+from quantbench.engines.registry import get_engine, smallest_context
+from quantbench.errors import run_main
+from quantbench.fsutil import atomic_dir
+from quantbench.load.spec import workloads_section
+from quantbench.load.tokens import load_counter
+from quantbench.model import model_context as read_model_context
+from quantbench.params import read_params, section
+from quantbench.progress import setup_logging
+from quantbench.workloads.traffic import materialize
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--model", type=Path, default=Path("models/base"))
+    parser.add_argument("--out", type=Path, default=Path("reports/workloads"))
+    args = parser.parse_args()
+    setup_logging()
+    params = read_params(args.params)
+    workloads = workloads_section(params, args.params)
+    data = section(params, "data", DataSettings)
+    bench = section(params, "bench", BenchSettings)
+    engines = {
+        pair.engine: section(
+            params, f"engines.{pair.engine}", get_engine(pair.engine).settings_model
+        )
+        for pair in bench.pairs.values()
+    }
+    model_context = read_model_context(args.model)
+    limit = smallest_context(engines)
+    context = min(model_context, limit[0]) if limit else model_context
+    counter = load_counter(args.model)
+    with atomic_dir(args.out) as tmp:
+        for name, spec in workloads.items():
+            traffic = materialize(
+                spec, data.corpus, count=counter.count_text, cut=counter.cut, context=context
+            )
+            traffic.summary["context_from"] = (
+                limit[1] if limit and limit[0] <= model_context else "the model's context"
+            )
+            traffic.write(tmp)
+            s = traffic.summary
+            print(
+                f"workloads: {name}: {s['conversations']} conversations, {s['requests']} requests, "
+                f"input p50 {s['input_tokens'].get('p50', 0):.0f} tokens, output p50 "
+                f"{s['output_tokens'].get('p50', 0):.0f}, prefix reuse {s['prefix_reuse_share']:.0%}"
+            )
+
+
+if __name__ == "__main__":
+    run_main(main)
