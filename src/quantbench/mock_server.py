@@ -82,6 +82,23 @@ class Behaviour(BaseModel):
         ge=0,
         description="After this many tokens, send an event that is not valid JSON, then go on.",
     )
+    wrong_shape_after_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="After this many tokens, send valid JSON of the wrong shape (a string "
+        "'delta'), then go on.",
+    )
+    stall_after_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="After this many tokens, send nothing more and keep the connection open.",
+    )
+    keepalive_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="With stall_after_tokens: send an SSE comment every this many ms while "
+        "stalled, so the connection is never idle (a stream that never ends).",
+    )
 
 
 class Script(BaseModel):
@@ -154,7 +171,7 @@ class MockServer:
             self.log.flush()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        arrival = time.time()
+        arrival = time.monotonic()
         n = self.arrivals
         self.arrivals += 1
         b_index = n % len(self.script.behaviours)
@@ -200,9 +217,23 @@ class MockServer:
         transport = request.transport
         while transport is not None and not transport.is_closing():
             await asyncio.sleep(0.02)
-        entry.update(outcome="hung", status=None, tokens=0, end=time.time())
+        entry.update(outcome="hung", status=None, tokens=0, end=time.monotonic())
         self._write_log(entry)
         return web.Response(status=499)
+
+    async def _stall(
+        self, request: web.Request, resp: web.StreamResponse, behaviour: Behaviour
+    ) -> str:
+        """Send nothing (or only keep-alive comments) until the client goes away."""
+        transport = request.transport
+        every = (behaviour.keepalive_ms or 0) / 1000
+        last = time.monotonic()
+        while transport is not None and not transport.is_closing():
+            await asyncio.sleep(0.02)
+            if every and time.monotonic() - last >= every:
+                await resp.write(b": keep-alive\n\n")
+                last = time.monotonic()
+        return "stalled"
 
     def _n_tokens(self, body: dict[str, Any], behaviour: Behaviour) -> int:
         if behaviour.output_tokens is not None:
@@ -266,14 +297,21 @@ class MockServer:
                     await asyncio.sleep(delay / 1000)
                 if behaviour.malformed_after_tokens == i:
                     await resp.write(b'data: {"choices": [{"delta": {"content": "tok\n\n')
+                if behaviour.wrong_shape_after_tokens == i:
+                    await resp.write(b'data: {"choices": [{"delta": "tok"}]}\n\n')
+                if behaviour.stall_after_tokens == i:
+                    outcome = await self._stall(request, resp, behaviour)
+                    break
                 data = chunk(f" tok{i}")
                 # Stamp before the write: the send() inside it may wake the client, which can
                 # then run before this process reads the clock again.
-                times.append(time.time())
+                times.append(time.monotonic())
                 await resp.write(data)
             if outcome == "closed":
                 assert request.transport is not None
                 request.transport.abort()
+            elif outcome == "stalled":
+                pass
             else:
                 await resp.write(chunk(None, finish="length" if n_tokens else "stop"))
                 if usage_wanted:
@@ -290,7 +328,7 @@ class MockServer:
             outcome = "client_gone"
         finally:
             self.in_flight -= 1
-        entry.update(outcome=outcome, status=200, tokens=len(times), end=time.time())
+        entry.update(outcome=outcome, status=200, tokens=len(times), end=time.monotonic())
         self._write_log(entry)
         return resp
 

@@ -26,7 +26,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -105,11 +105,21 @@ class Constraint(BaseModel):
         return f"{self.metric}{stat}"
 
 
+Verdict = Literal["pass", "fail", "undecided"]
+
+
 class ConstraintResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """One constraint checked on a point: its value, the interval around it where there is one,
+    and a verdict that is "undecided" when the interval straddles the limit (or the sample is too
+    small for the statistic: a p99 of 40 requests means nothing)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     constraint: Constraint
     value: float | None
+    low: float | None = None
+    high: float | None = None
+    verdict: Verdict = "fail"
     passed: bool
     reason: str
 
@@ -315,34 +325,83 @@ def _within_request(values_ms: list[float], statistic: str | None) -> float | No
     return s[lo] + (s[hi] - s[lo]) * (rank - lo)
 
 
-def request_meets(constraints: Sequence[Constraint], req: RequestLatencies) -> bool:
-    """Whether one completed request meets every per-request constraint.
+def requests_needed(constraints: Sequence[Constraint], confidence: float) -> tuple[int, str]:
+    """The fewest measured requests for which every constraint can be decided at
+    ``confidence`` when the point meets it comfortably, and which constraint needs them.
 
-    A request without a value for a metric (TPOT with one output token, ITL with one chunk)
-    counts as 0 for it, the convention of ``vllm bench serve``'s goodput.
+    A latency percentile pNN needs :func:`quantbench.precision.min_samples` requests for its
+    interval to exist at all (p90: 36, p95: 72, p99: 368 at 95 %); an upper limit L on the error
+    rate needs n with (1 - L)^n <= alpha/2, so that even a point with no error at all shows an
+    error rate below L (L = 0.05: 72; L = 0.1: 36).
+    """
+    import math
+
+    from quantbench.precision import min_samples
+
+    need, why = 1, ""
+    alpha = 1 - confidence
+    for c in constraints:
+        n = 0
+        if c.per_request and c.percentile is not None:
+            n = min_samples(c.percentile / 100, confidence)
+        elif c.metric == "error_rate" and c.op in ("<=", "<") and 0 < c.threshold < 1:
+            n = math.ceil(math.log(alpha / 2) / math.log(1 - c.threshold) - 1e-12)
+        if n > need:
+            need, why = n, c.text
+    return need, why
+
+
+def request_meets(constraints: Sequence[Constraint], req: RequestLatencies) -> bool:
+    """Whether one request meets every per-request constraint.
+
+    A request without a TTFT or an end (it failed, or never got a token) meets none. TPOT and ITL
+    are undefined for an answer of one token (one chunk): it counts as 0 for them, the convention
+    of ``vllm bench serve``'s goodput.
     """
     for c in constraints:
         if c.metric == "itl":
             value = _within_request([g * 1000 for g in req.itls], c.statistic)
+            value = 0.0 if value is None else value
         else:
             seconds = getattr(req, c.metric)
-            value = None if seconds is None else seconds * 1000
-        if not c.holds(0.0 if value is None else value):
+            if seconds is None:
+                if c.metric != "tpot" or req.ttft is None:
+                    return False
+                value = 0.0
+            else:
+                value = seconds * 1000
+        if not c.holds(value):
             return False
     return True
 
 
-def evaluate(
-    constraints: Sequence[Constraint],
-    lookup: Callable[[str, str | None], float | None],
-) -> list[ConstraintResult]:
-    """Check a point's values; ``lookup(metric, statistic)`` returns them in canonical units."""
+Lookup = Callable[
+    [str, str | None], "float | tuple[float | None, float | None, float | None, str | None] | None"
+]
+
+
+def evaluate(constraints: Sequence[Constraint], lookup: Lookup) -> list[ConstraintResult]:
+    """Check a point's values. ``lookup(metric, statistic)`` returns the value in canonical units,
+    or ``(value, low, high, why_undecided)`` with its confidence interval (``why_undecided`` says
+    why no verdict can be given, e.g. too few requests for a p99)."""
     results = []
     for c in constraints:
         kind = _KIND[c.metric]
-        value = lookup(c.metric, c.statistic)
+        found = lookup(c.metric, c.statistic)
+        value, low, high, why = found if isinstance(found, tuple) else (found, None, None, None)
         name = c.describe()
         want = f"{c.op} {_fmt(c.threshold, kind)}"
+        if why is not None:
+            results.append(
+                ConstraintResult(
+                    constraint=c,
+                    value=value,
+                    verdict="undecided",
+                    passed=False,
+                    reason=f"{name}: undecided, {why} ({want})",
+                )
+            )
+            continue
         if value is None:
             results.append(
                 ConstraintResult(
@@ -350,15 +409,39 @@ def evaluate(
                 )
             )
             continue
-        ok = c.holds(value)
         shown = _fmt(value, kind)
-        relation = c.op if ok else NEGATION[c.op]
+        if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
+            lo_ok, hi_ok = c.holds(low), c.holds(high)
+            verdict: Verdict = (
+                "pass" if lo_ok and hi_ok else "fail" if not (lo_ok or hi_ok) else ("undecided")
+            )
+            span = f" [{_fmt(low, kind)}, {_fmt(high, kind)}]"
+        else:
+            verdict = "pass" if c.holds(value) else "fail"
+            span = ""
+        relation = c.op if c.holds(value) else NEGATION[c.op]
+        reason = f"{name} = {shown}{span} {relation} {_fmt(c.threshold, kind)}"
+        if verdict == "undecided":
+            reason = f"{name} = {shown}{span}: undecided, the interval straddles {want}"
         results.append(
             ConstraintResult(
                 constraint=c,
                 value=value,
-                passed=ok,
-                reason=f"{name} = {shown} {relation} {_fmt(c.threshold, kind)}",
+                low=low,
+                high=high,
+                verdict=verdict,
+                passed=verdict == "pass",
+                reason=reason,
             )
         )
     return results
+
+
+def overall(results: Sequence[ConstraintResult]) -> Verdict | None:
+    """A point's verdict: fail if any constraint fails, undecided if any is, else pass."""
+    if not results:
+        return None
+    verdicts = {r.verdict for r in results}
+    if "fail" in verdicts:
+        return "fail"
+    return "undecided" if "undecided" in verdicts else "pass"

@@ -1,4 +1,4 @@
-"""Open-loop arrival schedules, and how plans hand out tickets and split across workers."""
+"""Open-loop arrival schedules, and how a load process hands out conversations by phase."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from quantbench.load.arrivals import arrival_offsets
-from quantbench.load.plan import LoadPlan, PlannedRequest
+from quantbench.load.plan import BodyRules, Conversation, LoadPlan, Turn
 
 
 def _gaps(offsets: list[float]) -> list[float]:
@@ -37,37 +37,86 @@ def test_count_until_and_seed() -> None:
         arrival_offsets(1.0, 1.0, seed=0)
 
 
+def test_a_ramp_rises_to_the_rate() -> None:
+    from quantbench.load.arrivals import arrival_stream
+
+    it = arrival_stream(20.0, 1.0, seed=4, ramp_s=10.0)
+    offsets = [next(it) for _ in range(400)]
+    first, later = sum(o < 5 for o in offsets), sum(10 <= o < 15 for o in offsets)
+    # a linear ramp from 0 to 20/s over 10 s sends about 25 in its first 5 s, then 100 per 5 s
+    assert 10 < first < 45 and 80 < later < 120
+
+
 def _plan(**kw: object) -> LoadPlan:
-    reqs = [PlannedRequest(f"p{i}", "s", {"i": i}) for i in range(3)]
-    base = {"url": "http://x", "path": "/v1/completions", "api": "completions", "point": "pt",
-            "mode": "closed", "users": 2, "requests": reqs, "total": 10, "warmup_requests": 2}  # fmt: skip
+    convs = [Conversation(f"p{i}", "s", [Turn(f"q{i}", 4)]) for i in range(3)]
+    rules = BodyRules(model="m", profile="mock", stream_usage={}, fixed_length=(),
+                      fixed_output_length=False)  # fmt: skip
+    base = {"url": "http://x", "path": "/v1/chat/completions", "api": "chat", "point": "pt",
+            "mode": "closed", "users": 2, "conversations": convs, "rules": rules,
+            "warmup_conversations": 2, "measured_conversations": 4}  # fmt: skip
     return LoadPlan(**{**base, **kw})  # type: ignore[arg-type]
 
 
-def test_tickets_cycle_bodies_and_flag_warmup() -> None:
-    tickets = list(_plan().tickets())
-    assert [t.index for t in tickets] == list(range(10))
-    assert [t.request.prompt_id for t in tickets[:4]] == ["p0", "p1", "p2", "p0"]
-    assert [t.warmup for t in tickets[:3]] == [True, True, False]
+def _hand_out(plan: LoadPlan, finish_after: int | None = None) -> list[tuple[int, str]]:
+    """Tickets a dispatcher hands out; the measured ones stay open until ``finish_after``
+    tickets were handed out, as if their requests were still running."""
+    import gevent
+
+    from quantbench.load.dispatch import Dispatcher
+
+    d = Dispatcher(plan, sink=lambda rec: None)
+    d.start(0.0)
+    out: list[tuple[int, str]] = []
+    while len(out) < 50:
+        ticket = d.next_ticket()
+        if ticket is None:
+            break
+        out.append((ticket.index, ticket.phase))
+        if finish_after is not None and len(out) >= finish_after:
+            d.measured_open.clear()
+            d._maybe_finish()
+            gevent.sleep(0)
+    d.stopped = True
+    return out
 
 
-def test_shares_partition_the_plan() -> None:
-    plan = _plan(total=11)
-    shares = [list(plan.share(k, 3).tickets()) for k in range(3)]
-    assert sorted(t.index for s in shares for t in s) == list(range(11))
-    assert [plan.share(k, 3).share_size() for k in range(3)] == [4, 4, 3]
+def test_warm_up_first_then_measured_then_cool_down_while_measured_run() -> None:
+    tickets = _hand_out(_plan(), finish_after=9)
+    phases = [p for _, p in tickets]
+    assert phases[:2] == ["warmup", "warmup"]
+    assert phases[2:6] == ["measured"] * 4
+    # measured requests still running: the streams keep the load with cool-down conversations
+    assert phases[6:9] == ["cooldown"] * 3
+    # once every measured request ended, nothing more is handed out
+    assert len(tickets) == 9
+    assert [i for i, _ in tickets] == list(range(9))
 
 
-def test_open_plan_and_endless_plan() -> None:
-    plan = _plan(mode="open", total=None, arrivals=[0.0, 0.5, 0.9])
-    assert [t.at for t in plan.tickets()] == [0.0, 0.5, 0.9] and plan.share_size() == 3
-    endless = _plan(total=None, duration_s=1.0, warmup_s=0.5)
-    it = endless.tickets()
-    assert [next(it).index for _ in range(100)][-1] == 99
-    assert endless.share_size() is None and endless.stop_after_s == 1.5
+def test_nothing_after_the_measured_ones_when_they_have_ended() -> None:
+    tickets = _hand_out(_plan(), finish_after=6)
+    assert [p for _, p in tickets] == ["warmup"] * 2 + ["measured"] * 4
+
+
+def test_shares_partition_the_conversations() -> None:
+    plan = _plan(measured_conversations=7, warmup_conversations=2)
+    seen = []
+    for k in range(3):
+        seen += [t for t in _hand_out(plan.share(k, 3), finish_after=None) if t[1] != "cooldown"]
+    assert sorted(i for i, _ in seen) == list(range(9))
+    assert sorted(i for i, p in seen if p == "measured") == list(range(2, 9))
+
+
+def test_a_share_never_stops_on_precision() -> None:
+    from quantbench.load.plan import Precision
+
+    plan = _plan(precision=Precision([("ttft", 50.0)], 0.05, 0.95, 12))
+    assert plan.adaptive and not plan.share(0, 2).adaptive
 
 
 def test_plan_round_trips_through_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    plan = _plan(mode="open", arrivals=[0.0, 1.0], headers={"a": "b"})
+    from quantbench.load.plan import Precision
+
+    plan = _plan(mode="open", rate=2.0, headers={"a": "b"},
+                 precision=Precision([("ttft", 50.0)], 0.05, 0.95, 12))  # fmt: skip
     plan.save(tmp_path / "p.json")
     assert LoadPlan.load(tmp_path / "p.json") == plan

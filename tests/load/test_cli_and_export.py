@@ -34,17 +34,46 @@ def test_flags_build_a_sweep() -> None:
     assert slo == "rps>=1"
 
 
+def test_random_output_length_is_binding_by_default() -> None:
+    # `--random-output-len 32` let answers end early (1,725 of 2,048 tokens) and halved TTFT
+    # against vllm bench serve --ignore-eos on the same server.
+    argv = ("--random-input-len", "32", "--random-output-len", "32", "--concurrency", "1",
+            "--num-requests", "4")  # fmt: skip
+    assert workload_from_args(_args(*argv))[0].fixed_output_length is True
+    loose = workload_from_args(_args(*argv, "--no-fixed-output-length"))[0]
+    assert loose.fixed_output_length is False
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    assert "binding" in parser.format_help()
+
+
+def test_a_named_workload_and_a_precision_target() -> None:
+    spec, _ = workload_from_args(_args(
+        "--workload", "multi-turn", "--length-scale", "0.1", "--precision", "ttft:p50,tpot:p50",
+        "--precision-width", "0.1",
+    ))  # fmt: skip
+    assert spec.use == "multi-turn" and spec.length_scale == 0.1
+    assert spec.precision is not None and spec.precision.rel_half_width == 0.1
+    assert spec.points  # the named workload's own load points
+
+
 def test_flags_override_the_params_file(tmp_path: Path) -> None:
     params = tmp_path / "params.yaml"
     params.write_text(
-        "workload:\n  prompts: {source: random, input_len: 4, output_len: 2}\n"
+        "workloads:\n other: {use: chat, num_requests: 8}\n"
+        " mine:\n  prompts: {source: random, input_len: 4, output_len: 2}\n"
         "  load: [{kind: concurrency, concurrency: 2}]\n  num_requests: 5\n  seed: 3\n"
+        "  fixed_output_length: true\n"
         "slo: 'ttft:p95<=1s'\n",
         encoding="utf-8",
     )
-    spec, slo = workload_from_args(_args("--params", str(params), "--num-requests", "9"))
+    spec, slo = workload_from_args(
+        _args("--params", str(params), "--workload", "mine", "--num-requests", "9")
+    )
     assert (spec.num_requests, spec.seed, spec.load[0].concurrency) == (9, 3, 2)
-    assert slo == "ttft:p95<=1s"
+    assert spec.name == "mine" and slo == "ttft:p95<=1s"
+    with pytest.raises(ValueError, match="has no workload 'nope'; its workloads: other, mine"):
+        workload_from_args(_args("--params", str(params), "--workload", "nope"))
 
 
 @pytest.mark.parametrize(
@@ -81,15 +110,19 @@ def test_bench_cli_end_to_end(
         rc = main([
             "--url", srv.url + "/v1", "--engine", "mock", "--dataset", str(chat_dataset),
             "--concurrency", "2", "--num-requests", "6", "--fixed-output-length",
-            "--slo", "ttft:p95<=2s; goodput>=0.1", "--out", str(tmp_path / "out"), "--vllm-json",
+            "--slo", "ttft:p50<=2s; goodput>=0.1", "--out", str(tmp_path / "out"), "--vllm-json",
             "--keep-text",
         ])  # fmt: skip
     assert rc == 0
     out = capsys.readouterr().out
-    assert "c2" in out and "PASS  ttft p95" in out
+    assert "c2: 6 of 6 measured requests completed" in out and "PASS      ttft p50" in out
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["model"] == "mock-model" and summary["points"][0]["completed"] == 6
-    records = read_records(tmp_path / "out" / "records.jsonl")
+    every = read_records(tmp_path / "out" / "records.jsonl")
+    # warm-up first (one per stream), then 6 measured, then cool-down to keep both streams busy
+    assert [r.phase for r in every][:3] == ["warmup", "warmup", "measured"]
+    records = [r for r in every if r.phase == "measured"]
+    assert len(records) == 6
     assert [r.output_tokens for r in records] == [
         {"q0": 4, "q1": 5, "q2": 6, "q3": 7, "q4": 8, "q5": 9}[r.prompt_id] for r in records
     ]
@@ -101,7 +134,7 @@ def test_bench_cli_end_to_end(
 
 def _rec(i: int, chunks: list[float], status: str = "completed") -> RequestRecord:
     return RequestRecord(
-        str(i), i, "pt", "s", "p", False, 0, send_time=0.0, first_token_time=chunks[0],
+        str(i), i, "pt", "s", "p", "measured", 0, send_time=0.0, first_token_time=chunks[0],
         end_time=chunks[-1], chunk_times=chunks, chunk_tokens=[1] * len(chunks),
         prompt_tokens=3, output_tokens=len(chunks), tokens_source="usage", status=status,  # type: ignore[arg-type]
         output_text="a b",

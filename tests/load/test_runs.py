@@ -1,9 +1,10 @@
-"""End-to-end runs against the fake server: load shapes, stop conditions, error accounting."""
+"""End-to-end runs against the fake server: load shapes, phases, stop conditions, accounting."""
 
 from __future__ import annotations
 
 import itertools
 import statistics
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,20 +26,64 @@ def _max_in_flight(truth: list[dict]) -> int:  # type: ignore[type-arg]
     return peak
 
 
-def test_closed_loop_keeps_exactly_n_streams(bench) -> None:  # type: ignore[no-untyped-def]
+def test_closed_loop_keeps_every_stream_busy_for_the_whole_window(bench) -> None:  # type: ignore[no-untyped-def]
     run = bench(
-        Script(behaviours=[Behaviour(ttft_ms=20, itl_ms=5, output_tokens=6)]),
+        # requests of unequal length, so streams free up at different times
+        Script(behaviours=[Behaviour(ttft_ms=[100, 160, 130, 190, 70], itl_ms=20, output_tokens=6)]),
         {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 4}],
-         "num_requests": 24, "warmup_requests": 4},
+         "num_requests": 12, "warmup_requests": 4},
     )  # fmt: skip
     p = run.point
-    assert (p.requests, p.completed, p.warmup_excluded) == (24, 24, 4)
-    assert len(run.records) == len(run.truth) == 28
+    phases = Counter(r.phase for r in run.records)
+    assert (p.requests, p.completed, p.warmup_excluded) == (12, 12, 4)
+    assert phases["warmup"] == 4 and phases["measured"] == 12
+    # cool-down conversations kept the other streams busy until the last measured one ended
+    assert phases["cooldown"] >= 1 and p.cooldown_excluded == phases["cooldown"]
+    assert len(run.records) == len(run.truth)
     assert _max_in_flight(run.truth) == 4
-    assert p.max_concurrent_requests == 4
-    assert p.total_output_tokens == 24 * 6
-    assert all(r.warmup == (r.index < 4) for r in run.records)
-    assert {r.tokens_source for r in run.records} == {"usage"}
+    # the server had 4 requests in flight all through the window, not a burst that thinned
+    # out (the old c=16 point peaked at 9); only the client's turnaround between two requests
+    # of a stream (about a millisecond) is missing
+    w = p.window
+    busy = sum(max(0.0, min(t["end"], w.end) - max(t["arrival"], w.start)) for t in run.truth) / (
+        w.end - w.start
+    )
+    assert busy == pytest.approx(4.0, rel=0.05)
+    assert p.load.reached and p.load.mean_streams_busy == pytest.approx(4.0, rel=0.03)
+    measured = [r for r in run.records if r.phase == "measured"]
+    assert sum(r.output_tokens for r in measured) == 12 * 6
+    assert {r.tokens_source for r in measured} == {"usage"}
+
+
+def test_steady_state_throughput_is_what_the_streams_deliver(bench) -> None:  # type: ignore[no-untyped-def]
+    # c=4 streams of 16-token answers: in a steady state the window delivers c x 16 tokens per
+    # request time. Warm-up inside the window (the old 42.7 of 64 tok/s) would fall short.
+    run = bench(
+        Script(behaviours=[Behaviour(ttft_ms=60, itl_ms=10, output_tokens=16)]),
+        {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 4}],
+         "num_requests": 12, "warmup_requests": 4},
+    )  # fmt: skip
+    p = run.point
+    measured = [r for r in run.records if r.phase == "measured"]
+    e2e = statistics.fmean(r.e2e for r in measured)
+    steady = 4 * 16 / e2e
+    assert p.output_throughput == pytest.approx(steady, rel=0.05)
+    assert p.output_throughput_interval is not None
+    assert (
+        p.output_throughput_interval.low <= p.output_throughput <= p.output_throughput_interval.high
+    )
+
+
+def test_record_times_are_on_the_monotonic_clock(bench) -> None:  # type: ignore[no-untyped-def]
+    before = time.monotonic()
+    run = bench(
+        Script(behaviours=[Behaviour(ttft_ms=5, itl_ms=2, output_tokens=3)]),
+        {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 1}], "num_requests": 3},
+    )  # fmt: skip
+    after = time.monotonic()
+    times = [t for r in run.records for t in (r.send_time, r.end_time, *r.chunk_times)]
+    assert all(before <= t <= after for t in times)  # time.time() would be ~1.7e9
+    assert run.point.window.started_at_wall > 1.6e9  # wall clock only as a label
 
 
 def test_open_loop_arrivals_follow_the_rate(bench) -> None:  # type: ignore[no-untyped-def]
@@ -47,23 +92,24 @@ def test_open_loop_arrivals_follow_the_rate(bench) -> None:  # type: ignore[no-u
         Script(behaviours=[Behaviour(ttft_ms=5, itl_ms=5, output_tokens=3)]),
         {"prompts": RANDOM, "load": [{"kind": "rate", "rate": rate}], "num_requests": 120},
     )
-    sends = sorted(r.send_time for r in run.records)
+    measured = [r for r in run.records if r.phase == "measured"]
+    sends = sorted(r.send_time for r in measured)
     gaps = [b - a for a, b in itertools.pairwise(sends)]
     # 119 exponential gaps: the mean is within ~3 standard errors of 1/rate, and their
     # spread is that of a Poisson process (coefficient of variation near 1)
     assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.3)
     assert 0.7 < statistics.pstdev(gaps) / statistics.fmean(gaps) < 1.3
     # and each request left when it was scheduled to
-    lags = [r.send_time - r.scheduled_time for r in run.records]
+    lags = [r.send_time - r.scheduled_time for r in measured]
     assert max(lags) < 0.02 and statistics.median(lags) < 0.003
     assert run.point.completed == 120 and run.point.arrival_lag is not None
+    assert run.point.load.reached and run.point.load.achieved_rate is not None
     # the server saw them arrive at the planned times too
-    arrivals = sorted(t["arrival"] for t in run.truth)
-    planned = sorted(r.scheduled_time for r in run.records)
-    assert max(abs(a - b) for a, b in zip(arrivals, planned, strict=True)) < 0.03
+    by_id = {t["request_id"]: t["arrival"] for t in run.truth}
+    assert max(abs(by_id[r.request_id] - r.scheduled_time) for r in measured) < 0.03
 
 
-def test_open_loop_cap_holds_requests_back(bench) -> None:  # type: ignore[no-untyped-def]
+def test_open_loop_cap_holds_requests_back_and_says_so(bench) -> None:  # type: ignore[no-untyped-def]
     run = bench(
         Script(behaviours=[Behaviour(ttft_ms=100, itl_ms=10, output_tokens=3)]),
         {"prompts": RANDOM, "load": [{"kind": "rate", "rate": 100.0, "max_concurrency": 2}],
@@ -72,9 +118,10 @@ def test_open_loop_cap_holds_requests_back(bench) -> None:  # type: ignore[no-un
     assert _max_in_flight(run.truth) == 2
     assert run.point.completed == 10
     assert run.point.arrival_lag.max_ms > 200  # the last arrivals waited for a free slot
+    assert not run.point.load.reached and "fell behind" in run.point.load.note
 
 
-def test_sweep_runs_every_point(bench) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_runs_every_point_with_its_own_prompts(bench) -> None:  # type: ignore[no-untyped-def]
     run = bench(
         Script(behaviours=[Behaviour(ttft_ms=2, itl_ms=1, output_tokens=2)]),
         {"prompts": RANDOM, "num_requests": 6,
@@ -83,38 +130,48 @@ def test_sweep_runs_every_point(bench) -> None:  # type: ignore[no-untyped-def]
     )  # fmt: skip
     assert [p.point for p in run.summary.points] == ["c1", "c3", "r50"]
     assert [p.completed for p in run.summary.points] == [6, 6, 9]
-    assert Counter(r.point for r in run.records) == {"c1": 6, "c3": 6, "r50": 9}
-    assert len({r.request_id for r in run.records}) == 21
+    measured = [r for r in run.records if r.phase == "measured"]
+    assert Counter(r.point for r in measured) == {"c1": 6, "c3": 6, "r50": 9}
+    assert len({r.request_id for r in run.records}) == len(run.records)
+    # issue 14, item 5: each point sends its prompts in its own order (seeded by the point)
+    order = {pt: [r.prompt_id for r in measured if r.point == pt][:6] for pt in ("c1", "c3")}
+    assert order["c1"] != order["c3"]
 
 
-def test_duration_stops_the_run_and_counts_in_flight_as_incomplete(bench) -> None:  # type: ignore[no-untyped-def]
+def test_duration_measures_what_starts_in_it_and_waits_under_load(bench) -> None:  # type: ignore[no-untyped-def]
     run = bench(
         Script(behaviours=[Behaviour(ttft_ms=50, itl_ms=100, output_tokens=8)]),  # 750 ms each
         {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 3}],
-         "duration_s": 1.2, "warmup_s": 0.3},
+         "duration_s": 1.2, "warmup_s": 0.3, "warmup_requests": 0},
     )  # fmt: skip
     p = run.point
-    statuses = Counter(r.status for r in run.records)
-    # 3 streams x 2 rounds started in 1.5 s; the second round is cut off mid-stream
-    assert statuses == {"completed": 3, "incomplete": 3}
-    assert p.warmup_excluded == 3 and p.incomplete == 3 and p.completed == 0
-    cut = [r for r in run.records if r.status == "incomplete"]
-    assert all(r.chunk_times and r.error == "in flight when the run ended" for r in cut)
-    t0 = min(r.send_time for r in run.records)
-    assert all(r.end_time - t0 == pytest.approx(1.5, abs=0.1) for r in cut)
-    assert {t["outcome"] for t in run.truth} == {"completed", "client_gone"}
+    by_phase = Counter((r.phase, r.status) for r in run.records)
+    # round 1 (0 s) is warm-up; rounds 2 and 3 start within 1.2 s of the first measured one;
+    # nothing measured is cut: the point waits for them (a stream that frees up meanwhile takes
+    # a cool-down conversation, stopped once every measured request ended)
+    assert by_phase[("warmup", "completed")] == 3
+    assert by_phase[("measured", "completed")] == 6 and p.not_served == 0
+    cooldown = sum(n for (phase, _), n in by_phase.items() if phase == "cooldown")
+    assert by_phase[("cooldown", "incomplete")] == cooldown
+    assert "measured for 1.2 s" in p.stop_reason
+    assert p.load.reached
 
 
-def test_open_loop_arrivals_waiting_at_the_end_count_as_incomplete(bench) -> None:  # type: ignore[no-untyped-def]
+def test_an_open_loop_point_that_cannot_keep_up_counts_the_unserved(bench) -> None:  # type: ignore[no-untyped-def]
+    # 20 arrivals/s, one slot, 400 ms each: most measured arrivals are never served before the
+    # point's deadline. They count against the error rate and the SLO, as not served.
     run = bench(
         Script(behaviours=[Behaviour(ttft_ms=400, output_tokens=1)]),
         {"prompts": RANDOM, "load": [{"kind": "rate", "rate": 20.0, "max_concurrency": 1}],
-         "duration_s": 1.0},
+         "duration_s": 1.0, "point_timeout_s": 3.0},
+        slo="ttft:p50<=1s; error_rate<=0.1",
     )  # fmt: skip
-    statuses = Counter(r.status for r in run.records)
-    assert statuses["completed"] == 2 and statuses["incomplete"] >= 10
-    assert sum(1 for r in run.records if r.error and "never sent" in r.error) >= 9
-    assert len(run.truth) == 3  # two answered, one cut off
+    p = run.point
+    statuses = Counter(r.status for r in run.records if r.phase == "measured")
+    assert statuses["unsent"] >= 8 and p.unsent == statuses["unsent"]
+    assert p.not_served == p.unsent + p.incomplete and p.error_rate > 0.5
+    assert "deadline" in p.stop_reason
+    assert p.slo_verdict == "fail" and not p.load.reached
 
 
 def test_error_accounting(bench) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +186,7 @@ def test_error_accounting(bench) -> None:  # type: ignore[no-untyped-def]
     run = bench(
         script,
         {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 1}],
-         "num_requests": 8, "timeout_s": 0.5},
+         "num_requests": 8, "timeout_s": 0.5, "warmup_requests": 0},
         slo="error_rate<=0.1",
     )  # fmt: skip
     p = run.point
@@ -142,8 +199,36 @@ def test_error_accounting(bench) -> None:  # type: ignore[no-untyped-def]
     cut = next(r for r in run.records if by_behaviour[r.request_id] == "cut")
     assert len(cut.chunk_times) == 3  # what arrived before the break is kept
     assert p.error_rate == pytest.approx(0.75)
-    assert p.slo[0].reason == "error_rate = 0.75 > 0.1"
+    assert p.slo[0].reason.startswith("error_rate = 0.75") and p.slo_verdict == "fail"
     assert sum(p.errors.values()) == 6
+
+
+def test_broken_streams_fail_with_their_reason(bench) -> None:  # type: ignore[no-untyped-def]
+    # issue 14, item 7: each of these was recorded "completed" (and met a TTFT limit)
+    script = Script(
+        behaviours=[
+            Behaviour(name="role-only", output_tokens=0),
+            Behaviour(name="wrong-shape", ttft_ms=2, output_tokens=3, wrong_shape_after_tokens=1),
+            Behaviour(name="keepalive", ttft_ms=2, output_tokens=5, stall_after_tokens=2,
+                      keepalive_ms=50),
+            Behaviour(name="stalled", ttft_ms=2, output_tokens=5, stall_after_tokens=2),
+        ]
+    )  # fmt: skip
+    run = bench(
+        script,
+        {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 4}],
+         "num_requests": 8, "warmup_requests": 0, "timeout_s": 0.5, "request_timeout_s": 1.5},
+        slo="ttft:p50<=1s; error_rate<=0.5",
+    )  # fmt: skip
+    by_behaviour = {t["request_id"]: t["behaviour"] for t in run.truth}
+    errors = {by_behaviour[r.request_id]: r.error or "" for r in run.records
+              if r.phase == "measured"}  # fmt: skip
+    assert all(r.status == "failed" for r in run.records if r.phase == "measured")
+    assert errors["role-only"].startswith("empty stream")
+    assert "malformed event" in errors["wrong-shape"] and "delta" in errors["wrong-shape"]
+    assert errors["keepalive"].startswith("timeout: no complete answer within 1.5 s")
+    assert errors["stalled"].startswith("timeout: no data for 0.5 s after 2 chunks")
+    assert run.point.error_rate == 1.0 and run.point.slo_verdict == "fail"
 
 
 def test_transformers_dialect(bench) -> None:  # type: ignore[no-untyped-def]
@@ -155,8 +240,10 @@ def test_transformers_dialect(bench) -> None:  # type: ignore[no-untyped-def]
     workload = {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 2}],
                 "num_requests": 4}  # fmt: skip
     good = bench(script, workload, engine="transformers")
-    assert good.point.completed == 4 and {r.tokens_source for r in good.records} == {"usage"}
-    assert all(r.output_tokens == 3 and r.prompt_tokens == 8 for r in good.records)
+    measured = [r for r in good.records if r.phase == "measured"]
+    assert good.point.completed == 4 and {r.tokens_source for r in measured} == {"usage"}
+    # 8 words, and the conversation's own tag in front (unique_prompts)
+    assert all(r.output_tokens == 3 and r.prompt_tokens == 9 for r in measured)
     bad = bench(script, workload, engine="vllm")  # sends stream_options: rejected
     assert bad.point.failed == 4
     assert "HTTP 422" in bad.records[0].error and "stream_options" in bad.records[0].error
@@ -167,8 +254,35 @@ def test_fixed_output_length_reaches_the_server(bench) -> None:  # type: ignore[
                 "load": [{"kind": "concurrency", "concurrency": 1}]}  # fmt: skip
     free = bench(Script(default_output_tokens=5), workload)
     fixed = bench(Script(default_output_tokens=5), {**workload, "fixed_output_length": True})
-    assert {r.output_tokens for r in free.records} == {5}
-    assert {r.output_tokens for r in fixed.records} == {40}
+    assert {r.output_tokens for r in free.records if r.phase == "measured"} == {5}
+    assert {r.output_tokens for r in fixed.records if r.phase == "measured"} == {40}
+    assert fixed.point.lengths.ok and fixed.point.lengths.checked
+
+
+def test_a_server_that_ignores_the_length_is_flagged(bench) -> None:  # type: ignore[no-untyped-def]
+    # issue 14, item 10: an engine that ends answers early is flagged, never ranked as equal
+    workload = {"prompts": {**RANDOM, "output_len": 32}, "num_requests": 3,
+                "load": [{"kind": "concurrency", "concurrency": 1}], "fixed_output_length": True}  # fmt: skip
+    run = bench(Script(behaviours=[Behaviour(output_tokens=14)]), workload)
+    lengths = run.point.lengths
+    assert not lengths.ok and lengths.mismatched == 3
+    assert lengths.delivered_tokens == 42 and lengths.requested_tokens == 96
+
+
+def test_a_precision_target_sizes_the_point(bench) -> None:  # type: ignore[no-untyped-def]
+    steady = Script(behaviours=[Behaviour(ttft_ms=30, itl_ms=5, output_tokens=4)])
+    workload = {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 2}],
+                "precision": {"targets": ["ttft:p50"], "rel_half_width": 0.2, "min_requests": 12,
+                              "max_requests": 60}}  # fmt: skip
+    run = bench(steady, workload)
+    assert "precision met" in run.point.stop_reason
+    assert 12 <= run.point.requests < 60
+    iv = run.point.ttft.intervals_ms["p50"]
+    assert iv.high - iv.low <= 0.4 * run.point.ttft.percentiles_ms["p50"] + 1e-9
+    noisy = Script(behaviours=[Behaviour(ttft_ms=[5, 400, 30, 900, 60], itl_ms=1, output_tokens=2)])
+    capped = bench(noisy, {**workload, "precision": {**workload["precision"], "max_requests": 16}})
+    assert "measured the most allowed (16)" in capped.point.stop_reason
+    assert capped.point.requests == 16
 
 
 def test_counts_without_usage_fall_back_to_chunks(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -176,5 +290,6 @@ def test_counts_without_usage_fall_back_to_chunks(bench, tmp_path: Path) -> None
         Script(behaviours=[Behaviour(output_tokens=7)], usage="never", done_marker=False),
         {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 1}], "num_requests": 2},
     )
-    assert {(r.output_tokens, r.tokens_source) for r in run.records} == {(7, "chunks")}
-    assert all(r.prompt_tokens is None for r in run.records)
+    measured = [r for r in run.records if r.phase == "measured"]
+    assert {(r.output_tokens, r.tokens_source) for r in measured} == {(7, "chunks")}
+    assert all(r.prompt_tokens is None for r in measured)

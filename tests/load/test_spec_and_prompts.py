@@ -43,6 +43,9 @@ def test_points_labels_and_sizes() -> None:
          "needs at least one stream"),
         ({"load": [{"kind": "concurrency", "concurrency": 2}] * 2, "num_requests": 5},
          "distinct labels"),
+        # issue 14, item 1: c=16 with 8 requests peaked at 9 in flight and was reported as 16
+        ({"load": [{"kind": "concurrency", "concurrency": 16}], "num_requests": 8},
+         "set num_requests to at least 16"),
         ({"load": [{"kind": "concurrency", "concurrency": 0}], "num_requests": 5}, "greater than 0"),
         ({"load": [{"kind": "rate", "rate": 1, "burstines": 2}], "num_requests": 5}, "burstines"),
         ({"load": [{"kind": "steps"}], "num_requests": 5}, "does not match any of the expected tags"),
@@ -155,9 +158,11 @@ def test_bodies_per_engine() -> None:
     fixed = build_body(ITEM, api="chat", model="m", profile=get_profile("transformers"),
                        fixed_output_length=True, request_fields={})  # fmt: skip
     assert set(fixed) == {"model", "stream", "max_tokens", "messages", "generation_config"}
+    # Continuous batching ignored min_new_tokens (answers ended at 12-18 of 32 tokens); an end
+    # token that can never be sampled holds in both of transformers' generation paths.
     assert json.loads(fixed["generation_config"]) == {
         "max_new_tokens": 7,
-        "min_new_tokens": 7,
+        "eos_token_id": -1,
         "do_sample": False,
     }
 

@@ -11,7 +11,7 @@ from quantbench.load.streaming import StreamError, StreamParser
 
 
 def _rec() -> RequestRecord:
-    return RequestRecord("r", 0, "pt", "s", "p", False, 0, send_time=100.0)
+    return RequestRecord("r", 0, "pt", "s", "p", "measured", 0, send_time=100.0)
 
 
 def _chat(content: str | None, **extra: object) -> bytes:
@@ -51,11 +51,17 @@ def test_vllm_style_stream_with_role_chunk_usage_chunk_and_done() -> None:
 def test_stream_ending_without_done_and_without_trailing_blank_line() -> None:
     rec = _rec()
     p = StreamParser(rec, "chat")
-    _feed(p, [(_chat("a"), 1.0), (b"\n", 1.0), (_chat("b", usage={"completion_tokens": 2}), 2.0)])
-    p.finish()  # the body ended: the pending event is flushed
+    last = b'data: {"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}],' \
+        b'"usage":{"completion_tokens":2}}\n'  # fmt: skip
+    _feed(p, [(_chat("a"), 1.0), (b"\n", 1.0), (last, 2.0)])
+    p.finish()  # the body ended: the pending event is flushed; its finish_reason ends the answer
     assert not p.done
     assert rec.chunk_times == [1.0, 2.0]
-    assert rec.output_tokens == 2
+    assert rec.output_tokens == 2 and rec.finish_reason == "stop"
+
+
+def _done(p: StreamParser, t: float) -> None:
+    _feed(p, [(b"data: [DONE]\n", t), (b"\n", t)])
 
 
 def test_continuous_usage_gives_tokens_per_chunk() -> None:
@@ -64,6 +70,7 @@ def test_continuous_usage_gives_tokens_per_chunk() -> None:
     for i, (text, total) in enumerate([("a", 1), ("bcd", 4), ("e", 5)]):
         p.feed_line(_chat(text, usage={"prompt_tokens": 3, "completion_tokens": total}), float(i))
         p.feed_line(b"\n", float(i))
+    _done(p, 3.0)
     p.finish()
     assert rec.chunk_tokens == [1, 3, 1]
     assert rec.output_tokens == 5
@@ -77,6 +84,7 @@ def test_completions_text_and_crlf_and_comments() -> None:
         (b'data: {"choices":[{"text":" x"}]}\r\n', 1.0), (b"\r\n", 1.0),
         (b'data: {"choices":[{"text":""}]}\r\n', 1.5), (b"\r\n", 1.5),
         (b'data: {"choices":[{"text":" y"}]}\r\n', 2.0), (b"\r\n", 2.0),
+        (b"data: [DONE]\r\n", 2.1), (b"\r\n", 2.1),
     ])  # fmt: skip
     p.finish()
     assert rec.chunk_times == [1.0, 2.0]
@@ -87,6 +95,7 @@ def test_multi_line_data_event_is_joined() -> None:
     rec = _rec()
     p = StreamParser(rec, "completions")
     _feed(p, [(b'data: {"choices":\n', 1.0), (b'data: [{"text":"z"}]}\n', 1.1), (b"\n", 1.1)])
+    _done(p, 1.2)
     p.finish()
     assert rec.chunk_times == [1.0]  # stamped when the event's first line arrived
     assert rec.output_text == "z"
@@ -115,6 +124,47 @@ def test_unreadable_event_raises() -> None:
     p = StreamParser(_rec(), "chat")
     p.feed_line(b"data: {not json\n", 1.0)
     with pytest.raises(StreamError, match="unreadable event"):
+        p.feed_line(b"\n", 1.0)
+
+
+# -- issue 14, item 7: broken streams used to count as completed ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "reason"),
+    [
+        # a 200 with only a role chunk, then [DONE]
+        ([b'data: {"choices":[{"delta":{"role":"assistant"}}]}', b"data: [DONE]"], "empty stream"),
+        ([b"data: [DONE]"], "empty stream"),
+        ([b'data: {"choices":[],"usage":{"completion_tokens":0}}'], "empty stream"),
+        # tokens, then the body ends: no [DONE], no finish_reason
+        ([b'data: {"choices":[{"delta":{"content":"a"}}]}'], "cut short"),
+    ],
+)
+def test_streams_without_an_answer_fail(lines: list[bytes], reason: str) -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    for line in lines:
+        _feed(p, [(line + b"\n", 1.0), (b"\n", 1.0)])
+    with pytest.raises(StreamError, match=reason):
+        p.finish()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'{"choices":[{"delta":"hello"}]}',  # a string delta
+        b'{"choices":[{"delta":{"content":42}}]}',  # numeric content
+        b'{"choices":{"delta":{}}}',  # choices not a list
+        b'{"choices":["x"]}',
+        b"[1, 2]",
+        b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":"many"}}',
+    ],
+)
+def test_events_of_the_wrong_shape_fail_with_a_reason(event: bytes) -> None:
+    p = StreamParser(_rec(), "chat")
+    p.feed_line(b"data: " + event + b"\n", 1.0)
+    with pytest.raises(StreamError, match="malformed|not a JSON object"):
         p.feed_line(b"\n", 1.0)
 
 

@@ -9,7 +9,9 @@ every worker process of a distributed run can take its share of the same schedul
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Iterator
 
 
 def arrival_offsets(
@@ -34,3 +36,27 @@ def arrival_offsets(
         out.append(t)
         t += rng.gammavariate(burstiness, scale)
     return out
+
+
+def arrival_stream(
+    rate: float, burstiness: float, seed: int, *, ramp_s: float = 0.0
+) -> Iterator[float]:
+    """Endless arrival offsets: gamma gaps of mean ``1 / rate`` (shape ``burstiness``), the rate
+    rising linearly from 0 to ``rate`` over the first ``ramp_s`` seconds when a ramp is asked.
+
+    The ramp is a change of clock: arrivals are drawn in "operational time" (a process of rate
+    1) and mapped through the inverse of the cumulative rate, so the gaps keep their gamma
+    shape at every rate. The first arrival is at 0 without a ramp.
+    """
+    rng = random.Random(seed)
+    scale = 1.0 / burstiness
+    u = 0.0
+    ramp_area = rate * ramp_s / 2  # operational time the ramp takes
+    while True:
+        if ramp_s <= 0:
+            yield u / rate
+        elif u < ramp_area:
+            yield math.sqrt(2 * ramp_s * u / rate)
+        else:
+            yield (u - ramp_area) / rate + ramp_s
+        u += rng.gammavariate(burstiness, scale)

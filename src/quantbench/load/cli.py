@@ -1,6 +1,7 @@
 """``quantbench bench``: run a workload against any running OpenAI-compatible server.
 
-The workload comes from the ``workload:`` section of a params file (``--params``), from flags, or
+The workload comes from a named workload (``--workload chat``), from the ``workloads:`` section
+of a params file (``--params``, with ``--workload`` naming one of them), from flags, or from
 both (flags win). Results go to ``--out``: ``records.jsonl`` (one line per request),
 ``summary.json`` (the typed result), and with ``--vllm-json`` one ``vllm-<point>.json`` per point
 in ``vllm bench serve``'s field names. Progress goes to stderr, a results table to stdout.
@@ -84,13 +85,27 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "variable, a flag shows in `ps`); never written to outputs or logs",
     )
     w = parser.add_argument_group("workload (overrides --params)")
-    w.add_argument("--params", type=Path, help="YAML file with a 'workload:' (and 'slo:') section")
+    w.add_argument("--params", type=Path, help="YAML file with a 'workloads:' (and 'slo:') section")
+    w.add_argument(
+        "--workload",
+        help="a workload of --params by name, or a named workload shipped with quantbench "
+        "(chat, rag, long-generation, multi-turn, bursty: docs/LOAD.md)",
+    )
+    w.add_argument(
+        "--length-scale", type=float, help="multiply a named workload's lengths (0.1: small)"
+    )
     w.add_argument("--name", help="scenario name recorded with each request")
     w.add_argument("--api", choices=["chat", "completions"])
     w.add_argument("--dataset", type=Path, help="JSONL prompts (id, messages|prompt, max_tokens)")
     w.add_argument("--max-tokens", type=int, help="max_tokens for dataset lines without one")
     w.add_argument("--random-input-len", type=int, help="random prompts of this many tokens")
-    w.add_argument("--random-output-len", type=int, help="... generating this many tokens")
+    w.add_argument(
+        "--random-output-len",
+        type=int,
+        help="... generating exactly this many tokens: the length is binding (the engine's "
+        "ignore_eos or equivalent, as `vllm bench serve --ignore-eos`); add "
+        "--no-fixed-output-length to let answers end early",
+    )
     w.add_argument("--random-range-ratio", type=float, help="spread of random lengths (0-1)")
     w.add_argument("--concurrency", type=_int_list, help="closed loop: streams, e.g. 1,4,16")
     w.add_argument("--rate", type=_float_list, help="open loop: requests/s, e.g. 0.5,1,2")
@@ -105,7 +120,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--fixed-output-length",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="ask the engine for exactly max_tokens tokens",
+        help="ask the engine for exactly max_tokens tokens (default: on for random prompts, "
+        "off otherwise)",
     )
     w.add_argument(
         "--request-field",
@@ -116,6 +132,21 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra request body field, e.g. temperature=0",
     )
     w.add_argument("--timeout", type=float, help="fail a request after this long without data")
+    w.add_argument(
+        "--request-timeout", type=float, help="fail a request still streaming after this long"
+    )
+    w.add_argument("--point-timeout", type=float, help="stop a point after this long")
+    w.add_argument(
+        "--precision",
+        help="size each point from a precision target instead of a count, e.g. "
+        "'ttft:p50,tpot:p50' (measure until each is within --precision-width)",
+    )
+    w.add_argument(
+        "--precision-width", type=float, default=0.05, help="relative half-width (default 0.05)"
+    )
+    w.add_argument(
+        "--max-requests", type=int, default=200, help="with --precision: measure at most this many"
+    )
     w.add_argument("--workers", type=int, help="Locust worker processes (0: one process)")
     w.add_argument("--percentiles", type=_float_list, help="e.g. 50,90,95,99")
     w.add_argument(
@@ -127,6 +158,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     o = parser.add_argument_group("results")
     o.add_argument(
         "--slo", help="constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; error_rate<=0.01'"
+    )
+    o.add_argument(
+        "--confidence", type=float, default=0.95, help="confidence of every interval (0-1)"
     )
     o.add_argument("--out", type=Path, default=Path("reports/bench"), help="output directory")
     o.add_argument(
@@ -145,17 +179,37 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
         from quantbench.config import load_config
 
         config = load_config(args.params)
-        data = config.workload.model_dump(mode="json")
-        slo = config.slo or None
+        names = list(config.workloads)
+        name = args.workload or names[0]
+        if name not in config.workloads:
+            raise ValueError(
+                f"{args.params} has no workload {name!r}; its workloads: {', '.join(names)}"
+            )
+        chosen = config.workloads[name]
+        data = chosen.model_dump(mode="json", exclude_unset=True)
+        data["name"] = name
+        slo = chosen.slo_text(config.slo) or None
+    elif args.workload is not None:
+        data = {"use": args.workload, "name": args.workload}
+    if args.length_scale is not None:
+        data["length_scale"] = args.length_scale
+    if args.precision:
+        data["precision"] = {
+            "targets": [t.strip() for t in args.precision.split(",") if t.strip()],
+            "rel_half_width": args.precision_width,
+            "max_requests": args.max_requests,
+        }
     simple = {
         "name": args.name, "api": args.api, "num_requests": args.num_requests,
         "duration_s": args.duration, "warmup_requests": args.warmup_requests,
         "warmup_s": args.warmup_s, "seed": args.seed,
         "fixed_output_length": args.fixed_output_length, "timeout_s": args.timeout,
+        "request_timeout_s": args.request_timeout, "point_timeout_s": args.point_timeout,
         "workers": args.workers, "percentiles": args.percentiles, "keep_text": args.keep_text,
     }  # fmt: skip
     data.update({k: v for k, v in simple.items() if v is not None})
     if args.dataset is not None:
+        data.pop("use", None)
         data["prompts"] = {"source": "dataset", "path": str(args.dataset)}
         if args.max_tokens is not None:
             data["prompts"]["max_tokens"] = args.max_tokens
@@ -169,6 +223,11 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
         }
         if args.random_range_ratio is not None:
             data["prompts"]["range_ratio"] = args.random_range_ratio
+        if args.fixed_output_length is None:
+            # A user who asks for 32-token outputs expects 32: binding unless told otherwise
+            # (without it, answers ended early and TTFT halved against vllm bench serve's).
+            data["fixed_output_length"] = True
+        data.pop("use", None)
     points: list[dict[str, Any]] = []
     for c in args.concurrency or []:
         points.append({"kind": "concurrency", "concurrency": c})
@@ -189,34 +248,70 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
             except json.JSONDecodeError:
                 fields[key] = raw  # a bare word is a string
         data["request_fields"] = fields
-    if "prompts" not in data:
-        raise ValueError("no prompts: give --dataset, or --random-input-len/--random-output-len, "
-                         "or a --params file whose workload has 'prompts'")  # fmt: skip
-    if "load" not in data:
+    if "prompts" not in data and "use" not in data:
+        raise ValueError("no prompts: give --workload NAME, --dataset, or --random-input-len/"
+                         "--random-output-len, or a --params file with workloads")  # fmt: skip
+    if "load" not in data and "use" not in data:
         raise ValueError("no load shape: give --concurrency or --rate (or 'load' in --params)")
     return WorkloadSpec.model_validate(data), args.slo if args.slo is not None else slo
 
 
-def format_table(summary: SessionSummary) -> str:
-    head = (
-        f"{'point':<16}{'ok':>6}{'fail':>6}{'inc':>5}{'req/s':>9}{'out tok/s':>11}"
-        f"{'TTFT p50':>10}{'p99':>9}{'TPOT p50':>10}{'ITL p50':>9}{'E2E p50':>10}{'goodput':>9}"
-    )
-    rows = [head]
+def _figure(value: float | None, interval: Any, fmt: str = ".1f") -> str:
+    if value is None:
+        return "-"
+    if interval is None:
+        return f"{value:{fmt}}"
+    return f"{value:{fmt}} [{interval.low:{fmt}}, {interval.high:{fmt}}]"
 
-    def ms(stats: Any, key: str) -> str:
-        return "-" if stats is None else f"{stats.percentiles_ms.get(key, float('nan')):.1f}"
+
+def format_table(summary: SessionSummary) -> str:
+    """Per point: the sample, throughput and latencies with their intervals, checks, SLO."""
+    rows: list[str] = []
+
+    def pct(stats: Any, key: str) -> str:
+        if stats is None:
+            return "-"
+        if key in stats.too_few:
+            return f"too few requests for {key} ({stats.count})"
+        return _figure(stats.percentiles_ms.get(key), stats.intervals_ms.get(key))
 
     for p in summary.points:
-        good = "-" if p.goodput is None else f"{p.goodput:.2f}"
-        rows.append(
-            f"{p.point:<16}{p.completed:>6}{p.failed:>6}{p.incomplete:>5}"
-            f"{p.request_throughput:>9.2f}{p.output_throughput:>11.1f}"
-            f"{ms(p.ttft, 'p50'):>10}{ms(p.ttft, 'p99'):>9}{ms(p.tpot, 'p50'):>10}"
-            f"{ms(p.itl, 'p50'):>9}{ms(p.e2e, 'p50'):>10}{good:>9}"
+        conf = (
+            f"{p.output_throughput_interval.confidence:.0%}" if p.output_throughput_interval else ""
         )
+        rows.append(
+            f"{p.point}: {p.completed} of {p.requests} measured requests completed "
+            f"({p.failed} failed, {p.not_served} not served) over {p.duration_s:.1f} s; "
+            f"intervals at {conf or 'n/a'}"
+        )
+        rows.append(
+            f"  output tok/s {_figure(p.output_throughput, p.output_throughput_interval)}"
+            + (
+                f"; good {_figure(p.good_output_throughput, p.good_output_throughput_interval)}"
+                if p.good_output_throughput is not None
+                else ""
+            )
+            + f"; req/s {p.request_throughput:.2f}"
+        )
+        for name, stats in (("TTFT", p.ttft), ("TPOT", p.tpot), ("ITL", p.itl), ("E2E", p.e2e)):
+            rows.append(f"  {name:<5} p50 {pct(stats, 'p50')} ms; p99 {pct(stats, 'p99')} ms")
+        load = p.load
+        rows.append(
+            f"  load: offered {load.offered:g} ({load.kind}), mean in flight "
+            f"{load.mean_in_flight:.2f}, peak {load.peak_in_flight}"
+            + ("" if load.reached else f"  NOT REACHED: {load.note}")
+        )
+        if p.lengths.checked and not p.lengths.ok:
+            rows.append(
+                f"  LENGTHS: {p.lengths.mismatched} requests delivered another length than asked "
+                f"({p.lengths.delivered_tokens} of {p.lengths.requested_tokens} tokens)"
+            )
+        if p.harness.client_bound:
+            rows.append(f"  HARNESS: {p.harness.note}")
+        if p.stop_reason:
+            rows.append(f"  stopped: {p.stop_reason}")
         for r in p.slo:
-            rows.append(f"    {'PASS' if r.passed else 'FAIL'}  {r.reason}")
+            rows.append(f"    {r.verdict.upper():<9} {r.reason}")
     return "\n".join(rows)
 
 
@@ -232,7 +327,9 @@ def run_bench(args: argparse.Namespace) -> int:
             headers=dict(args.header),
             api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         )
-        summary = run_session(spec, target, args.out, slo=slo)
+        if not 0 < args.confidence < 1:
+            raise ValueError(f"--confidence must lie between 0 and 1, got {args.confidence}")
+        summary = run_session(spec, target, args.out, slo=slo, confidence=args.confidence)
     except ValidationError as e:
         print(f"error: invalid workload:\n{_pydantic_errors(e)}", file=sys.stderr)
         return 2

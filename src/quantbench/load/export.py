@@ -71,7 +71,7 @@ def to_vllm_result(
     for ours, theirs in _VLLM_METRIC.items():
         result.update(_latency_fields(theirs, getattr(point, ours), percentiles))
     if records is not None:
-        measured = [r for r in records if not r.warmup]
+        measured = [r for r in records if r.phase == "measured"]
         ok = [r.status == "completed" for r in measured]
         result.update(
             input_lens=[r.prompt_tokens or 0 for r in measured],

@@ -1,40 +1,77 @@
 """Metrics of one load point, computed from the raw per-request records.
 
-Never from Locust's statistics: those are bucketed (a 423 ms median reads as 500 ms). Definitions,
-all over the point's measured requests (warm-up excluded):
+Never from Locust's statistics: those are bucketed (a 423 ms median reads as 500 ms). The
+definitions, and the sample each is over:
 
-* TTFT: first content chunk's arrival - send time, completed requests.
-* E2E: end of stream - send time, completed requests.
-* TPOT: (E2E - TTFT) / (output tokens - 1), completed requests with at least 2 output tokens.
-* ITL: gaps between consecutive content chunks, all completed requests' gaps pooled.
-* duration: first send to last end (in-flight requests end when the run stops).
-* request throughput: completed / duration; output throughput: completed requests' output
-  tokens / duration; total token throughput adds their prompt tokens.
-* goodput: completed requests meeting every per-request SLO / duration (a request with fewer
-  than 2 output tokens has TPOT 0 for this purpose, as in ``vllm bench serve``).
-* error rate: failed / (completed + failed); incomplete requests are neither.
-
-Statistics: mean, population standard deviation, and percentiles by linear interpolation
-between closest ranks (numpy's default, as ``vllm bench serve`` uses).
+* **measured requests**: the requests of measured conversations (warm-up and cool-down
+  excluded); each has a status: completed, failed, incomplete (still streaming when the point
+  stopped) or unsent (arrived, never sent). Incomplete + unsent = **not served**.
+* **window**: from the first measured conversation's start (open loop: its scheduled arrival) to
+  the end of the last measured request. Cool-down conversations kept the load as it was until
+  then, so every measured request ran under the load the point claims.
+* TTFT: first content chunk - send; E2E: end of stream - send; TPOT: (E2E - TTFT) / (tokens - 1)
+  for two tokens or more; ITL: gaps between content chunks, pooled. Over completed measured
+  requests; each percentile with its distribution-free interval (quantbench.precision), or "too
+  few requests" where the sample cannot bound it.
+* **output throughput**: the output tokens of every request (any phase) that arrived inside the
+  window, over its duration, with a batch-means interval. A request cut at the window's end
+  counts with the tokens it delivered inside it.
+* request throughput: completed measured requests over the window; total token throughput adds
+  their prompt tokens' rate.
+* **goodput**: measured requests meeting every per-request SLO over the window; **good output
+  throughput**: the window's token rate times the share of measured output tokens that belong to
+  such requests (what users actually get).
+* **error rate**: (failed + not served) / measured requests, with its Clopper-Pearson interval.
+* SLO latency checks run over every measured request, an unanswered one counting as infinitely
+  late; a verdict whose interval straddles the limit is "undecided".
+* achieved load, delivered lengths, the client's own lag and CPU, cache use: see the schema's
+  LoadAchieved, LengthCheck, HarnessCheck and CacheUse.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from quantbench import slo as slo_mod
 from quantbench.load.records import RequestRecord
+from quantbench.precision import rate_interval
 
 # The result models are the session output's schema (re-exported: import them from here or there).
-from quantbench.schemas.session import LatencyStats, PointResult, pct_key
+from quantbench.schemas.session import (
+    CacheUse,
+    Figure,
+    HarnessCheck,
+    LatencyStats,
+    LengthCheck,
+    LoadAchieved,
+    PointResult,
+    Window,
+    pct_key,
+)
+
+# The client is the bottleneck when its event loop typically wakes later than a tenth of the gap
+# between two tokens (at least 1 ms; p50), or its worst wake-ups reach half that gap (at least
+# 5 ms; p99), or it spends this much of the wall time on the CPU (it shares a 2-core machine with
+# the server): then the client, not only the server, set the figures.
+CLIENT_LAG_P50_MS = 1.0
+CLIENT_LAG_LIMIT_MS = 5.0
+CLIENT_LAG_SHARE = 0.1
+CLIENT_CPU_LIMIT = 0.8
+# Closed loop: every stream busy for this share of the window; open loop: the achieved rate
+# within this share of the offered one.
+LOAD_TOLERANCE = 0.05
 
 
 def _max_concurrency(records: Sequence[RequestRecord]) -> int:
     events: list[tuple[float, int]] = []
     for r in records:
-        if r.end_time is not None:
+        if r.end_time is not None and r.status != "unsent":
             events += [(r.send_time, 1), (r.end_time, -1)]
     events.sort()  # at equal times an end (-1) sorts before a start (+1)
     peak = cur = 0
@@ -44,12 +81,66 @@ def _max_concurrency(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
-def _peak_tokens_per_s(records: Sequence[RequestRecord], start: float) -> float:
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def _mean_in_flight(records: Sequence[RequestRecord], start: float, end: float) -> float:
+    if end <= start:
+        return 0.0
+    busy = sum(
+        _overlap(r.send_time, r.end_time, start, end)
+        for r in records
+        if r.end_time is not None and r.status != "unsent"
+    )
+    return busy / (end - start)
+
+
+def _mean_streams_busy(records: Sequence[RequestRecord], start: float, end: float) -> float:
+    """Conversations in progress (first send to last end, think times included), averaged."""
+    spans: dict[str, tuple[float, float]] = {}
+    for r in records:
+        if r.end_time is None or r.status == "unsent":
+            continue
+        key = r.conversation or r.request_id
+        lo, hi = spans.get(key, (r.send_time, r.end_time))
+        spans[key] = (min(lo, r.send_time), max(hi, r.end_time))
+    if end <= start:
+        return 0.0
+    return sum(_overlap(a, b, start, end) for a, b in spans.values()) / (end - start)
+
+
+def _peak_tokens_per_s(records: Sequence[RequestRecord], start: float, end: float) -> float:
     buckets: Counter[int] = Counter()
     for r in records:
         for t, n in zip(r.chunk_times, r.chunk_tokens, strict=False):
-            buckets[int(t - start)] += n
+            if start <= t <= end:
+                buckets[int(t - start)] += n
     return float(max(buckets.values(), default=0))
+
+
+def _proportion(k: int, n: int, confidence: float) -> Figure | None:
+    """k of n with its Clopper-Pearson (exact binomial) interval."""
+    from scipy.stats import beta
+
+    if n == 0:
+        return None
+    alpha = 1 - confidence
+    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return Figure(value=k / n, low=low, high=high, confidence=confidence, n=n,
+                  method="Clopper-Pearson")  # fmt: skip
+
+
+def _figure(interval: Any) -> Figure | None:
+    return None if interval is None else Figure(**interval.to_dict())
+
+
+def _window(measured: Sequence[RequestRecord]) -> tuple[float, float]:
+    starts = [r.scheduled_time if r.scheduled_time is not None else r.send_time for r in measured]
+    start = min(starts, default=0.0)
+    ends = [r.end_time for r in measured if r.end_time is not None]
+    return start, max(ends, default=start)
 
 
 def summarize(
@@ -60,17 +151,26 @@ def summarize(
     shape: dict[str, Any],
     percentiles: Sequence[float],
     constraints: Sequence[slo_mod.Constraint] = (),
+    confidence: float = 0.95,
+    fixed_output_length: bool = False,
+    meta: dict[str, Any] | None = None,
+    wall_offset: float | None = None,
 ) -> PointResult:
-    measured = [r for r in records if not r.warmup]
+    """The point's result from all of its records (every phase), as defined above.
+
+    ``meta`` is what the load process wrote beside its records (its stop reason, its own lag and
+    CPU); ``wall_offset`` turns a monotonic time into epoch seconds for the window's label.
+    """
+    meta = meta or {}
+    measured = [r for r in records if r.phase == "measured"]
     done = [r for r in measured if r.status == "completed"]
     failed = [r for r in measured if r.status == "failed"]
     incomplete = [r for r in measured if r.status == "incomplete"]
-    # Percentiles an SLO asks for are computed even if not configured for the report.
+    unsent = [r for r in measured if r.status == "unsent"]
     wanted = set(percentiles) | {c.percentile for c in constraints if c.percentile is not None}
     pcts = sorted(wanted)
 
-    start = min((r.send_time for r in measured), default=0.0)
-    end = max((r.end_time for r in measured if r.end_time is not None), default=start)
+    start, end = _window(measured)
     duration = end - start
 
     def rate(x: float) -> float:
@@ -84,44 +184,204 @@ def summarize(
     out_tokens = sum(r.output_tokens or 0 for r in done)
     in_tokens = sum(r.prompt_tokens or 0 for r in done)
 
-    per_request = slo_mod.per_request(constraints)
-    goodput = None
-    if per_request:
-        good = sum(1 for r in done if slo_mod.request_meets(per_request, r))
-        goodput = rate(good)
+    # every token any request delivered inside the window
+    events = [
+        (t, n)
+        for r in records
+        for t, n in zip(r.chunk_times, r.chunk_tokens, strict=False)
+        if start <= t <= end
+    ]
+    window_tokens = int(sum(n for _, n in events))
+    out_tps = rate(window_tokens)
+    tps_interval = _figure(rate_interval(events, start, end, confidence)) if duration > 0 else None
 
-    errors = Counter((r.error or "unknown error")[:200] for r in failed)
+    per_request = slo_mod.per_request(constraints)
+    goodput = good_tps = None
+    good_interval = None
+    if per_request:
+        good = [r for r in done if slo_mod.request_meets(per_request, r)]
+        goodput = rate(len(good))
+        good_tokens = sum(r.output_tokens or 0 for r in good)
+        # the share of every token the measured requests delivered (a failed or cut request's
+        # partial answer included) that went to requests users would call good
+        delivered_measured = sum(
+            r.output_tokens if r.output_tokens is not None else sum(r.chunk_tokens)
+            for r in measured
+        )
+        share = good_tokens / delivered_measured if delivered_measured else 0.0
+        good_tps = out_tps * share
+        good_events = [
+            (t, n)
+            for r in good
+            for t, n in zip(r.chunk_times, r.chunk_tokens, strict=False)
+            if start <= t <= end
+        ]
+        if duration > 0 and good_events:
+            iv = rate_interval(good_events, start, end, confidence)
+            if iv is not None:
+                # the interval of the good requests' own delivery rate, rescaled to the estimate
+                scale = good_tps / iv.value if iv.value else 0.0
+                good_interval = Figure(
+                    value=good_tps, low=max(0.0, iv.low * scale), high=iv.high * scale,
+                    confidence=confidence, n=iv.n, method=iv.method,
+                )  # fmt: skip
+
+    not_served = len(incomplete) + len(unsent)
+    bad = len(failed) + not_served
+    errors = Counter((r.error or "unknown error")[:200] for r in [*failed, *incomplete, *unsent])
+
+    kind = "rate" if shape.get("kind") == "rate" else "concurrency"
+    offered = float(shape.get(kind, 0) or 0)
+    in_flight = _mean_in_flight(records, start, end)
+    lag_stats = LatencyStats.of(lags, pcts, confidence)
+    if kind == "concurrency":
+        busy = _mean_streams_busy(records, start, end)
+        reached = busy >= offered * (1 - LOAD_TOLERANCE)
+        achieved_rate = None
+        note = (
+            ""
+            if reached
+            else (f"only {busy:.2f} of {offered:g} streams busy on average over the window")
+        )
+    else:
+        busy = None
+        sends = sorted(r.send_time for r in measured if r.turn == 0 and r.status != "unsent")
+        due = sorted(r.scheduled_time for r in measured if r.turn == 0 and r.scheduled_time)
+        span = sends[-1] - sends[0] if len(sends) > 1 else 0.0
+        achieved_rate = (len(sends) - 1) / span if span > 0 else None
+        planned_span = due[-1] - due[0] if len(due) > 1 else 0.0
+        planned_rate = (len(due) - 1) / planned_span if planned_span > 0 else None
+        lag_p95 = float(np.percentile(lags, 95)) if lags else 0.0
+        # The arrivals are random by design (a gamma process): what the client must keep is the
+        # schedule, so the point reached its load when it sent on time (p95 lag within a tenth
+        # of a mean gap, or 10 ms) and every measured arrival was sent.
+        gap = 1.0 / offered if offered else math.inf
+        reached = lag_p95 <= max(0.1 * gap, 0.010) and not unsent
+        note = (
+            ""
+            if reached
+            else (
+                f"fell behind the schedule: p95 lag {lag_p95 * 1000:.0f} ms (a mean gap is "
+                f"{gap * 1000:.0f} ms), {len(unsent)} arrivals never sent"
+            )
+        )
+        if planned_rate is not None and achieved_rate is not None:
+            note = (note + "; " if note else "") + (
+                f"sent {achieved_rate:.3g}/s where the drawn schedule had {planned_rate:.3g}/s "
+                f"(offered mean {offered:g}/s)"
+            )
+    load = LoadAchieved(
+        kind=kind, offered=offered, mean_in_flight=in_flight,
+        peak_in_flight=_max_concurrency(records), mean_streams_busy=busy,
+        achieved_rate=achieved_rate, arrival_lag=lag_stats, reached=reached, note=note,
+    )  # fmt: skip
+
+    requested = sum(r.requested_tokens or 0 for r in done)
+    delivered = out_tokens
+    mismatched = sum(
+        1
+        for r in done
+        if r.requested_tokens is not None and r.output_tokens is not None
+        and r.output_tokens != r.requested_tokens
+    )  # fmt: skip
+    lengths = LengthCheck(
+        requested_tokens=requested, delivered_tokens=delivered, mismatched=mismatched,
+        checked=fixed_output_length, ok=(mismatched == 0) if fixed_output_length else True,
+    )  # fmt: skip
+
+    loop = meta.get("loop_lag") or {}
+    lag, lag_p50 = loop.get("p99_ms"), loop.get("p50_ms")
+    cpu_s, wall_s = meta.get("client_cpu_s"), meta.get("client_wall_s")
+    cpu_share = cpu_s / wall_s if cpu_s is not None and wall_s else None
+    # A late wake-up of the client's loop delays the chunk it should have read: it matters
+    # against the finest figure the point reports, the gap between tokens.
+    itl_ms = float(np.median(itls)) * 1000 if itls else None
+    p50_limit = max(CLIENT_LAG_P50_MS, CLIENT_LAG_SHARE * itl_ms) if itl_ms else CLIENT_LAG_P50_MS
+    p99_limit = (
+        max(CLIENT_LAG_LIMIT_MS, 5 * CLIENT_LAG_SHARE * itl_ms) if itl_ms else (CLIENT_LAG_LIMIT_MS)
+    )
+    client_bound = bool(
+        (lag is not None and lag > p99_limit)
+        or (lag_p50 is not None and lag_p50 > p50_limit)
+        or (cpu_share is not None and cpu_share > CLIENT_CPU_LIMIT)
+    )
+    harness = HarnessCheck(
+        loop_lag_p99_ms=lag, client_cpu_share=cpu_share, client_bound=client_bound,
+        note=(
+            f"the load generator ran behind (loop lag p99 {lag or 0:.1f} ms, CPU "
+            f"{(cpu_share or 0):.0%}): the client, not only the server, set these figures"
+            if client_bound else ""
+        ),
+    )  # fmt: skip
+
+    cached = [r.cached_tokens for r in done if r.cached_tokens is not None]
+    cache = CacheUse(
+        prompt_tokens=in_tokens,
+        cached_tokens=sum(cached) if cached else None,
+        served_share=(sum(cached) / in_tokens) if cached and in_tokens else None,
+    )
+
     result = PointResult(
         point=point,
         scenario=scenario,
         shape=shape,
-        started_at=start,
+        started_at=(start + wall_offset) if wall_offset is not None else time.time(),
+        window=Window(
+            start=start,
+            end=end,
+            duration_s=duration,
+            started_at_wall=(start + wall_offset) if wall_offset is not None else time.time(),
+        ),
         duration_s=duration,
+        stop_reason=str(meta.get("stop_reason", "")),
         requests=len(measured),
         completed=len(done),
         failed=len(failed),
         incomplete=len(incomplete),
-        warmup_excluded=len(records) - len(measured),
+        unsent=len(unsent),
+        not_served=not_served,
+        warmup_excluded=sum(1 for r in records if r.phase == "warmup"),
+        cooldown_excluded=sum(1 for r in records if r.phase == "cooldown"),
         total_input_tokens=in_tokens,
         total_output_tokens=out_tokens,
+        window_output_tokens=window_tokens,
         request_throughput=rate(len(done)),
-        output_throughput=rate(out_tokens),
-        total_token_throughput=rate(out_tokens + in_tokens),
+        output_throughput=out_tps,
+        output_throughput_interval=tps_interval,
+        total_token_throughput=out_tps + rate(in_tokens),
         goodput=goodput,
-        error_rate=len(failed) / (len(done) + len(failed)) if done or failed else 0.0,
+        good_output_throughput=good_tps,
+        good_output_throughput_interval=good_interval,
+        error_rate=bad / len(measured) if measured else 0.0,
+        error_rate_interval=_proportion(bad, len(measured), confidence),
         max_concurrent_requests=_max_concurrency(measured),
-        max_output_tokens_per_s=_peak_tokens_per_s(done, start),
-        ttft=LatencyStats.of(ttfts, pcts),
-        tpot=LatencyStats.of(tpots, pcts),
-        itl=LatencyStats.of(itls, pcts),
-        e2e=LatencyStats.of(e2es, pcts),
-        arrival_lag=LatencyStats.of(lags, pcts),
+        max_output_tokens_per_s=_peak_tokens_per_s(records, start, end),
+        ttft=LatencyStats.of(ttfts, pcts, confidence),
+        tpot=LatencyStats.of(tpots, pcts, confidence),
+        itl=LatencyStats.of(itls, pcts, confidence),
+        e2e=LatencyStats.of(e2es, pcts, confidence),
+        arrival_lag=lag_stats,
+        load=load,
+        lengths=lengths,
+        harness=harness,
+        cache=cache,
         token_sources=dict(Counter(r.tokens_source for r in done)),
         errors=dict(errors.most_common(10)),
     )
     if constraints:
-        result.slo = slo_mod.evaluate(constraints, result.metric_value)
-        result.slo_passed = all(c.passed for c in result.slo)
+        # An unanswered request is infinitely late for the SLO's latency percentiles.
+        unanswered = len(failed) + not_served
+        slo_stats: dict[str, LatencyStats] = {}
+        for metric, values in (("ttft", ttfts), ("e2e", e2es)):
+            if unanswered:
+                stats = LatencyStats.of([*values, *([math.inf] * unanswered)], pcts, confidence)
+                if stats is not None:
+                    slo_stats[metric] = stats
+        result.slo = slo_mod.evaluate(
+            constraints, lambda m, s: result.metric_value(m, s, slo_stats)
+        )
+        result.slo_verdict = slo_mod.overall(result.slo)
+        result.slo_passed = result.slo_verdict == "pass"
     return result
 
 

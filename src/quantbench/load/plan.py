@@ -1,36 +1,85 @@
-"""The plan one load process (or a distributed master) executes: requests, times and limits.
+"""The plan one load process (or a distributed master) executes: conversations, phases, limits.
 
-The parent process turns a workload point into a plan (prompts rendered to request bodies, arrival
-offsets computed from the seed), so the load process needs no tokenizer and no randomness. A plan
-is plain JSON; a distributed master sends each worker its :meth:`LoadPlan.share`.
+The parent process turns a workload point into a plan (prompts rendered into conversations, the
+request fields each engine accepts, seeds), so the load process needs no tokenizer. A plan is
+plain JSON; a distributed master sends each worker its :meth:`LoadPlan.share`.
+
+Every request belongs to a conversation of one or more turns (a single prompt is a conversation
+of one turn). A stream (closed loop) or an arrival (open loop) runs a whole conversation: each
+turn after the first waits its think time after the previous answer, then resends the history
+(every earlier user turn and the answer the server streamed for it) with its own message.
+
+Phases, per conversation in send order: the first ``warmup_conversations`` are warm-up; then
+conversations are measured until the plan has measured enough (a count, a duration, or a
+precision target met); after that, cool-down conversations keep the load what it was until every
+measured request has finished, and are then stopped. Only measured requests enter the latency
+figures; the tokens of every phase count towards the throughput of the measured window.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 
 @dataclass(frozen=True)
-class PlannedRequest:
-    """One request body, sent as often as the plan cycles through it."""
+class Turn:
+    """One user message of a conversation and the answer length it asks for."""
+
+    content: str
+    max_tokens: int
+    think_s: float = 0.0
+    """Seconds the user waits after the previous answer before sending this turn."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One or more turns sent in order on one stream; the first turn's id names it."""
 
     prompt_id: str
     scenario: str
-    body: dict[str, Any]
+    turns: list[Turn]
+    system: str | None = None
+    """A system message sent before the first turn (shared system prompts go here)."""
+    raw_prompt: str | None = None
+    """Completions API: the prompt text, as it is (a single turn)."""
+
+
+@dataclass(frozen=True)
+class BodyRules:
+    """How a turn becomes a request body for this server (see quantbench.load.requests)."""
+
+    model: str
+    profile: str
+    stream_usage: dict[str, Any]
+    fixed_length: tuple[str, ...]
+    fixed_output_length: bool
+    request_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Measure until every target percentile is known to within ``rel_half_width`` of itself
+    (an order-statistic interval at ``confidence``), at least ``min_measured`` requests."""
+
+    targets: list[tuple[str, float]]
+    """(metric, percentile): metric one of ttft, tpot, itl, e2e."""
+    rel_half_width: float
+    confidence: float
+    min_measured: int
+    check_every: int = 4
 
 
 @dataclass(frozen=True)
 class Ticket:
-    """One request to send: which body, when (open loop), and whether it is warm-up."""
+    """One conversation to send: which, when (open loop: its arrival), and in which phase."""
 
     index: int
-    request: PlannedRequest
+    conversation: Conversation
     at: float | None
-    warmup: bool
+    phase: Literal["warmup", "measured", "cooldown"]
 
 
 @dataclass(frozen=True)
@@ -42,49 +91,60 @@ class LoadPlan:
     mode: Literal["closed", "open"]
     users: int
     """Locust users: the streams of a closed loop, the in-flight cap of an open loop."""
-    requests: list[PlannedRequest]
-    total: int | None
-    """Requests to send in all (warm-up included); None: until the time is up."""
-    arrivals: list[float] | None = None
-    """Open loop: arrival offsets in seconds from the start, one per request."""
-    warmup_requests: int = 0
+    conversations: list[Conversation]
+    """Cycled through in this order (the parent shuffled them for this point and repeat)."""
+    rules: BodyRules
+    warmup_conversations: int = 0
     warmup_s: float = 0.0
+    measured_conversations: int | None = None
+    """How many conversations to measure (the most, when ``precision`` may stop earlier)."""
     duration_s: float | None = None
-    """Measured seconds; the run stops warmup_s + duration_s after its start."""
+    """Measure conversations that start within this many seconds after the warm-up."""
+    precision: Precision | None = None
+    rate: float | None = None
+    """Open loop: conversations per second (gamma gaps with shape ``burstiness``)."""
+    burstiness: float = 1.0
+    ramp_s: float = 0.0
+    """Open loop: the rate rises linearly from 0 over this many seconds first (a ramp)."""
+    schedule: list[float] | None = None
+    """Open loop replaying a trace: the arrival offsets, one per conversation, in order."""
+    arrival_seed: int = 0
     timeout_s: float = 300.0
+    """A request that receives no bytes for this long fails (idle timeout)."""
+    request_timeout_s: float = 600.0
+    """A request still streaming this long after it was sent fails (total deadline)."""
+    point_timeout_s: float = 3600.0
+    """The whole point stops this long after its start; what is left is recorded as such."""
     headers: dict[str, str] = field(default_factory=dict)
     progress_interval_s: float = 2.0
     id_prefix: str = ""
+    unique_prompts: bool = True
+    """Prefix each conversation's first message with its own id, so no two conversations share
+    a prompt prefix (a prefix cache then only helps within a conversation)."""
     share_index: int = 0
     share_count: int = 1
 
     @property
-    def stop_after_s(self) -> float | None:
-        return None if self.duration_s is None else self.warmup_s + self.duration_s
+    def adaptive(self) -> bool:
+        return self.precision is not None
 
     def share(self, index: int, count: int) -> LoadPlan:
-        """The part of this plan worker ``index`` of ``count`` sends: every count-th request."""
-        return replace(self, share_index=index, share_count=count)
+        """The part of this plan worker ``index`` of ``count`` sends: every count-th conversation
+        (distributed runs measure a fixed count: a precision target needs one process to see all
+        measured requests)."""
+        return replace(self, share_index=index, share_count=count, precision=None)
 
-    def tickets(self) -> Iterator[Ticket]:
-        """This share's requests in send order; endless when the plan has only a duration."""
-        n_bodies = len(self.requests)
-        limit = self.total
-        if self.arrivals is not None:
-            limit = len(self.arrivals) if limit is None else min(limit, len(self.arrivals))
-        i = self.share_index
-        while limit is None or i < limit:
-            at = self.arrivals[i] if self.arrivals is not None else None
-            yield Ticket(i, self.requests[i % n_bodies], at, i < self.warmup_requests)
-            i += self.share_count
+    def conversation(self, index: int) -> Conversation:
+        return self.conversations[index % len(self.conversations)]
 
-    def share_size(self) -> int | None:
-        limit = self.total
-        if self.arrivals is not None:
-            limit = len(self.arrivals) if limit is None else min(limit, len(self.arrivals))
-        if limit is None:
-            return None
-        return len(range(self.share_index, limit, self.share_count))
+    def arrival_offsets(self) -> Any:
+        """Open loop: the arrival offsets (seconds from the start): a trace's, or endless."""
+        if self.schedule is not None:
+            return iter(self.schedule)
+        from quantbench.load.arrivals import arrival_stream
+
+        assert self.rate is not None
+        return arrival_stream(self.rate, self.burstiness, self.arrival_seed, ramp_s=self.ramp_s)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +152,23 @@ class LoadPlan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadPlan:
         data = dict(data)
-        data["requests"] = [PlannedRequest(**r) for r in data["requests"]]
+        data["conversations"] = [
+            Conversation(
+                prompt_id=c["prompt_id"],
+                scenario=c["scenario"],
+                turns=[Turn(**t) for t in c["turns"]],
+                system=c.get("system"),
+                raw_prompt=c.get("raw_prompt"),
+            )
+            for c in data["conversations"]
+        ]
+        rules = dict(data["rules"])
+        rules["fixed_length"] = tuple(rules["fixed_length"])
+        data["rules"] = BodyRules(**rules)
+        if data.get("precision") is not None:
+            p = dict(data["precision"])
+            p["targets"] = [tuple(t) for t in p["targets"]]
+            data["precision"] = Precision(**p)
         return cls(**data)
 
     def save(self, path: Path) -> None:

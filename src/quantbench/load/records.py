@@ -1,8 +1,16 @@
 """The one per-request record, and its JSON Lines file format.
 
-Times are ``time.time()`` seconds since the epoch: on one machine every process reads the same
-clock, so a client's times can be compared with a server's log, and over several machines they
-stay meaningful to a person. Durations are always differences of times of one process.
+Times are seconds on the monotonic clock (``time.monotonic()``, Linux's CLOCK_MONOTONIC): it never
+jumps when the wall clock is set (NTP, a person, a VM resuming), and every process of one machine
+reads the same one, so the load processes' times, the parent's and the mock server's truth log
+compare directly. Its zero is arbitrary: a run's wall-clock start is recorded once beside its
+records, for people. Several machines (distributed load) each measure on their own clock and only
+differences of one machine's times are used.
+
+Each request has a phase: ``warmup`` (sent first, never measured), ``measured``, or ``cooldown``
+(sent after the measured ones to keep the load steady until every measured request has finished;
+never measured either, but the tokens they stream inside the measured window count towards its
+throughput, like every request's).
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-Status = Literal["completed", "failed", "incomplete"]
+Status = Literal["completed", "failed", "incomplete", "unsent"]
+"""completed: streamed to its end; failed: an error (the reason in `error`); incomplete: still
+streaming when the point stopped; unsent: arrived (open loop) but never sent before the stop."""
+Phase = Literal["warmup", "measured", "cooldown"]
 TokenSource = Literal["usage", "tokenizer", "chunks", "none"]
 
 
@@ -28,11 +39,17 @@ class RequestRecord:
     point: str
     scenario: str
     prompt_id: str
-    warmup: bool
+    phase: Phase
     worker: int
     send_time: float
     scheduled_time: float | None = None
     """Open loop: when the arrival was due; send_time - scheduled_time is the arrival lag."""
+    requested_tokens: int | None = None
+    """The output length asked for (max_tokens), to hold the delivered length against."""
+    conversation: str | None = None
+    """The conversation this request is a turn of (its id)."""
+    turn: int = 0
+    """Which turn of its conversation (0: the first)."""
     first_token_time: float | None = None
     """Arrival of the first chunk with non-empty content (role-only chunks do not count)."""
     end_time: float | None = None
@@ -41,6 +58,9 @@ class RequestRecord:
     chunk_tokens: list[int] = field(default_factory=list)
     """Tokens in each content chunk: from cumulative usage when the server streams it, else 1."""
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens the server says came from its prefix cache (usage.prompt_tokens_details,
+    or llama-server's timings.cache_n); None where it does not say."""
     output_tokens: int | None = None
     tokens_source: TokenSource = "none"
     status: Status = "completed"
@@ -48,6 +68,19 @@ class RequestRecord:
     error: str | None = None
     finish_reason: str | None = None
     output_text: str | None = None
+
+    @property
+    def warmup(self) -> bool:
+        return self.phase == "warmup"
+
+    @property
+    def measured(self) -> bool:
+        return self.phase == "measured"
+
+    @property
+    def served(self) -> bool:
+        """Whether the server answered it to the end (neither failed nor cut nor unsent)."""
+        return self.status == "completed"
 
     # Derived values, in seconds; None where undefined.
     @property
@@ -81,6 +114,9 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> RequestRecord:
+        if "warmup" in data and "phase" not in data:  # records written before phases existed
+            data = dict(data)
+            data["phase"] = "warmup" if data.pop("warmup") else "measured"
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -65,6 +65,61 @@ def endpoint_path(api: str) -> str:
     return "/v1/chat/completions" if api == "chat" else "/v1/completions"
 
 
+def turn_body(
+    rules: Any,
+    *,
+    api: str,
+    max_tokens: int,
+    messages: list[dict[str, Any]] | None = None,
+    prompt: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one streaming request, by the plan's body rules (``BodyRules``)."""
+    body: dict[str, Any] = {"model": rules.model, "stream": True, "max_tokens": max_tokens}
+    if api == "chat":
+        body["messages"] = messages or []
+    else:
+        body["prompt"] = prompt or ""
+    body.update(rules.stream_usage)
+    if rules.fixed_output_length:
+        if not rules.fixed_length:
+            raise ValueError(
+                f"server profile {rules.profile!r} has no request field that forces the output "
+                "length; set fixed_output_length to false, or pick the engine's profile (vllm, "
+                "llamacpp), or pass the engine's own field through request_fields"
+            )
+        if "ignore_eos" in rules.fixed_length:
+            body["ignore_eos"] = True
+        if "min_tokens" in rules.fixed_length:
+            body["min_tokens"] = max_tokens
+        if "generation_config" in rules.fixed_length:
+            # transformers serve: EOS id -1 disables the stop at EOS, per request, in both its
+            # plain and its continuous-batching path (min_new_tokens is ignored by the latter,
+            # which builds one logits processor for all requests from the first one's config).
+            config = {"max_new_tokens": max_tokens, "eos_token_id": -1, "do_sample": False}
+            body["generation_config"] = json.dumps(config)
+    body.update(rules.request_fields)
+    return body
+
+
+def body_rules(
+    *,
+    model: str,
+    profile: RequestProfile,
+    fixed_output_length: bool,
+    request_fields: dict[str, Any],
+) -> Any:
+    from quantbench.load.plan import BodyRules
+
+    return BodyRules(
+        model=model,
+        profile=profile.name,
+        stream_usage=dict(profile.stream_usage),
+        fixed_length=tuple(profile.fixed_length),
+        fixed_output_length=fixed_output_length,
+        request_fields=dict(request_fields),
+    )
+
+
 def build_body(
     item: PromptItem,
     *,
@@ -74,31 +129,13 @@ def build_body(
     fixed_output_length: bool,
     request_fields: dict[str, Any],
 ) -> dict[str, Any]:
-    """The JSON body of one streaming request."""
-    body: dict[str, Any] = {"model": model, "stream": True, "max_tokens": item.max_tokens}
+    """The JSON body of one single-turn request for ``item``."""
+    rules = body_rules(
+        model=model,
+        profile=profile,
+        fixed_output_length=fixed_output_length,
+        request_fields=request_fields,
+    )
     if api == "chat":
-        body["messages"] = item.as_messages()
-    else:
-        body["prompt"] = item.as_prompt()
-    body.update(profile.stream_usage)
-    if fixed_output_length:
-        if not profile.fixed_length:
-            raise ValueError(
-                f"server profile {profile.name!r} has no request field that forces the output "
-                "length; set fixed_output_length to false, or pick the engine's profile (vllm, "
-                "llamacpp), or pass the engine's own field through request_fields"
-            )
-        if "ignore_eos" in profile.fixed_length:
-            body["ignore_eos"] = True
-        if "min_tokens" in profile.fixed_length:
-            body["min_tokens"] = item.max_tokens
-        if "generation_config" in profile.fixed_length:
-            # min_new_tokens = max_new_tokens: EOS is suppressed until the length is reached.
-            config = {
-                "max_new_tokens": item.max_tokens,
-                "min_new_tokens": item.max_tokens,
-                "do_sample": False,
-            }
-            body["generation_config"] = json.dumps(config)
-    body.update(request_fields)
-    return body
+        return turn_body(rules, api=api, max_tokens=item.max_tokens, messages=item.as_messages())
+    return turn_body(rules, api=api, max_tokens=item.max_tokens, prompt=item.as_prompt())

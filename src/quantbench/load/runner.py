@@ -24,6 +24,7 @@ import locust  # noqa: F401  isort: skip
 import argparse
 import gc
 import hmac
+import json
 import logging
 import os
 import sys
@@ -36,7 +37,8 @@ import gevent
 from gevent.event import Event
 from locust.env import Environment
 
-from quantbench.load.locustfile import Dispatcher, StreamingUser, set_dispatcher
+from quantbench.load.dispatch import Dispatcher
+from quantbench.load.locustfile import StreamingUser, set_dispatcher
 from quantbench.load.plan import LoadPlan
 from quantbench.load.procs import TOKEN_ENV
 from quantbench.load.records import RequestRecord
@@ -62,7 +64,7 @@ class Progress:
         self.point, self.expected, self.interval_s = point, expected, interval_s
         self.completed = self.failed = self.incomplete = self.chunks = 0
         self.sent = 0
-        self.t0 = time.time()
+        self.t0 = time.monotonic()
         self._last_chunks = 0
         self._last_t = self.t0
 
@@ -76,7 +78,7 @@ class Progress:
         self.chunks += len(rec.chunk_times)
 
     def line(self, in_flight: int | None = None) -> str:
-        now = time.time()
+        now = time.monotonic()
         rate = (self.chunks - self._last_chunks) / max(now - self._last_t, 1e-9)
         self._last_chunks, self._last_t = self.chunks, now
         done = self.completed + self.failed + self.incomplete
@@ -93,8 +95,44 @@ class Progress:
             print(self.line(in_flight() if in_flight else None), file=sys.stderr, flush=True)
 
 
+class LoopLag:
+    """How late this process's event loop wakes a sleeping greenlet: the load generator's own
+    delay in reading chunks. A busy client (a 2-core machine shared with the server) shows here,
+    not in the server's figures."""
+
+    def __init__(self, period_s: float = 0.01) -> None:
+        self.period_s = period_s
+        self.lags: list[float] = []
+
+    def loop(self) -> None:
+        while True:
+            before = time.monotonic()
+            gevent.sleep(self.period_s)
+            self.lags.append(max(0.0, time.monotonic() - before - self.period_s))
+
+    def summary(self) -> dict[str, float]:
+        if not self.lags:
+            return {}
+        lags = sorted(self.lags)
+        return {
+            "samples": len(lags),
+            "p50_ms": lags[len(lags) // 2] * 1000,
+            "p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000,
+            "max_ms": lags[-1] * 1000,
+        }
+
+
+def write_meta(records_path: Path, meta: dict[str, Any]) -> None:
+    """What the load process knows beyond its records (why it stopped, its own load)."""
+    records_path.with_name(records_path.name + ".meta.json").write_text(
+        json.dumps(meta), encoding="utf-8"
+    )
+
+
 def run_local(plan: LoadPlan, records_path: Path) -> int:
-    progress = Progress(plan.point, plan.share_size(), plan.progress_interval_s)
+    progress = Progress(plan.point, None, plan.progress_interval_s)
+    lag = LoopLag()
+    cpu0, wall0 = time.process_time(), time.monotonic()
     with records_path.open("w", encoding="utf-8") as out:
 
         def sink(rec: RequestRecord) -> None:
@@ -109,12 +147,25 @@ def run_local(plan: LoadPlan, records_path: Path) -> int:
         if runner.spawning_greenlet is not None:
             runner.spawning_greenlet.join()
         gc.freeze()  # keep the collector's pauses short: setup objects are never garbage
-        dispatcher.start(time.time() + START_DELAY_S)
+        dispatcher.start(time.monotonic() + START_DELAY_S)
         progress.t0 = dispatcher.t0
         printer = gevent.spawn(progress.loop, lambda: len(dispatcher.in_flight))
+        watcher = gevent.spawn(lag.loop)
         dispatcher.finished.wait()
+        watcher.kill()
         printer.kill()
         runner.quit()
+    wall = time.monotonic() - wall0
+    write_meta(
+        records_path,
+        {
+            "stop_reason": dispatcher.stop_reason,
+            "measured_started": dispatcher.measured_started,
+            "client_cpu_s": time.process_time() - cpu0,
+            "client_wall_s": wall,
+            "loop_lag": lag.summary(),
+        },
+    )
     print(progress.line(0), file=sys.stderr, flush=True)
     return 0
 
@@ -128,7 +179,7 @@ def run_master(
     wait_workers_s: float,
     token: str | None = None,
 ) -> int:
-    total = plan.share_size()
+    total = None
     progress = Progress(plan.point, total, plan.progress_interval_s)
     done_workers: set[str] = set()
     env = Environment(user_classes=[StreamingUser], host=plan.url)
@@ -154,9 +205,9 @@ def run_master(
         runner.register_message("qb_done", on_done)
         runner.register_message("qb_hello", on_hello)
 
-        deadline = time.time() + wait_workers_s
+        deadline = time.monotonic() + wait_workers_s
         while len(trusted & set(runner.clients)) < workers:
-            if time.time() > deadline:
+            if time.monotonic() > deadline:
                 print(
                     f"error: {len(trusted)} of {workers} workers connected to "
                     f"{bind_host}:{bind_port} with this run's token within {wait_workers_s:g} s",
@@ -184,16 +235,18 @@ def run_master(
         env.events.spawning_complete.add_listener(lambda user_count, **_: spawned.set())
         runner.start(plan.users, spawn_rate=plan.users)
         spawned.wait()
-        t0 = time.time() + START_DELAY_S
+        # A delay, not a time: each worker starts on its own monotonic clock (one machine's
+        # monotonic time means nothing on another).
+        t0 = time.monotonic() + START_DELAY_S
         for client_id in ids:
-            runner.send_message("qb_go", {"t0": t0}, client_id=client_id)
+            runner.send_message("qb_go", {"delay_s": START_DELAY_S}, client_id=client_id)
         progress.t0 = t0
         printer = gevent.spawn(progress.loop)
-        hard_stop = None if plan.stop_after_s is None else t0 + plan.stop_after_s + 60
+        hard_stop = t0 + plan.point_timeout_s + 60
         rc = 0
         while len(done_workers) < len(ids):
             if runner.worker_count < len(ids) - len(done_workers) or (
-                hard_stop is not None and time.time() > hard_stop
+                hard_stop is not None and time.monotonic() > hard_stop
             ):
                 print("error: a worker went missing before it finished", file=sys.stderr)
                 rc = 1
@@ -234,7 +287,7 @@ def run_worker(master_host: str, master_port: int, token: str | None = None) -> 
 
     def on_go(environment: Any, msg: Any, **_: Any) -> None:
         gc.freeze()
-        holder["d"].start(float(msg.data["t0"]))
+        holder["d"].start(time.monotonic() + float(msg.data["delay_s"]))
         gevent.spawn(flusher)
 
     runner.register_message("qb_plan", on_plan)

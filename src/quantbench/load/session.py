@@ -6,7 +6,9 @@ This is the parent side of the harness; it never imports Locust. Per point it wr
 tokenizer, and computes the point's metrics. Outputs, in ``out_dir``:
 
 * ``records.jsonl``: one line per request of every point (warm-up included, flagged);
-* ``summary.json``: a :class:`~quantbench.schemas.session.SessionSummary`.
+* ``summary.json``: a :class:`~quantbench.schemas.session.SessionSummary`;
+* ``load_meta.json``: per point, what the load process knew beyond its records (why it stopped,
+  its own event-loop lag and CPU time).
 """
 
 from __future__ import annotations
@@ -18,30 +20,34 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from quantbench import slo as slo_mod
-from quantbench.load import prompts as prompts_mod
-from quantbench.load.arrivals import arrival_offsets
 from quantbench.load.distributed import run_distributed
 from quantbench.load.metrics import PointResult, summarize
-from quantbench.load.plan import LoadPlan, PlannedRequest
+from quantbench.load.plan import LoadPlan, Precision
 from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.records import RequestRecord, read_records
-from quantbench.load.requests import build_body, endpoint_path, get_profile
-from quantbench.load.spec import ClosedLoop, DatasetPrompts, WorkloadSpec
+from quantbench.load.requests import body_rules, endpoint_path, get_profile
+from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.session import SessionSummary
+from quantbench.workloads.traffic import Traffic, materialize, shuffled
 
 # Exit codes of a process stopped by SIGINT or SIGTERM (by the signal, or by a handler's exit).
 INTERRUPTED_CODES = frozenset({-signal.SIGINT, -signal.SIGTERM, 130, 143})
 
 # An uncapped open loop still needs Locust users to send with: this many at most.
 OPEN_LOOP_SLOTS = 1024
+LOAD_META = "load_meta.json"
+# What named workloads cut their prompts from when no params file says (quantbench bench).
+DEFAULT_CORPUS = (Path("data/calibration.txt"), Path("data/eval.txt"))
 
 
 class Target(BaseModel):
@@ -96,56 +102,72 @@ def first_model(url: str, headers: dict[str, str], timeout_s: float = 10.0) -> s
         ) from None
 
 
-def load_prompts(spec: WorkloadSpec, counter: TokenCounter | None) -> list[prompts_mod.PromptItem]:
-    if isinstance(spec.prompts, DatasetPrompts):
-        items = prompts_mod.load_dataset(spec.prompts)
-        return prompts_mod.ordered(items, spec.seed, spec.prompts.shuffle)
-    cut = counter.cut if counter is not None else None
-    return prompts_mod.random_prompts(spec.prompts, spec.seed, cut)
+def build_traffic(
+    spec: WorkloadSpec,
+    counter: TokenCounter | None,
+    corpus: Sequence[Path] = DEFAULT_CORPUS,
+    context: int | None = None,
+) -> Traffic:
+    """The workload's traffic, built here (``quantbench bench`` against any server; the bench
+    stages read what the workloads stage wrote instead)."""
+    return materialize(
+        spec,
+        corpus,
+        count=counter.count_text if counter is not None else None,
+        cut=counter.cut if counter is not None else None,
+        context=context,
+    )
 
 
 def plan_point(
     spec: WorkloadSpec,
     index: int,
-    items: Sequence[prompts_mod.PromptItem],
+    traffic: Traffic,
     *,
     url: str,
     model: str,
     engine: str,
     headers: dict[str, str],
+    repeat: int = 0,
+    constraints: Sequence[slo_mod.Constraint] = (),
+    confidence: float = 0.95,
 ) -> LoadPlan:
-    """The load plan of point ``index``: bodies, arrival times, limits."""
-    point = spec.load[index]
+    """The load plan of point ``index`` (repeat ``repeat``): conversations, phases, limits.
+
+    Every point and every repeat gets its own conversation order and arrival times (seeded from
+    the workload's seed, the point and the repeat), so no run replays another's prompts on the
+    same schedule: repeats measure the server's variation, not one sample's.
+    """
+    point = spec.points[index]
     label = spec.point_label(index)
     n, duration = spec.point_size(index)
     profile = get_profile(engine)
-    requests = [
-        PlannedRequest(
-            prompt_id=item.id,
-            scenario=item.scenario or spec.name,
-            body=build_body(
-                item,
-                api=spec.api,
-                model=model,
-                profile=profile,
-                fixed_output_length=spec.fixed_output_length,
-                request_fields=dict(spec.request_fields),
-            ),
+    rules = body_rules(
+        model=model,
+        profile=profile,
+        fixed_output_length=spec.fixed_output_length,
+        request_fields=dict(spec.request_fields),
+    )
+    seed = f"{spec.seed}/{label}/{repeat}"
+    conversations = shuffled(traffic, seed)
+    precision = None
+    if spec.precision is not None:
+        # The SLO's percentiles and error-rate limit need their own sample to be decided (a p90
+        # needs 36 requests at 95 %): a precision-sized point measures at least that many, up
+        # to its cap (beyond which the row says "too few requests").
+        needed, _ = slo_mod.requests_needed(constraints, confidence)
+        precision = Precision(
+            targets=spec.precision.parsed(),
+            rel_half_width=spec.precision.rel_half_width,
+            confidence=spec.precision.confidence,
+            min_measured=min(max(spec.precision.min_requests, needed), spec.precision.max_requests),
         )
-        for item in items
-    ]
-    total = None if n is None else n + spec.warmup_requests
-    arrivals = None
+    warmup = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
-        mode, users = "closed", point.concurrency
+        mode, users, rate, burst, ramp = "closed", point.concurrency, None, 1.0, 0.0
     else:
-        mode = "open"
-        until = None if duration is None else spec.warmup_s + duration
-        # A seed per point, so the points of a sweep do not share one arrival pattern.
-        arrivals = arrival_offsets(
-            point.rate, point.burstiness, spec.seed + 7919 * index, count=total, until_s=until
-        )
-        users = point.max_concurrency or min(OPEN_LOOP_SLOTS, len(arrivals))
+        mode, rate, burst, ramp = "open", point.rate, point.burstiness, point.ramp_s
+        users = point.max_concurrency or OPEN_LOOP_SLOTS
     if spec.workers:
         users = max(users, spec.workers)
     return LoadPlan(
@@ -153,18 +175,27 @@ def plan_point(
         path=endpoint_path(spec.api),
         api=spec.api,
         point=label,
-        mode=mode,
+        mode=mode,  # type: ignore[arg-type]
         users=users,
-        requests=requests,
-        total=total,
-        arrivals=arrivals,
-        warmup_requests=spec.warmup_requests,
+        conversations=conversations,
+        rules=rules,
+        warmup_conversations=warmup,
         warmup_s=spec.warmup_s,
+        measured_conversations=n,
         duration_s=duration,
+        precision=precision,
+        rate=rate,
+        burstiness=burst,
+        ramp_s=ramp,
+        schedule=traffic.schedule if mode == "open" and traffic.schedule is not None else None,
+        arrival_seed=zlib.crc32(seed.encode()),
         timeout_s=spec.timeout_s,
+        request_timeout_s=spec.request_timeout_s,
+        point_timeout_s=spec.point_timeout_s,
         headers=headers,
         progress_interval_s=spec.progress_interval_s,
-        id_prefix=f"{label}-",
+        id_prefix=f"{label}-r{repeat}-",
+        unique_prompts=spec.unique_prompts,
     )
 
 
@@ -194,52 +225,79 @@ def run_plan(
     return read_records(records_path)
 
 
+def read_meta(records_path: Path) -> dict[str, Any]:
+    path = records_path.with_name(records_path.name + ".meta.json")
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
 def run_session(
     spec: WorkloadSpec,
     target: Target,
     out_dir: Path,
     *,
     slo: str | None = None,
+    traffic: Traffic | None = None,
+    confidence: float = 0.95,
+    repeat: int = 0,
+    points: Sequence[int] | None = None,
 ) -> SessionSummary:
+    """Run the workload's points (all, or those of ``points``) against the target."""
     constraints = slo_mod.parse_slo(slo) if slo else []
     url = normalize_url(target.url)
     headers = target.request_headers()
     model = target.model or first_model(url, headers)
     counter = load_counter(target.tokenizer) if target.tokenizer else None
-    items = load_prompts(spec, counter)
-    by_id = {item.id: item for item in items}
+    if traffic is None:
+        traffic = build_traffic(spec, counter)
     out_dir.mkdir(parents=True, exist_ok=True)
-    points: list[PointResult] = []
+    results: list[PointResult] = []
+    metas: dict[str, dict[str, Any]] = {}
+    indices = list(points) if points is not None else list(range(len(spec.points)))
+    wall_offset = time.time() - time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="qb-load-") as tmp,
         (out_dir / "records.jsonl").open("w", encoding="utf-8") as all_records,
     ):
-        for i in range(len(spec.load)):
+        for k, i in enumerate(indices):
             plan = plan_point(
-                spec, i, items, url=url, model=model, engine=target.engine, headers=headers
-            )
+                spec, i, traffic, url=url, model=model, engine=target.engine, headers=headers,
+                repeat=repeat, constraints=constraints, confidence=confidence,
+            )  # fmt: skip
             print(
-                f"point {i + 1}/{len(spec.load)}: {plan.point} ({plan.mode} loop, "
+                f"point {k + 1}/{len(indices)}: {plan.point} ({plan.mode} loop, "
                 f"{plan.users} users)",
                 file=sys.stderr,
                 flush=True,
             )
-            records = run_plan(plan, Path(tmp) / f"raw-{i}.jsonl", spec.workers, Path(tmp))
-            records.sort(key=lambda r: r.index)
-            fill_token_counts(records, counter, by_id, spec.api)
+            raw = Path(tmp) / f"raw-{i}.jsonl"
+            records = run_plan(plan, raw, spec.workers, Path(tmp))
+            records.sort(key=lambda r: (r.index, r.turn))
+            fill_token_counts(records, counter, {}, spec.api)
             if not spec.keep_text:
                 for rec in records:
                     rec.output_text = None
             for rec in records:
                 all_records.write(rec.to_json() + "\n")
-            points.append(
+            meta = read_meta(raw)
+            metas[plan.point] = meta
+            shape = spec.points[i].model_dump(mode="json")
+            if traffic.schedule is not None:
+                shape["schedule"] = "trace"
+            results.append(
                 summarize(
                     records,
                     point=plan.point,
                     scenario=spec.name,
-                    shape=spec.load[i].model_dump(),
+                    shape=shape,
                     percentiles=spec.percentiles,
                     constraints=constraints,
+                    confidence=confidence,
+                    fixed_output_length=spec.fixed_output_length,
+                    meta=meta,
+                    wall_offset=wall_offset,
                 )
             )
     summary = SessionSummary(
@@ -249,7 +307,11 @@ def run_session(
         workload=spec.model_dump(mode="json"),
         slo=slo,
         created_at=time.time(),
-        points=points,
+        points=results,
+        workload_summary=traffic.summary,
     )
     schema_io.write(out_dir / "summary.json", summary)
+    # what the load process knew beyond its records (stop reason, its own loop lag and CPU), per
+    # point: re-judging the records later (the report) needs it for the harness check
+    (out_dir / LOAD_META).write_text(json.dumps(metas, indent=1, sort_keys=True), encoding="utf-8")
     return summary

@@ -1,16 +1,20 @@
-"""The workload a benchmark point runs: prompts, API, load shape, size, warm-up and seed.
+"""The workload a benchmark point runs: traffic, API, load shape, size, precision and seed.
 
 These models are the config-facing half of the load harness: they are read from the
-``workload:`` section of params.yaml or built from ``quantbench bench`` flags, and every field's
-description doubles as help text. Which extra request fields an engine accepts is not part of the
-workload (the same workload runs against every engine); that lives in :mod:`quantbench.load.engines`.
+``workloads:`` section of params.yaml (or the older single ``workload:``) or built from
+``quantbench bench`` flags, and every field's description doubles as help text. Which extra
+request fields an engine accepts is not part of the workload (the same workload runs against
+every engine); that is each engine's request profile (:mod:`quantbench.load.requests`).
+
+Traffic comes from a named workload (``use: chat``, see :mod:`quantbench.workloads.builtin`), a
+prompts dataset, random prompts of given lengths, a file of conversations, or an arrival trace.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -65,7 +69,81 @@ class RandomPrompts(_Strict):
     )
 
 
-PromptSource = Annotated[DatasetPrompts | RandomPrompts, Field(discriminator="source")]
+class ConversationsFile(_Strict):
+    """Conversations from a JSONL file of OpenAI messages (docs/LOAD.md has the format)."""
+
+    source: Literal["conversations"] = "conversations"
+    path: Path = Field(description="JSONL file, one conversation per line.")
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Output length of turns that give none of their own."
+    )
+
+
+class TracePrompts(_Strict):
+    """Requests replayed at the arrival times of a trace (Mooncake's JSONL fields)."""
+
+    source: Literal["trace"] = "trace"
+    path: Path = Field(description="JSONL file, one request per line, with arrival times.")
+    block_tokens: int = Field(
+        default=512, gt=0, description="Tokens per hash_ids block (Mooncake uses 512)."
+    )
+    time_scale: float = Field(
+        default=1.0, gt=0, description="Multiply the trace's arrival times (0.5: twice as fast)."
+    )
+
+
+PromptSource = Annotated[
+    DatasetPrompts | RandomPrompts | ConversationsFile | TracePrompts,
+    Field(discriminator="source"),
+]
+
+
+class PrecisionSpec(_Strict):
+    """Size each point from a precision target instead of a fixed count: measure until every
+    target percentile is known to within ``rel_half_width`` (its interval at ``confidence``)."""
+
+    targets: list[str] = Field(
+        default_factory=lambda: ["ttft:p50", "tpot:p50"],
+        description="metric:percentile pairs (metric ttft, tpot, itl or e2e).",
+    )
+    rel_half_width: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Half-width of each interval over its value (0.05: ±5 %).",
+    )
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="Confidence of the intervals.")
+    min_requests: int = Field(
+        default=12, ge=6, description="Measured requests before the target is first checked."
+    )
+    max_requests: int = Field(
+        default=200,
+        ge=6,
+        description="Stop measuring here even if the target is not met (the row then says so).",
+    )
+
+    @field_validator("targets")
+    @classmethod
+    def _targets_parse(cls, values: list[str]) -> list[str]:
+        for text in values:
+            metric, _, stat = text.partition(":")
+            if metric not in ("ttft", "tpot", "itl", "e2e") or not re.fullmatch(
+                r"p\d{1,2}(\.\d+)?", stat
+            ):
+                raise ValueError(
+                    f"precision target {text!r}: write metric:pNN with metric ttft, tpot, itl "
+                    "or e2e (e.g. ttft:p50)"
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> PrecisionSpec:
+        if self.min_requests > self.max_requests:
+            raise ValueError("precision.min_requests is above precision.max_requests")
+        return self
+
+    def parsed(self) -> list[tuple[str, float]]:
+        return [(t.split(":")[0], float(t.split(":")[1][1:])) for t in self.targets]
 
 
 class _PointSize(_Strict):
@@ -120,14 +198,20 @@ class OpenLoop(_PointSize):
     max_concurrency: int | None = Field(
         default=None,
         gt=0,
-        description="Cap on requests in flight; an arrival that finds the cap reached waits "
-        "(its wait is recorded as arrival lag).",
+        description="Cap on conversations in progress; an arrival that finds the cap reached "
+        "waits (its wait is recorded as arrival lag).",
+    )
+    ramp_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Seconds over which the rate rises linearly from 0 before it holds (a ramp).",
     )
 
     def default_label(self) -> str:
         cap = f"-max{self.max_concurrency}" if self.max_concurrency else ""
         burst = "" if self.burstiness == 1.0 else f"-b{self.burstiness:g}"
-        return f"r{self.rate:g}{burst}{cap}"
+        ramp = f"-ramp{self.ramp_s:g}" if self.ramp_s else ""
+        return f"r{self.rate:g}{burst}{ramp}{cap}"
 
 
 LoadPoint = Annotated[ClosedLoop | OpenLoop, Field(discriminator="kind")]
@@ -135,29 +219,77 @@ LoadPoint = Annotated[ClosedLoop | OpenLoop, Field(discriminator="kind")]
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 
 
+NAMED_WORKLOADS = ("chat", "rag", "long-generation", "multi-turn", "bursty")
+
+
 class WorkloadSpec(_Strict):
     """Everything that defines the traffic of a benchmark, independent of the server."""
 
-    name: str = Field(default="default", description="Scenario name recorded with every request.")
+    name: str = Field(
+        default="default",
+        description="The workload's name: results, report sections and best_config.json keys.",
+    )
+    use: Literal["chat", "rag", "long-generation", "multi-turn", "bursty"] | None = Field(
+        default=None,
+        description="A named workload (docs/LOAD.md: its shape and where it comes from); its "
+        "traffic, load points and SLO profile are the defaults of the keys below.",
+    )
+    length_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=16,
+        description="Multiply a named workload's token lengths (0.1 for a small CPU run): the "
+        "shape stays, the sizes shrink.",
+    )
+    think_scale: float = Field(
+        default=1.0, ge=0, description="Multiply a named workload's think times."
+    )
+    conversations: int = Field(
+        default=256,
+        gt=0,
+        description="Distinct conversations a named workload generates (a run cycles them).",
+    )
+    slo: str | None = Field(
+        default=None,
+        description="The SLO profile this workload is judged by; default: the named workload's, "
+        "else the top-level slo.",
+    )
     api: Literal["chat", "completions"] = Field(
         default="chat", description="Endpoint: /v1/chat/completions or /v1/completions."
     )
-    prompts: PromptSource = Field(description="Where prompts come from: a dataset or random.")
-    load: list[LoadPoint] = Field(
+    prompts: PromptSource | None = Field(
+        default=None,
+        description="Where prompts come from: a dataset, random, conversations or a trace "
+        "(leave out with `use:`).",
+    )
+    load: list[LoadPoint] | None = Field(
+        default=None,
         min_length=1,
-        description="Load shape; several points make a sweep, run one after the other.",
+        description="Load shape; several points make a sweep, run one after the other "
+        "(default: the named workload's).",
     )
     num_requests: int | None = Field(
-        default=None, gt=0, description="Measured requests per point (after warm-up)."
+        default=None,
+        gt=0,
+        description="Measured conversations per point (after warm-up); with `precision`, the "
+        "most that are measured.",
     )
     duration_s: float | None = Field(
         default=None,
         gt=0,
-        description="Measured seconds per point (after warm-up); requests still in flight at "
-        "the end count as incomplete.",
+        description="Measured seconds per point (after warm-up): conversations started in this "
+        "time are measured, and the point waits for them to end under the same load.",
     )
-    warmup_requests: int = Field(
-        default=0, ge=0, description="Requests sent first in each point and left out of results."
+    precision: PrecisionSpec | None = Field(
+        default=None,
+        description="Size each point from a precision target (docs/BENCH.md) instead of a "
+        "fixed count.",
+    )
+    warmup_requests: int | None = Field(
+        default=None,
+        ge=0,
+        description="Conversations sent first in each point and left out of results; default: "
+        "one per stream (a closed loop's concurrency, at least 1).",
     )
     warmup_s: float = Field(
         default=0.0, ge=0, description="Seconds at the start of each point left out of results."
@@ -176,6 +308,24 @@ class WorkloadSpec(_Strict):
         default=300.0,
         gt=0,
         description="A request that receives no bytes for this long fails with a timeout.",
+    )
+    request_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A request still streaming this long after it was sent fails (a stream kept "
+        "alive by comments, or one that never ends).",
+    )
+    point_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="A point stops this long after its start; its unfinished requests count "
+        "as not served.",
+    )
+    unique_prompts: bool = Field(
+        default=True,
+        description="Prefix each conversation's first message with its own id, so conversations "
+        "share no prompt prefix by accident (a prefix cache then helps only where the workload "
+        "reuses a prefix: a shared system prompt, a conversation's history).",
     )
     percentiles: list[float] = Field(
         default_factory=lambda: list(DEFAULT_PERCENTILES),
@@ -207,14 +357,44 @@ class WorkloadSpec(_Strict):
         return sorted(set(value))
 
     @model_validator(mode="after")
+    def _named_or_given(self) -> WorkloadSpec:
+        if self.use is None and self.prompts is None:
+            raise ValueError(
+                f"workload {self.name!r} has no traffic: name one (use: chat, rag, "
+                "long-generation, multi-turn, bursty) or give prompts (a dataset, random, "
+                "conversations or a trace)"
+            )
+        if self.use is not None and self.prompts is not None:
+            raise ValueError(
+                f"workload {self.name!r}: give either use: {self.use} or prompts:, not both"
+            )
+        if self.load is None and self.use is None:
+            raise ValueError(f"workload {self.name!r} has no load points (load:)")
+        if self.precision is not None and self.workers:
+            raise ValueError(
+                "precision sizes a point from the measured requests one load process sees: "
+                "use workers: 0 with it, or set num_requests instead"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _every_point_has_a_size(self) -> WorkloadSpec:
-        for i, point in enumerate(self.load):
+        for i, point in enumerate(self.points):
             n = point.num_requests or self.num_requests
             d = point.duration_s or self.duration_s
-            if n is None and d is None:
+            if n is None and d is None and self.precision is None:
                 raise ValueError(
-                    f"load point {i} ({self.point_label(i)}) has no size: set num_requests or "
-                    "duration_s on the workload or on the point"
+                    f"load point {i} ({self.point_label(i)}) has no size: set num_requests, "
+                    "duration_s or precision on the workload (or a size on the point)"
+                )
+            if isinstance(point, ClosedLoop) and n is not None and n < point.concurrency:
+                # Fewer measured conversations than streams: the measured sample is what one
+                # burst happened to be, not a steady state of c streams.
+                raise ValueError(
+                    f"load point {i} ({self.point_label(i)}) measures {n} conversations on "
+                    f"{point.concurrency} streams, so it never measures the load it names: set "
+                    f"num_requests to at least {point.concurrency} (a few times it is better), "
+                    "or use duration_s or precision"
                 )
             if self.workers and isinstance(point, ClosedLoop) and point.concurrency < self.workers:
                 raise ValueError(
@@ -222,17 +402,88 @@ class WorkloadSpec(_Strict):
                     f"{self.workers}: each worker process needs at least one stream; lower "
                     "workers or raise concurrency"
                 )
-        labels = [self.point_label(i) for i in range(len(self.load))]
+        labels = [self.point_label(i) for i in range(len(self.points))]
         dupes = sorted({x for x in labels if labels.count(x) > 1})
         if dupes:
             raise ValueError(f"load points must have distinct labels, repeated: {dupes}")
         return self
 
+    @property
+    def points(self) -> list[ClosedLoop | OpenLoop]:
+        """The load points: the workload's own, else its named workload's."""
+        if self.load is not None:
+            return list(self.load)
+        from pydantic import TypeAdapter
+
+        from quantbench.workloads.builtin import NAMED
+
+        assert self.use is not None
+        adapter: TypeAdapter[Any] = TypeAdapter(LoadPoint)
+        return [adapter.validate_python(p) for p in NAMED[self.use].load]
+
+    def slo_text(self, default: str) -> str:
+        """The SLO profile this workload is judged by."""
+        if self.slo is not None:
+            return self.slo
+        if self.use is not None:
+            from quantbench.workloads.builtin import NAMED
+
+            return NAMED[self.use].slo
+        return default
+
+    def warmup_for(self, point: ClosedLoop | OpenLoop) -> int:
+        """Warm-up conversations of a point: as set, else one per stream."""
+        if self.warmup_requests is not None:
+            return self.warmup_requests
+        return point.concurrency if isinstance(point, ClosedLoop) else 1
+
     def point_label(self, i: int) -> str:
-        point = self.load[i]
+        point = self.points[i]
         return point.label or point.default_label()
 
     def point_size(self, i: int) -> tuple[int | None, float | None]:
-        """(measured requests, measured seconds) of point i; either may be None, not both."""
-        point = self.load[i]
-        return (point.num_requests or self.num_requests, point.duration_s or self.duration_s)
+        """(measured conversations, measured seconds) of point i; None where unset."""
+        point = self.points[i]
+        n = point.num_requests or self.num_requests
+        if n is None and self.precision is not None:
+            n = self.precision.max_requests
+        return (n, point.duration_s or self.duration_s)
+
+
+def workloads_section(raw: dict[str, Any], origin: str = "params.yaml") -> dict[str, WorkloadSpec]:
+    """The ``workloads:`` of a params mapping (or the single ``workload:`` of earlier versions),
+    each validated; ConfigError naming the key, the value and the fix otherwise."""
+    from pydantic import ValidationError
+
+    from quantbench.params import ConfigError, describe_errors
+
+    if "workloads" in raw and "workload" in raw:
+        raise ConfigError(
+            f"{origin}: give either workloads: (by name) or workload: (one), not both"
+        )
+    if "workloads" in raw:
+        entries = raw["workloads"]
+    elif "workload" in raw:
+        single = raw["workload"] or {}
+        entries = (
+            {str(single.get("name", "default")): single} if isinstance(single, dict) else single
+        )
+    else:
+        entries = {"chat": {"use": "chat", "num_requests": 16}}
+    if not isinstance(entries, dict) or not entries:
+        raise ConfigError(f"{origin}: workloads: expected a mapping of name -> workload settings")
+    out: dict[str, WorkloadSpec] = {}
+    lines: list[str] = []
+    for name, spec in entries.items():
+        if not isinstance(spec, dict):
+            lines.append(f"workloads.{name}: expected a mapping of workload settings")
+            continue
+        try:
+            out[str(name)] = WorkloadSpec.model_validate(
+                {**spec, "name": str(spec.get("name", name))}
+            )
+        except ValidationError as exc:
+            lines.extend(describe_errors(exc, f"workloads.{name}", WorkloadSpec))
+    if lines:
+        raise ConfigError(f"{origin} is not valid:\n  " + "\n  ".join(lines))
+    return out

@@ -10,6 +10,11 @@ Pure parsing, no network, so every server dialect can be tested with hand-writte
   (vLLM's continuous usage stats: then each chunk's token count is the growth of
   ``completion_tokens``), or not at all (the parent process counts with a tokenizer);
 * an error may arrive as an event (``{"error": ...}`` or ``{"object": "error"}``).
+
+What is not an answer fails with a reason, never passes as a completed request: an event of the
+wrong shape (a string ``delta``, a number ``content``, ``choices`` that is not a list), a stream with
+no content at all (only a role chunk, only usage, only ``[DONE]``), and a stream that ends without
+``[DONE]`` and without a ``finish_reason`` (cut short: every engine seen sends one or the other).
 """
 
 from __future__ import annotations
@@ -54,9 +59,20 @@ class StreamParser:
         self._data.append(value)
 
     def finish(self) -> None:
-        """The body ended: flush an event that had no blank line after it."""
+        """The body ended: flush an event that had no blank line after it, and judge the whole:
+        StreamError for an empty stream or one cut short."""
         self._dispatch()
         self.record.output_text = "".join(self._text)
+        if not self.record.chunk_times:
+            raise StreamError(
+                "empty stream: HTTP 200 but no content"
+                + (" (a finish_reason, no token)" if self.record.finish_reason else "")
+            )
+        if not self.done and self.record.finish_reason is None:
+            raise StreamError(
+                f"stream cut short: it ended after {len(self.record.chunk_times)} chunks without "
+                "[DONE] or a finish_reason"
+            )
 
     def _dispatch(self) -> None:
         if not self._data:
@@ -73,7 +89,12 @@ class StreamParser:
             raise StreamError(f"unreadable event: {data[:200]!r}") from None
         if not isinstance(event, dict):
             raise StreamError(f"event is not a JSON object: {data[:200]!r}")
-        self._take(event, t)
+        try:
+            self._take(event, t)
+        except StreamError:
+            raise
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            raise StreamError(f"malformed event ({exc}): {data[:200]!r}") from None
 
     def _take(self, event: dict[str, Any], t: float) -> None:
         if "error" in event or event.get("object") == "error":
@@ -82,24 +103,42 @@ class StreamParser:
             raise StreamError(f"server error in stream: {msg}")
         rec = self.record
         text = ""
-        choices = event.get("choices") or []
-        if choices and isinstance(choices[0], dict):
+        choices = event.get("choices")
+        if choices is None:
+            choices = []
+        if not isinstance(choices, list):
+            raise StreamError(f"malformed event: 'choices' is a {type(choices).__name__}")
+        if choices:
             choice = choices[0]
+            if not isinstance(choice, dict):
+                raise StreamError(f"malformed event: a choice is a {type(choice).__name__}")
             if self.chat:
-                delta = choice.get("delta") or {}
+                delta = choice.get("delta")
+                if delta is None:
+                    delta = {}
+                if not isinstance(delta, dict):
+                    raise StreamError(f"malformed event: 'delta' is a {type(delta).__name__}")
                 # Reasoning models stream their thinking first; it is output all the same.
-                text = (
-                    (delta.get("content") or "")
-                    + (delta.get("reasoning_content") or "")
-                    + (delta.get("reasoning") or "")
-                )
+                parts = [delta.get(k) for k in ("content", "reasoning_content", "reasoning")]
             else:
-                text = choice.get("text") or ""
+                parts = [choice.get("text")]
+            for part in parts:
+                if part is not None and not isinstance(part, str):
+                    raise StreamError(
+                        f"malformed event: content is a {type(part).__name__}, not text"
+                    )
+            text = "".join(p for p in parts if p)
             if choice.get("finish_reason"):
-                rec.finish_reason = choice["finish_reason"]
+                rec.finish_reason = str(choice["finish_reason"])
         usage = event.get("usage")
         n_tokens = 1
+        timings = event.get("timings")
+        if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+            rec.cached_tokens = int(timings["cache_n"])  # llama-server
         if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                rec.cached_tokens = int(details["cached_tokens"])
             if usage.get("prompt_tokens") is not None:
                 rec.prompt_tokens = int(usage["prompt_tokens"])
             completion = usage.get("completion_tokens")

@@ -44,7 +44,9 @@ class Strict(BaseModel):
     when they do not apply (an adopted adapter has no training losses).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # "constants": an infinite figure (a percentile over requests that were never answered) is
+    # written as Infinity and read back as such, never turned into null.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
 

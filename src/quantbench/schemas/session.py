@@ -1,7 +1,7 @@
 """A load session's ``summary.json``: one workload against one server, a result per load point.
 
 Written by :func:`quantbench.load.session.run_session` (``quantbench bench``, and each repeat of
-each point of a bench stage, at ``reports/bench/<pair>/<server point>/<load point>/r<k>/``), beside
+each point of a bench stage, at ``reports/bench/<pair>/<server point>/<workload>/<load point>/r<k>/``), beside
 that run's ``records.jsonl``. A :class:`PointResult` is computed from the raw request records by
 :func:`quantbench.load.metrics.summarize` (see there for every definition); the bench stage folds
 the repeats' results into its rows (:mod:`quantbench.schemas.bench`).
@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from quantbench import slo as slo_mod
-from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.base import Migrations, StageOutput, Strict, version
 
 
 def pct_key(p: float) -> str:
@@ -24,8 +24,29 @@ def pct_key(p: float) -> str:
     return f"p{int(p)}" if float(p).is_integer() else f"p{p:g}"
 
 
+class Figure(Strict):
+    """A figure with its confidence interval: [low, high] holds the true value with probability
+    ``confidence``, from ``n`` samples by ``method`` (quantbench.precision)."""
+
+    value: float
+    low: float
+    high: float
+    confidence: float
+    n: int
+    method: str
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    @property
+    def relative_half_width(self) -> float:
+        return (self.high - self.low) / 2 / abs(self.value) if self.value else float("inf")
+
+
 class LatencyStats(Strict):
-    """Distribution of one latency, in milliseconds."""
+    """Distribution of one latency over the measured requests, in milliseconds, each percentile
+    with its distribution-free interval where the sample allows one."""
 
     count: int
     mean_ms: float
@@ -34,20 +55,42 @@ class LatencyStats(Strict):
     min_ms: float
     max_ms: float
     percentiles_ms: dict[str, float] = Field(description="'p50' -> value, for each percentile.")
+    intervals_ms: dict[str, Figure] = Field(
+        default_factory=dict, description="'p50' -> the percentile with its interval."
+    )
+    too_few: list[str] = Field(
+        default_factory=list,
+        description="Percentiles the sample is too small to bound ('too few requests for p99').",
+    )
 
     @classmethod
-    def of(cls, seconds: Sequence[float], percentiles: Sequence[float]) -> LatencyStats | None:
+    def of(
+        cls, seconds: Sequence[float], percentiles: Sequence[float], confidence: float = 0.95
+    ) -> LatencyStats | None:
+        from quantbench.precision import percentile_of_sorted, quantile_interval
+
         if not seconds:
             return None
-        ms = np.asarray(seconds, dtype=float) * 1000.0
+        ms = np.sort(np.asarray(seconds, dtype=float) * 1000.0)
+        finite = ms[np.isfinite(ms)]
+        intervals: dict[str, Figure] = {}
+        too_few: list[str] = []
+        for p in percentiles:
+            interval = quantile_interval(list(ms), p, confidence)
+            if interval is None:
+                too_few.append(pct_key(p))
+            else:
+                intervals[pct_key(p)] = Figure(**interval.to_dict())
         return cls(
             count=len(ms),
-            mean_ms=float(ms.mean()),
-            median_ms=float(np.median(ms)),
-            std_ms=float(ms.std()),
+            mean_ms=float(finite.mean()) if finite.size else float("inf"),
+            median_ms=percentile_of_sorted(ms, 50.0),
+            std_ms=float(finite.std()) if finite.size else 0.0,
             min_ms=float(ms.min()),
             max_ms=float(ms.max()),
-            percentiles_ms={pct_key(p): float(np.percentile(ms, p)) for p in percentiles},
+            percentiles_ms={pct_key(p): percentile_of_sorted(ms, p) for p in percentiles},
+            intervals_ms=intervals,
+            too_few=too_few,
         )
 
     def stat(self, statistic: str | None) -> float | None:
@@ -64,28 +107,106 @@ class LatencyStats(Strict):
         return self.percentiles_ms.get(statistic)
 
 
+class Window(Strict):
+    """The measured window: from the first measured request's start to the end of the last
+    measured request, on the monotonic clock (seconds; zero is arbitrary)."""
+
+    start: float
+    end: float
+    duration_s: float
+    started_at_wall: float = Field(description="The window's start in epoch seconds (a label).")
+
+
+class LoadAchieved(Strict):
+    """The load the point claimed against the load it ran, over the measured window."""
+
+    kind: Literal["concurrency", "rate"]
+    offered: float = Field(description="Streams (closed loop) or arrivals per second (open loop).")
+    mean_in_flight: float = Field(description="Requests in flight, averaged over the window.")
+    peak_in_flight: int
+    mean_streams_busy: float | None = Field(
+        description="Closed loop: conversations in progress (a stream thinking between turns is "
+        "busy), averaged over the window."
+    )
+    achieved_rate: float | None = Field(
+        description="Open loop: measured conversations started per second."
+    )
+    arrival_lag: LatencyStats | None = Field(
+        description="Open loop: start - scheduled arrival, measured conversations."
+    )
+    reached: bool = Field(
+        description="Closed: every stream busy for 95 % of the window; open: the achieved rate "
+        "within 5 % of the offered one and the p95 lag under a tenth of a gap."
+    )
+    note: str = ""
+
+
+class LengthCheck(Strict):
+    """Delivered output lengths against the requested ones (fixed output length)."""
+
+    requested_tokens: int
+    delivered_tokens: int
+    mismatched: int = Field(description="Completed measured requests whose length differs.")
+    checked: bool = Field(description="Whether the workload asked for fixed lengths.")
+    ok: bool
+
+
+class HarnessCheck(Strict):
+    """How far behind the load generator itself ran: a busy client shows here, not in the
+    server's figures."""
+
+    loop_lag_p99_ms: float | None = Field(description="How late its event loop woke, p99.")
+    client_cpu_share: float | None = Field(description="CPU time over wall time of the client.")
+    client_bound: bool
+    note: str = ""
+
+
+class CacheUse(Strict):
+    """Prompt tokens a prefix cache could serve (from the prompts) and did (the engine says)."""
+
+    prompt_tokens: int
+    cached_tokens: int | None = Field(description="What the engine reports (None: it does not).")
+    served_share: float | None
+
+
 class PointResult(Strict):
-    """Results of one load point: the typed result schema of the harness."""
+    """Results of one load point: the typed result schema of the harness (quantbench.load.metrics
+    defines every figure)."""
 
     point: str
     scenario: str
     shape: dict[str, Any] = Field(description="The load point as configured.")
-    started_at: float = Field(description="Epoch seconds of the first measured send.")
+    started_at: float = Field(description="Epoch seconds of the window's start (a label).")
+    window: Window
     duration_s: float
-    requests: int = Field(description="Measured requests (warm-up excluded).")
+    stop_reason: str = Field(description="Why measuring stopped (count, precision, deadline).")
+    requests: int = Field(description="Measured requests (warm-up and cool-down excluded).")
     completed: int
     failed: int
-    incomplete: int
+    incomplete: int = Field(description="Measured requests still streaming at the point's stop.")
+    unsent: int = Field(description="Measured requests that arrived but were never sent.")
+    not_served: int = Field(description="incomplete + unsent: arrived, never answered.")
     warmup_excluded: int
+    cooldown_excluded: int
     total_input_tokens: int
     total_output_tokens: int
-    request_throughput: float = Field(description="Completed requests per second.")
-    output_throughput: float = Field(description="Output tokens per second.")
+    window_output_tokens: int = Field(
+        description="Tokens of every request (all phases) that arrived inside the window."
+    )
+    request_throughput: float = Field(description="Completed measured requests per second.")
+    output_throughput: float = Field(description="Window output tokens per second.")
+    output_throughput_interval: Figure | None = Field(description="Batch means over the window.")
     total_token_throughput: float = Field(description="Prompt + output tokens per second.")
     goodput: float | None = Field(
-        description="Requests per second meeting all per-request SLOs; None without SLOs."
+        description="Measured requests per second meeting all per-request SLOs; None without."
     )
-    error_rate: float
+    good_output_throughput: float | None = Field(
+        description="Output tokens per second of requests meeting all per-request SLOs: the "
+        "window's token rate times the share of measured tokens that were good."
+    )
+    good_output_throughput_interval: Figure | None = None
+    error_rate: float = Field(description="(failed + not served) / measured requests.")
+    error_rate_interval: Figure | None = None
     max_concurrent_requests: int
     max_output_tokens_per_s: float = Field(description="Most output tokens in any 1 s bucket.")
     ttft: LatencyStats | None
@@ -95,16 +216,46 @@ class PointResult(Strict):
     arrival_lag: LatencyStats | None = Field(
         description="Open loop: send time - scheduled arrival time."
     )
+    load: LoadAchieved
+    lengths: LengthCheck
+    harness: HarnessCheck
+    cache: CacheUse
     token_sources: dict[str, int] = Field(description="Where output token counts came from.")
     errors: dict[str, int] = Field(description="Most frequent error messages and their counts.")
     slo: list[slo_mod.ConstraintResult] = Field(default_factory=list)
     slo_passed: bool | None = None
+    slo_verdict: Literal["pass", "fail", "undecided"] | None = None
 
-    def metric_value(self, metric: str, statistic: str | None) -> float | None:
-        """Lookup for :func:`quantbench.slo.evaluate`."""
+    def metric_value(
+        self,
+        metric: str,
+        statistic: str | None,
+        slo_stats: dict[str, LatencyStats] | None = None,
+    ) -> float | tuple[float | None, float | None, float | None, str | None] | None:
+        """Lookup for :func:`quantbench.slo.evaluate`: (value, low, high, why undecided).
+
+        ``slo_stats`` replace a latency's statistics for the SLO check: there every measured
+        request counts, an unanswered one as infinitely late (a request that never got its first
+        token did not meet a TTFT limit)."""
         if metric in slo_mod.LATENCY_METRICS:
-            stats: LatencyStats | None = getattr(self, metric)
-            return None if stats is None else stats.stat(statistic)
+            stats: LatencyStats | None = (slo_stats or {}).get(metric) or getattr(self, metric)
+            if stats is None:
+                return None
+            if statistic is not None and statistic in stats.too_few:
+                return (
+                    stats.stat(statistic), None, None,
+                    f"too few requests for {statistic} ({stats.count})",
+                )  # fmt: skip
+            figure = stats.intervals_ms.get(statistic or "")
+            if figure is not None:
+                return (stats.stat(statistic), figure.low, figure.high, None)
+            return stats.stat(statistic)
+        if metric == "error_rate" and self.error_rate_interval is not None:
+            f = self.error_rate_interval
+            return (self.error_rate, f.low, f.high, None)
+        if metric == "output_tps" and self.output_throughput_interval is not None:
+            f = self.output_throughput_interval
+            return (self.output_throughput, f.low, f.high, None)
         return {
             "rps": self.request_throughput,
             "output_tps": self.output_throughput,
@@ -118,18 +269,23 @@ class SessionSummary(StageOutput):
     """One load session: the server, the workload as validated, a result per point."""
 
     OUTPUT: ClassVar[str] = (
-        "reports/bench/{pair}/{server_point}/{load_point}/r{repeat}/summary.json"
+        "reports/bench/{pair}/{server_point}/{workload}/{load_point}/r{repeat}/summary.json"
     )
     STAGE: ClassVar[str] = "bench@{pair}"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+    # version 2: measured window with cool-down, not-served counts, intervals, achieved load,
+    # length, harness and cache checks (docs/LOAD.md); version 1 results cannot be recomputed
+    MIGRATIONS: ClassVar[Migrations] = {}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     url: str
     engine: str
     model: str
     workload: dict[str, Any] = Field(description="The workload spec as validated (load.spec).")
     slo: str | None
     created_at: float = Field(description="Epoch seconds when the session ended.")
+    workload_summary: dict[str, Any] = Field(
+        default_factory=dict, description="What the traffic is made of (the workloads stage)."
+    )
     points: list[PointResult]
 
     @property
@@ -144,4 +300,15 @@ class SessionSummary(StageOutput):
         return str(name) if name is not None else None
 
 
-__all__ = ["LatencyStats", "PointResult", "SessionSummary", "pct_key"]
+__all__ = [
+    "CacheUse",
+    "Figure",
+    "HarnessCheck",
+    "LatencyStats",
+    "LengthCheck",
+    "LoadAchieved",
+    "PointResult",
+    "SessionSummary",
+    "Window",
+    "pct_key",
+]
