@@ -50,6 +50,19 @@ def _set(path: str, value: Any) -> Edit:
     return edit
 
 
+def _workload(path: str | None = None, **spec: Any) -> Edit:
+    """An edit that makes workloads.chat a workload of its own (a dataset at ``path``, or the
+    given keys) in place of the named one."""
+    value: dict[str, Any] = {
+        "load": [{"kind": "concurrency", "concurrency": 1}],
+        "num_requests": 8,
+    }
+    if path is not None:
+        value["prompts"] = {"source": "dataset", "path": path}
+    value.update(spec)
+    return _set("workloads.chat", value)
+
+
 def _merge(extra: dict[str, Any]) -> Edit:
     def edit(params: dict[str, Any]) -> None:
         def deep(into: dict[str, Any], new: dict[str, Any]) -> None:
@@ -103,30 +116,65 @@ PARAMS_CASES = [
         text=lambda t: t + '\nslo: "ttft:p95<=9s"\n', via_stage=True,
     ),
     BadParams(
-        "prompts-missing", "a prompts file that does not exist (override_max_tokens on)",
-        _set("workload.prompts.path", "data/no-such-prompts.jsonl"),
-        ("workload.prompts.path", "data/no-such-prompts.jsonl", "does not exist"),
-        "error naming workload.prompts.path and the missing file",
+        "prompts-missing", "a prompts file that does not exist",
+        _workload("data/no-such-prompts.jsonl"),
+        ("workloads.chat.prompts.path", "data/no-such-prompts.jsonl", "does not exist"),
+        "error naming workloads.chat.prompts.path and the missing file",
     ),
     BadParams(
         "prompts-empty", "an empty prompts file",
-        _set("workload.prompts.path", "data/empty-prompts.jsonl"),
-        ("workload.prompts.path", "data/empty-prompts.jsonl", "has no lines"),
+        _workload("data/empty-prompts.jsonl"),
+        ("workloads.chat.prompts.path", "data/empty-prompts.jsonl", "has no lines"),
         "error naming the file: it has no lines", files={"data/empty-prompts.jsonl": "\n"},
     ),
     BadParams(
         "prompts-invalid", "a prompts line that is not JSON",
-        _set("workload.prompts.path", "data/bad-prompts.jsonl"),
+        _workload("data/bad-prompts.jsonl"),
         ("bad-prompts.jsonl:2", "not valid JSON"),
         "error naming the file and line 2",
-        files={"data/bad-prompts.jsonl": '{"id": "a", "prompt": "hi"}\n{oops\n'},
+        files={"data/bad-prompts.jsonl": '{"id": "a", "prompt": "hi", "max_tokens": 4}\n{oops\n'},
     ),
     BadParams(
         "prompts-list", "a prompts line that is a JSON list",
-        _set("workload.prompts.path", "data/list-prompts.jsonl"),
+        _workload("data/list-prompts.jsonl"),
         ("list-prompts.jsonl:1", "must be a JSON object", "list"),
         "error naming the file and line, not a traceback",
         files={"data/list-prompts.jsonl": '["not", "an", "object"]\n'},
+    ),
+    BadParams(
+        "conversation-line", "a conversations file with a malformed turn",
+        _workload(prompts={"source": "conversations", "path": "data/convs.jsonl",
+                           "max_tokens": 8}),
+        ("convs.jsonl:2",),
+        "error naming the file and line 2, and what is wrong there",
+        files={"data/convs.jsonl": (
+            '{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n'
+            '{"id": "b", "messages": [{"role": "user", "content": 3}]}\n'
+        )},
+    ),
+    BadParams(
+        "trace-order", "an arrival trace that goes back in time",
+        _workload(prompts={"source": "trace", "path": "data/trace.jsonl"},
+                  load=[{"kind": "rate", "rate": 1}]),
+        ("trace.jsonl:2", "back in time"),
+        "error naming the line whose arrival is earlier than the one before",
+        files={"data/trace.jsonl": (
+            '{"timestamp": 1000, "input_length": 20, "output_length": 4, "hash_ids": [1]}\n'
+            '{"timestamp": 500, "input_length": 20, "output_length": 4, "hash_ids": [2]}\n'
+        )},
+    ),
+    BadParams(
+        "point-below-its-load", "a point with fewer measured requests than streams",
+        _set("workloads.chat.load", [{"kind": "concurrency", "concurrency": 16,
+                                      "num_requests": 8}]),
+        ("workloads.chat", "16 streams", "num_requests to at least 16"),
+        "error: such a point never measures the load it names; the fix",
+    ),
+    BadParams(
+        "workload-unknown", "a named workload that does not exist",
+        _set("workloads.chat.use", "chatty"),
+        ("workloads.chat.use", "chatty", "multi-turn"),
+        "error naming the key, the value and the named workloads",
     ),
     BadParams(
         "train-missing", "a missing training file", _set("data.train", "data/nope.jsonl"),
@@ -142,8 +190,9 @@ PARAMS_CASES = [
     ),
     BadParams(
         "label-traversal", "a load point label that climbs out of its folder",
-        _set("workload.load.0.label", "../../outside"),
-        ("workload.load.0.label", "../../outside", "plain name"),
+        _set("workloads.chat.load", [{"kind": "concurrency", "concurrency": 1,
+                                      "label": "../../outside"}]),
+        ("workloads.chat.load.0", "../../outside", "plain name"),
         "error: a label is a plain name (it names a folder; the plan file there holds headers)",
     ),
     BadParams(
@@ -218,17 +267,20 @@ PARAMS_CASES = [
     BadParams(
         "output-over-context", "output longer than the engine's context",
         _merge({"engines": {"llamacpp": {"ctx_size": 64, "parallel": 4, "sweep": {}}}}),
-        ("workload", "ctx_size 64 / parallel 4", "16 tokens"),
+        ("workloads", "ctx_size 64 / parallel 4", "16 tokens"),
         "error: requests ask for more tokens than a llama.cpp slot holds",
     ),
     BadParams(
-        "rate-zero", "zero arrival rate", _set("workload.load", [{"kind": "rate", "rate": 0}]),
-        ("workload.load.0", "rate", "got 0", "greater than 0"), "error naming the rate and 0",
+        "rate-zero", "zero arrival rate",
+        _set("workloads.chat.load", [{"kind": "rate", "rate": 0}]),
+        ("workloads.chat.load.0", "rate", "got 0", "greater than 0"),
+        "error naming the rate and 0",
     ),
     BadParams(
         "concurrency-zero", "zero concurrency",
-        _set("workload.load", [{"kind": "concurrency", "concurrency": 0}]),
-        ("workload.load.0", "concurrency", "got 0", "greater than 0"), "error naming it and 0",
+        _set("workloads.chat.load", [{"kind": "concurrency", "concurrency": 0}]),
+        ("workloads.chat.load.0", "concurrency", "got 0", "greater than 0"),
+        "error naming it and 0",
     ),
     BadParams(
         "engine-key", "unknown engine setting", _set("engines.vllm.max_num_seqz", 8),

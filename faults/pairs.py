@@ -23,7 +23,27 @@ from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour
 from quantbench.schemas import io as schema_io
 
-SLO = "error_rate<=0.05"
+# A per-request limit (every answer within 5 s): decided from any sample size, a failed request
+# counting as infinitely late.
+SLO = "e2e<=5s"
+
+
+def job_for(
+    engine: Any, artifact: Artifact, settings: Any, spec: WorkloadSpec, bench: BenchSettings
+) -> PairJob:
+    """A pair job running one workload (its traffic built here, as the workloads stage would)."""
+    from quantbench.load.session import build_traffic
+
+    return PairJob(
+        name="tiny-fake",
+        artifact=artifact,
+        engine=engine,
+        settings=settings,
+        workloads={spec.name: spec},
+        traffic={spec.name: build_traffic(spec, None)},
+        slo=SLO,
+        bench=bench,
+    )
 
 
 def workload(**update: Any) -> WorkloadSpec:
@@ -36,6 +56,7 @@ def workload(**update: Any) -> WorkloadSpec:
             {"kind": "concurrency", "concurrency": 2, "num_requests": 6},
         ],
         "fixed_output_length": True,
+        "warmup_requests": 0,  # the server's own warm-up request comes first
         "timeout_s": 5,
         "progress_interval_s": 60,
     }
@@ -58,8 +79,11 @@ class PairRun:
         label = "faulty=on" if faulty else "faulty=off"
         return next(s for s in self.summary["servers"] if s["server_point"] == label)
 
-    def records(self, faulty: bool | None = None) -> list[RequestRecord]:
-        """Every request record the run wrote (of one server point, or all)."""
+    def records(
+        self, faulty: bool | None = None, phases: tuple[str, ...] = ("measured",)
+    ) -> list[RequestRecord]:
+        """The request records the run wrote (of one server point, or all), of the given phases
+        (measured only by default: warm-up and cool-down requests are not the point's sample)."""
         points = (
             ["faulty=on", "faulty=off"]
             if faulty is None
@@ -67,8 +91,8 @@ class PairRun:
         )
         records: list[RequestRecord] = []
         for point in points:
-            for path in sorted((self.out / point).glob("*/r*/records.jsonl")):
-                records.extend(read_records(path))
+            for path in sorted((self.out / point).glob("*/*/r*/records.jsonl")):
+                records.extend(r for r in read_records(path) if r.phase in phases)
         return records
 
     def launch(self, faulty: bool) -> Launch:
@@ -79,7 +103,8 @@ class PairRun:
         outputs do not hold as completed, plus server points with no rows at all."""
         lost = 0
         for faulty in (True, False):
-            completed = {r.request_id for r in self.records(faulty) if r.status == "completed"}
+            every = self.records(faulty, phases=("warmup", "measured", "cooldown"))
+            completed = {r.request_id for r in every if r.status == "completed"}
             launch = next((x for x in self.engine.launches if x.faulty == faulty), None)
             if launch is None or not launch.truth_log.is_file():
                 continue
@@ -110,14 +135,12 @@ def run_standin_pair(
     engine = StandinEngine(ctx.dir / "engine", fault)
     if healthy is not None:
         engine.healthy = healthy
-    job = PairJob(
-        name="tiny-fake",
-        artifact=Artifact("tiny", "bf16", ctx.dir),
-        engine=engine,
-        settings=StandinSettings(sweep={"faulty": [True, False]}, **(settings or {})),
-        workload=spec or workload(),
-        slo=SLO,
-        bench=bench or BenchSettings(),
+    job = job_for(
+        engine,
+        Artifact("tiny", "bf16", ctx.dir),
+        StandinSettings(sweep={"faulty": [True, False]}, **(settings or {})),
+        spec or workload(),
+        bench or BenchSettings(),
     )
     out = ctx.dir / "out"
     notes: list[str] = []

@@ -26,10 +26,10 @@ from pathlib import Path
 import yaml
 
 from faults.engine import StandinEngine, StandinSettings
-from faults.pairs import SLO, workload
+from faults.pairs import job_for, workload
 from faults.scenario import Checks, Context, Outcome, describe, kill_leftovers
 from faults.standin import count_lines
-from quantbench.bench.run import PairJob, run_pair
+from quantbench.bench.run import run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.server import sigterm_as_interrupt
@@ -62,19 +62,17 @@ def stage_main() -> None:
     setup_logging()
     workdir = args.workdir / f"run-{os.getpid()}"
     engine = StandinEngine(workdir)
-    job = PairJob(
-        name="tiny-fake",
-        artifact=Artifact("tiny", "bf16", workdir),
-        engine=engine,
-        settings=StandinSettings(),
-        workload=workload(
+    job = job_for(
+        engine,
+        Artifact("tiny", "bf16", workdir),
+        StandinSettings(),
+        workload(
             load=[
                 {"kind": "concurrency", "concurrency": 1, "num_requests": 4},
                 {"kind": "concurrency", "concurrency": 2, "num_requests": 12},
             ]
         ),
-        slo=SLO,
-        bench=BenchSettings(),
+        BenchSettings(),
     )
     with sigterm_as_interrupt(), atomic_dir(args.out) as tmp:
         summary = run_pair(job, tmp)

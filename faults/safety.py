@@ -8,6 +8,7 @@ import inspect
 import io
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -284,9 +285,10 @@ def api_key_remote(ctx: Context) -> Outcome:
             )
     for name in ("env", "flag"):
         rc, records, leaks, _, _ = runs[name]
+        measured = [r for r in records if r.phase == "measured"]
         chk.that(
-            rc == 0 and len(records) == 4 and all(r.status == "completed" for r in records),
-            f"{name}: key not accepted (rc {rc})",
+            rc == 0 and len(measured) == 4 and all(r.status == "completed" for r in measured),
+            f"{name}: key not accepted (rc {rc}, {len(measured)} measured requests)",
         )
         chk.that(not leaks, f"{name}: key written to {leaks}")
     rc, records, _, leaks, _ = runs["wrong"]
@@ -297,7 +299,8 @@ def api_key_remote(ctx: Context) -> Outcome:
     chk.that(not leaks, f"wrong key written to {leaks}")
     outputs = sum(r[4] for r in runs.values())
     return chk.outcome(
-        f"key from $QUANTBENCH_API_KEY and --api-key: 8/8 requests accepted; wrong key: 4/4 "
+        f"key from $QUANTBENCH_API_KEY and --api-key: 8/8 measured requests accepted; wrong key: "
+        f"{len(runs['wrong'][1])}/{len(runs['wrong'][1])} "
         f"'HTTP 401'; the key in 0 of {outputs} outputs (stdout, stderr, records, summaries, vllm json)",
         requests=sum(len(r[1]) for r in runs.values()),
         failed_requests=len(runs["wrong"][1]),
@@ -313,33 +316,37 @@ def secrets_in_reports(ctx: Context) -> Outcome:
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+    # secrets reach a server only from quantbench's own environment, named under secret_env
+    # (params.yaml refuses them in extra_env and extra_args: its values are copied into dvc.lock)
+    saved = {k: os.environ.get(k) for k in ("HF_TOKEN", "OPENAI_API_KEY")}
+    os.environ.update(HF_TOKEN=secret, OPENAI_API_KEY=secret)
     try:
         run = run_standin_pair(
             ctx,
             Fault(),
             spec=workload(load=[{"kind": "concurrency", "concurrency": 2, "num_requests": 2}]),
-            settings={
-                "extra_args": ["--api-key", secret, f"--hf-token={secret}"],
-                "extra_env": {"HF_TOKEN": secret, "OPENAI_API_KEY": secret},
-            },
+            settings={"secret_env": ["HF_TOKEN", "OPENAI_API_KEY"]},
         )
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     texts = {"log": buffer.getvalue(), **_files_text(run.out)}
     leaks = _leaks(secret, texts)
     chk.that(not leaks, f"secret written to {leaks}")
     row = run.summary["rows"][0]
     chk.that(
-        "--api-key" in row["command"]
-        and "--hf-token=***" in row["command"]
-        and row["env"].get("HF_TOKEN") == "***",
-        f"the report does not show the redacted flags: {row['command'][-3:]}, {row['env']}",
+        row["env"].get("HF_TOKEN") == "***" and row["env"].get("OPENAI_API_KEY") == "***",
+        f"the report does not show the secret variables redacted: {row['env']}",
     )
     chk.that(all(r["completed"] for r in run.summary["rows"]), "the server did not serve")
     records = run.records()
     return chk.outcome(
-        f"--api-key, --hf-token=, HF_TOKEN, OPENAI_API_KEY given: shown as '***' in rows and server "
+        f"HF_TOKEN, OPENAI_API_KEY given through secret_env: shown as '***' in rows and server "
         f"reports; the secret in 0 of {len(texts)} outputs (summary, records, server logs, our log)",
         requests=len(records),
     )
@@ -384,8 +391,8 @@ SCENARIOS = [
         "secrets-redacted",
         "safety",
         "engine secrets kept out of reports and logs",
-        "engines.<engine>.extra_args --api-key K, --hf-token=K and extra_env HF_TOKEN, "
-        "OPENAI_API_KEY on a benchmark pair",
+        "HF_TOKEN=K and OPENAI_API_KEY=K in quantbench's environment, named under "
+        "engines.<engine>.secret_env, on a benchmark pair",
         "shown as '***'; K in no report, record or log line",
         secrets_in_reports,
     ),

@@ -1,8 +1,10 @@
 """DVC stage `bench@<variant>-<engine>`: benchmark one variant on one engine into reports/bench/.
 
-Starts the engine once per server-setting point of its sweep, runs every load point (or the
-SLO-edge search) against it, stops it, and writes the records, a summary per point, the server's
-log and memory, and the best configuration under the SLOs.
+Starts the engine once per server-setting point of its sweep, checks its answers against the
+variant's offline reference, runs every workload's load points (or the SLO-edge search) against
+it, stops it, and writes the records, a summary per point, the server's log and memory, and the
+best configuration per workload. Finished points are kept in .quantbench/partial/ until the stage
+completes, so an interrupted run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -10,19 +12,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench.bench.resume import PartialStore, code_hash, fingerprint
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
 from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import UserError, run_main
-from quantbench.formats.registry import variant_recipe
-from quantbench.fsutil import atomic_dir
-from quantbench.load.spec import WorkloadSpec
+from quantbench.fidelity import ReferenceAnswer
+from quantbench.fsutil import atomic_dir, sha256_file, sha256_tree
+from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
+from quantbench.schemas.quality import QualityReport
 from quantbench.slo import slo_section
+from quantbench.workloads.traffic import Traffic
 
 
 def main() -> None:
@@ -32,6 +37,9 @@ def main() -> None:
     )
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
+    parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
+    parser.add_argument("--quality", type=Path, default=Path("reports/quality"))
+    parser.add_argument("--env", type=Path, default=Path("reports/env.json"))
     parser.add_argument("--out", type=Path, default=None, help="default: reports/bench/<pair>")
     args = parser.parse_args()
     setup_logging()
@@ -43,23 +51,60 @@ def main() -> None:
         )
     pair = bench.pairs[args.pair]
     engine = get_engine(pair.engine)
-    check_pair(pair.variant, variant_recipe(params, pair.variant, args.params).format, pair.engine)
+    variants = params.get("variants") or {}
+    fmt = str((variants.get(pair.variant) or {}).get("format", ""))
+    check_pair(pair.variant, fmt, pair.engine)
+    workloads = workloads_section(params, args.params)
+    traffic = {name: Traffic.read(args.workloads, name) for name in workloads}
+    quality_path = args.quality / f"{pair.variant}.json"
+    references: list[ReferenceAnswer] = []
+    if quality_path.is_file():
+        quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
+        references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
+    settings = section(params, f"engines.{pair.engine}", engine.settings_model)
+    slo = slo_section(params)
+    variant_dir = args.variants / pair.variant
+    key = fingerprint(
+        {
+            "engine": pair.engine,
+            "settings": settings.model_dump(mode="json"),
+            "variant": sha256_tree(variant_dir) if variant_dir.is_dir() else None,
+            "workloads": {n: w.model_dump(mode="json") for n, w in workloads.items()},
+            "traffic": {n: sha256_file(args.workloads / f"{n}.jsonl") for n in workloads},
+            "slo": slo,
+            "bench": bench.model_dump(mode="json", exclude={"pairs"}),
+            "env": sha256_file(args.env) if args.env.is_file() else None,
+            "code": code_hash(),
+        }
+    )
+    store = PartialStore(args.pair, key)
+    before = store.open()
+    if before:
+        print(f"{args.pair}: resuming: {before} points finished earlier are kept")
     job = PairJob(
         name=args.pair,
-        artifact=load_artifact(args.variants / pair.variant, name=pair.variant),
+        artifact=load_artifact(variant_dir, name=pair.variant),
         engine=engine,
-        settings=section(params, f"engines.{pair.engine}", engine.settings_model),
-        workload=section(params, "workload", WorkloadSpec),
-        slo=slo_section(params),
+        settings=settings,
+        workloads=workloads,
+        traffic=traffic,
+        slo=slo,
         bench=bench,
+        references=references,
+        store=store,
     )
     out = args.out or Path("reports/bench") / args.pair
     with sigterm_as_interrupt(), atomic_dir(out) as tmp:
         summary = run_pair(job, tmp)
         schema_io.write(tmp / "summary.json", summary)
-    best = summary.best
-    print(f"{args.pair}: best {best.server_point} / {best.load_point}" if best else
-          f"{args.pair}: no configuration met the SLOs")  # fmt: skip
+    store.close()
+    for workload, best in summary.best.items():
+        print(
+            f"{args.pair} [{workload}]: best {best.server_point} / {best.load_point} "
+            f"({summary.decided_by.get(workload, '')})"
+            if best
+            else f"{args.pair} [{workload}]: no configuration met the SLO and every check"
+        )
 
 
 if __name__ == "__main__":

@@ -5,17 +5,39 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from quantbench.bench.spec import BenchSettings
 from quantbench.errors import run_main
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.load.spec import WorkloadSpec
-from quantbench.params import read_params, section
+from quantbench.params import ConfigError, describe_errors, read_params, section
 from quantbench.progress import setup_logging
 from quantbench.report.build import build_report
 from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 from quantbench.slo import slo_section
+
+
+def configured_workloads(raw: dict[str, Any]) -> dict[str, WorkloadSpec]:
+    """params.yaml's workloads by name (``workload:``, the single one of earlier versions, too)."""
+    found = raw.get("workloads")
+    if found is None and isinstance(raw.get("workload"), dict):
+        found = {str(raw["workload"].get("name", "default")): raw["workload"]}
+    if not isinstance(found, dict):
+        return {}
+    out = {}
+    for name, spec in found.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"params.yaml: workloads.{name}: expected a mapping")
+        try:
+            out[str(name)] = WorkloadSpec.model_validate({**spec, "name": name})
+        except ValidationError as exc:
+            lines = describe_errors(exc, f"workloads.{name}", WorkloadSpec)
+            raise ConfigError("params.yaml is not valid:\n  " + "\n  ".join(lines)) from None
+    return out
 
 
 def main() -> None:
@@ -31,14 +53,11 @@ def main() -> None:
     settings = section(raw, "report", ReportSettings)
     slo = slo_section(raw)
     bench = section(raw, "bench", BenchSettings)
+    workloads = configured_workloads(raw)
     params = {
         "slo": slo,
         "bench": bench.model_dump(mode="json"),
-        "workload": (
-            section(raw, "workload", WorkloadSpec).model_dump(mode="json")
-            if "workload" in raw
-            else None
-        ),
+        "workloads": {name: w.model_dump(mode="json") for name, w in workloads.items()},
         "estimate": section(raw, "estimate", EstimateSettings).model_dump(mode="json"),
         "report": settings.model_dump(mode="json"),
     }
@@ -49,16 +68,21 @@ def main() -> None:
         settings=settings,
         confidence=bench.confidence,
         params=params,
+        workloads={name: w.slo_text(slo) for name, w in workloads.items()},
     )
     written = files.write(args.out or args.root / "reports")
-    best = files.best_config.get("default", {})
-    verdict = (
-        f"deploy {best['variant']} on {best['engine']}"
-        if best.get("status") == "ok"
-        else "no configuration meets the SLO"
-    )
-    print(f"report: {verdict}; wrote {', '.join(p.as_posix() for p in written)}")
-    for problem in inputs.problems:
+    verdicts = []
+    for key, best in files.best_config.items():
+        if ":" in key:
+            continue  # extra profiles are in the files
+        verdicts.append(
+            f"{key}: deploy {best['variant']} on {best['engine']}"
+            if best.get("status") == "ok"
+            else f"{key}: no configuration meets its SLO and every check"
+        )
+    print(f"report: {'; '.join(verdicts) or 'no workload measured'}")
+    print(f"  wrote {', '.join(p.as_posix() for p in written)}")
+    for problem in files.problems:
         print(f"  note: {problem}")
 
 

@@ -25,7 +25,7 @@ from quantbench.estimate.spec import EstimateSettings
 from quantbench.formats.base import Recipe, VariantSpecError, validate_name
 from quantbench.formats.registry import get_format
 from quantbench.formats.registry import recipe as parse_recipe
-from quantbench.load.spec import DatasetPrompts, WorkloadSpec
+from quantbench.load.spec import SAFE_LABEL, WorkloadSpec
 from quantbench.lora.spec import LoraSettings, MergeSettings
 from quantbench.model import ModelSettings
 from quantbench.params import (
@@ -64,10 +64,10 @@ class Config(Settings):
     engines: dict[str, Any] = Field(
         {}, description="Each engine's settings by engine name (engines/<engine>.py)."
     )
-    workload: WorkloadSpec = WorkloadSpec(
-        prompts=DatasetPrompts(path=Path("data/prompts.jsonl")),
-        load=[{"kind": "concurrency", "concurrency": 1}],
-        num_requests=8,
+    workloads: dict[str, WorkloadSpec] = Field(
+        default_factory=lambda: {"chat": WorkloadSpec(name="chat", use="chat", num_requests=16)},
+        description="The traffic every bench stage runs, by name: named workloads (use: chat, "
+        "rag, long-generation, multi-turn, bursty) or your own prompts, conversations or trace.",
     )
     bench: BenchSettings = BenchSettings()
     estimate: EstimateSettings = EstimateSettings()
@@ -86,6 +86,41 @@ class Config(Settings):
         if text.strip():
             parse_slo(text)  # raises with a caret under the bad part
         return text
+
+    @field_validator("workloads", mode="before")
+    @classmethod
+    def _workloads_are_named(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for name, spec in value.items():
+            if not isinstance(spec, dict):
+                raise ValueError(f"workloads.{name}: expected a mapping of workload settings")
+            if not SAFE_LABEL.fullmatch(str(name)):
+                raise ValueError(
+                    f"workloads: name {name!r} must be a plain name (letters, digits, '.', '_', "
+                    "'-'): it names the workload's files and report sections"
+                )
+            if spec.get("name", name) != name:
+                raise ValueError(f"workloads.{name}: its name is its key; leave out name:")
+            out[name] = {**spec, "name": name}
+        if not out:
+            raise ValueError("workloads: name at least one (e.g. chat: {use: chat})")
+        return out
+
+    @model_validator(mode="after")
+    def _search_points_can_reach_their_load(self) -> Config:
+        search = self.bench.search
+        if self.bench.mode != "search" or search.kind != "concurrency" or search.num_requests:
+            return self
+        for name, spec in self.workloads.items():
+            if spec.precision is None and (spec.num_requests or 0) < search.max:
+                raise ValueError(
+                    f"workloads.{name}: the concurrency search may try {search.max:g} streams, "
+                    f"but the workload measures {spec.num_requests or 'no'} requests a point: set "
+                    f"bench.search.num_requests (>= {search.max:g}) or the workload's precision"
+                )
+        return self
 
     @model_validator(mode="after")
     def _pairs_are_servable(self, info: ValidationInfo) -> Config:
@@ -173,6 +208,12 @@ def parse_config(raw: dict[str, Any] | None, origin: str = "params.yaml") -> Con
     variants = _variants(raw.get("variants"), errors)
     engines = _engines(raw.get("engines"), errors)
     rest = {k: v for k, v in raw.items() if k not in ("variants", "engines")}
+    if "workload" in rest:  # the single workload of earlier versions: one named workload
+        if "workloads" in rest:
+            errors.append("give either workloads: (several, by name) or workload: (one), not both")
+        single = rest.pop("workload")
+        if isinstance(single, dict):
+            rest["workloads"] = {str(single.get("name", "default")): single}
     try:
         config = Config.model_validate(
             {**rest, "variants": variants, "engines": engines},

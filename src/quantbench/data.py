@@ -24,7 +24,12 @@ class DataSettings(Settings):
     heldout: Path = Field(Path("data/heldout.jsonl"), description="Held-out questions (JSONL).")
     calibration: Path = Field(Path("data/calibration.txt"), description="Quantizer calibration.")
     eval: Path = Field(Path("data/eval.txt"), description="Perplexity/KL evaluation text.")
-    prompts: Path = Field(Path("data/prompts.jsonl"), description="Load-test prompts (JSONL).")
+    corpus: list[Path] = Field(
+        [Path("data/calibration.txt"), Path("data/eval.txt")],
+        min_length=1,
+        description="Text the named workloads cut their prompts from (no download: the "
+        "project's own files).",
+    )
 
 
 def check_data_file(path: Path, key: str) -> Path:

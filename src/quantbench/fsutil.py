@@ -47,11 +47,38 @@ def tree_size(root: str | Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
+def remove_stale_temps(target: Path) -> list[Path]:
+    """Remove the temporary siblings (``.<name>.tmp-<pid>``) of ``target`` that a killed run left
+    behind (their process is gone); a live process's own is left alone."""
+    removed = []
+    for tmp in target.parent.glob(f".{target.name}.tmp-*"):
+        pid_text = tmp.name.rsplit("-", 1)[-1]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and _alive(int(pid_text)):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextmanager
 def atomic_dir(target: str | Path) -> Iterator[Path]:
-    """Yield a fresh temporary folder that replaces `target` only if the block completes."""
+    """Yield a fresh temporary folder that replaces `target` only if the block completes.
+
+    Temporary folders a killed run left beside the target are removed first: they are never
+    taken for outputs (their names start with a dot) and must not pile up."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(target)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

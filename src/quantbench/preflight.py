@@ -74,20 +74,20 @@ def model_widths(config: Config) -> Widths | None:
 
 
 def max_output_tokens(config: Config) -> int:
-    """The most output tokens any request of the workload asks for.
+    """The most output tokens any request of any workload asks for (reading every file a
+    workload names the way the workloads stage will: a bad line is an error naming it)."""
+    return max(workload_outputs(config).values(), default=0)
 
-    A dataset is read with the load harness's own reader, so every line is checked the way the
-    bench stage will read it (a missing or empty file, a line that is not a JSON object, a bad
-    max_tokens: a DatasetError naming the file and line), whether or not override_max_tokens
-    replaces the lines' own limits.
-    """
-    from quantbench.load.prompts import load_dataset
 
-    prompts = config.workload.prompts
-    if prompts.source == "random":
-        return int(prompts.output_len * (1 + prompts.range_ratio))
-    items = load_dataset(prompts)
-    return max(item.max_tokens for item in items)
+def workload_outputs(config: Config) -> dict[str, int]:
+    """Per workload, the most output tokens one of its requests asks for."""
+    from quantbench.workloads.traffic import materialize
+
+    out = {}
+    for name, spec in config.workloads.items():
+        traffic = materialize(spec, config.data.corpus)
+        out[name] = max(t.max_tokens for c in traffic.conversations for t in c.turns)
+    return out
 
 
 DATA_FILES = (
@@ -164,20 +164,24 @@ def problems(config: Config) -> list[str]:
                 get_format(spec.format).validate_against_model(name, spec, widths)
         except VariantSpecError as exc:
             found.append(str(exc))
-    try:
-        asked = max_output_tokens(config)
-    except (OSError, ValueError) as exc:
-        path = getattr(config.workload.prompts, "path", None)
-        found.append(f"workload.prompts.path: {path}: {exc}")
-        asked = 0
+    asked = 0
+    for name, spec in config.workloads.items():
+        try:
+            asked = max(
+                asked, workload_outputs(config.model_copy(update={"workloads": {name: spec}}))[name]
+            )
+        except (OSError, ValueError, UserError) as exc:
+            path = getattr(spec.prompts, "path", None)
+            where = f"workloads.{name}.prompts.path: {path}" if path else f"workloads.{name}"
+            found.append(f"{where}: {exc}")
     limits = dict(engine_contexts(config))
     if widths is not None:
         limits["model"] = (widths.max_position_embeddings, "the model's max_position_embeddings")
     for _, (context, what) in sorted(limits.items()):
         if asked >= context:
             found.append(
-                f"workload: requests ask for up to {asked} output tokens (workload.prompts "
-                f"output_len/max_tokens) but {what} allows "
+                f"workloads: requests ask for up to {asked} output tokens (the workloads' "
+                f"output lengths) but {what} allows "
                 f"{context} tokens per request (prompt included); lower the workload's max_tokens "
                 "or raise the context"
             )

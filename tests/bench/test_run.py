@@ -7,6 +7,7 @@ import pytest
 
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
+from quantbench.load.session import build_traffic
 from quantbench.load.spec import WorkloadSpec
 
 from .conftest import FakeSettings
@@ -22,17 +23,20 @@ WORKLOAD = WorkloadSpec.model_validate(
         ],
         "num_requests": 8,
         "fixed_output_length": True,
+        "name": "chat",
     }
 )
 
 
-def job(engine, artifact, settings, *, slo="", bench=None) -> PairJob:
+def job(engine, artifact, settings, *, slo="", bench=None, workloads=None) -> PairJob:
+    workloads = workloads or {"chat": WORKLOAD}
     return PairJob(
         name="tiny-fake",
         artifact=artifact,
         engine=engine,
         settings=settings,
-        workload=WORKLOAD,
+        workloads=workloads,
+        traffic={name: build_traffic(spec, None) for name, spec in workloads.items()},
         slo=slo,
         bench=bench or BenchSettings(price_per_hour=3.6),
     )
@@ -50,8 +54,7 @@ def test_grid_sweep_starts_each_server_once_and_judges_every_point(
 ) -> None:
     settings = FakeSettings(sweep={"itl_ms": [2.0, 40.0]})
     summary = run_pair(
-        job(fake_engine, fake_artifact, settings, slo="tpot:p50<=20ms; error_rate<=0"),
-        tmp_path / "out",
+        job(fake_engine, fake_artifact, settings, slo="tpot:p50<=20ms"), tmp_path / "out"
     )
     assert summary.server_points == 2 and len(summary.servers) == 2
     rows = summary.rows
@@ -61,14 +64,20 @@ def test_grid_sweep_starts_each_server_once_and_judges_every_point(
     for row in rows:
         assert row.completed == 8 and row.failed == 0 and row.error is None
     fast, slow = rows[0], rows[2]
-    assert fast.slo_passed is True and slow.slo_passed is False
+    assert fast.slo_verdict == "pass" and slow.slo_verdict == "fail"
     assert any("tpot p50" in reason for reason in slow.slo_reasons)
+    assert fast.rankable and not slow.rankable and "misses its SLO" in slow.flags
+    # every headline figure carries its interval, and the row its offered and achieved load
+    assert {"output_throughput", "tpot_p50_ms", "ttft_p50_ms"} <= set(fast.intervals)
+    assert fast.load is not None and fast.load.reached and fast.load.offered == 1
     # cost: 3.6/hour = 0.001/s, so cost per 1e6 tokens = 1000 / tokens-per-second
     assert fast.cost_per_million_tokens == pytest.approx(1000 / fast.output_throughput)
-    best = summary.best
-    assert best.server_point == "itl_ms=2.0" and summary.ranked_by == "goodput"
+    best = summary.best["chat"]
+    assert best is not None and best.server_point == "itl_ms=2.0"
+    assert summary.ranked_by == "good_output_throughput" and summary.decided_by["chat"]
     assert best.command[1:3] == ["-m", "quantbench.mock_server"]
-    assert (tmp_path / "out/itl_ms=2.0/c4/r0/records.jsonl").is_file()
+    assert (tmp_path / "out/itl_ms=2.0/chat/c4/r0/records.jsonl").is_file()
+    assert all(s.served_check is not None for s in summary.servers)
     assert all(s.report.peak_rss_bytes > 0 for s in summary.servers)
     assert no_fake_servers_left()
 
@@ -81,19 +90,28 @@ def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
     interval = row.intervals["output_throughput"]
     assert interval.n == 3 and interval.half_width >= 0
     assert row.slo_passed is None and summary.ranked_by == "output_throughput"
+    # each repeat sent its own prompts in its own order (seeded by point and repeat)
+    from quantbench.load.records import read_records
+
+    orders = [
+        [r.prompt_id for r in read_records(tmp_path / f"default/chat/c1/r{k}/records.jsonl")]
+        for k in range(3)
+    ]
+    assert len({tuple(o) for o in orders}) == 3
 
 
 def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_artifact, tmp_path):
     settings = FakeSettings(sweep={"crash": [True, False]})
-    summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p99<=5s"), tmp_path)
+    summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p50<=5s"), tmp_path)
     crashed = [r for r in summary.rows if r.server_point == "crash=on"]
     assert len(crashed) == 2
     for row in crashed:
-        assert row.slo_passed is False and "exit code 7" in row.error
+        assert row.slo_passed is False and "exit code 7" in row.error and not row.rankable
         assert "fatal: no weights" in row.error
     healthy = [r for r in summary.rows if r.server_point == "crash=off"]
     assert all(r.completed == 8 for r in healthy)
-    assert summary.best.server_point == "crash=off"
+    assert summary.best["chat"] is not None, [r.flags for r in healthy]
+    assert summary.best["chat"].server_point == "crash=off"
     assert no_fake_servers_left()
 
 
@@ -108,8 +126,8 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
              "load": [{"kind": "concurrency", "concurrency": c} for c in range(1, 9)]}
         ).load}
     )  # fmt: skip
-    grid_job = job(fake_engine, fake_artifact, settings, slo=slo)
-    grid_job = PairJob(**{**grid_job.__dict__, "workload": grid_workload})
+    grid_job = job(fake_engine, fake_artifact, settings, slo=slo,
+                   workloads={"chat": grid_workload})  # fmt: skip
     grid = run_pair(grid_job, tmp_path / "grid")
     passing = [r.shape["concurrency"] for r in grid.rows if r.slo_passed]
     grid_edge = max(passing)

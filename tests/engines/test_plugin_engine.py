@@ -26,9 +26,8 @@ def params(tmp_path: Path) -> Path:
                 ("heldout", "heldout.jsonl"),
                 ("calibration", "calibration.txt"),
                 ("eval", "eval.txt"),
-                ("prompts", "prompts.jsonl"),
             )
-        },  # fmt: skip
+        },
         "variants": {"bf16": {"format": "bf16"}},
         "engines": {
             "echo": {"itl_ms": 1.0, "sweep": {"itl_ms": [1.0, 3.0]}},
@@ -36,13 +35,15 @@ def params(tmp_path: Path) -> Path:
             "vllm": {"enabled": False},
             "llamacpp": {"enabled": False},
         },
-        "workload": {
-            "prompts": {"source": "random", "input_len": 8, "output_len": 4},
-            "load": [{"kind": "concurrency", "concurrency": 2}],
-            "num_requests": 4,
-            "fixed_output_length": True,
+        "workloads": {
+            "random": {
+                "prompts": {"source": "random", "input_len": 8, "output_len": 4},
+                "load": [{"kind": "concurrency", "concurrency": 2}],
+                "num_requests": 6,
+                "fixed_output_length": True,
+            }
         },
-        "slo": "ttft:p95<=2s",
+        "slo": "ttft:p50<=2s",
         "bench": {"pairs": {"bf16-echo": {"variant": "bf16", "engine": "echo"}}},
     }
     path = tmp_path / "params.yaml"
@@ -80,8 +81,13 @@ def test_plugin_engine_settings_are_validated_by_its_own_model(tmp_path: Path) -
 
 
 @pytest.mark.server
-def test_plugin_engine_runs_a_bench_stage(tmp_path: Path) -> None:
+def test_plugin_engine_runs_a_bench_stage(tmp_path: Path, tiny_model_dir: Path) -> None:
     path = params(tmp_path)
+    traffic = run(
+        [str(REPO / "stages/workloads.py"), "--params", str(path), "--model", str(tiny_model_dir)],
+        tmp_path,
+    )
+    assert traffic.returncode == 0, traffic.stderr[-3000:]
     variant = tmp_path / "models/variants/bf16"
     variant.mkdir(parents=True)
     (variant / "variant.json").write_text(json.dumps({"format": "bf16"}))
@@ -96,4 +102,4 @@ def test_plugin_engine_runs_a_bench_stage(tmp_path: Path) -> None:
     assert summary["engine"] == "echo" and summary["engine_version"] == "echo 1.0"
     rows = summary["rows"]
     assert {r["server_point"] for r in rows} == {"itl_ms=1.0", "itl_ms=3.0"}
-    assert all(r["completed"] == 4 and not r["error"] for r in rows), rows
+    assert all(r["completed"] == 6 and not r["error"] for r in rows), rows

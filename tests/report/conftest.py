@@ -2,14 +2,27 @@
 
 Every file is a schema model (:mod:`quantbench.schemas`) written by ``schemas.io.write``, so the
 tree has exactly the shape the stages write, and a field renamed in a schema changes it too.
-Request records are synthetic (a seeded latency model per pair, server setting and load), but
-everything above them is computed the way the pipeline computes it: each repeat's point result by
-the load harness's ``summarize``, rows by the bench stage's ``fold_repeats``, the pair's best by
-``pick_best``, estimates by the estimate stage's ``write_estimates``.
+Request records are synthetic (a seeded latency model per pair, server setting, workload and
+load, every phase: warm-up, measured, cool-down), but everything above them is computed the way
+the pipeline computes it: each repeat's point result by the load harness's ``summarize``, rows by
+the bench stage's ``fold_repeats`` and ``checks``, each workload's best by ``pick_best``,
+estimates by the estimate stage's ``write_estimates``; quality reports, variants and provenance
+come from ``tests/schemas/examples.py``.
 
-The tree has: a transformers pair with a server sweep and two repeats, a llama.cpp pair with a
-closed- and an open-loop point, and a vLLM pair whose server never started (its log tail holds
-markup, as do a model answer and a request error, to check escaping).
+Two workloads, so the report has decisions to compare:
+
+* ``chat`` (short prompts): the llama.cpp pair leads on good tokens/s, but the bf16 pair (two
+  repeats, so a wide interval) cannot be separated from it: a tie, settled by quality, that bf16
+  wins. llama.cpp's ``parallel=4`` setting is the fastest of all but its server fails the served
+  check (it serves something else than was evaluated): flagged, never the winner. Other flagged
+  rows: a closed-loop point that did not keep its streams busy, an open-loop point whose load
+  generator was CPU-bound, a point whose error rate is undecided (one failure in 40).
+* ``multi-turn`` (long shared history): llama.cpp's prefix cache serves most of each prompt, so it
+  wins clearly; bf16 misses the TTFT limit, and its ``continuous_batching=off`` setting also
+  delivers shorter answers than asked.
+
+Every percentile above p90 has too few requests for an interval. A vLLM pair's server never
+starts (its log tail holds markup, as do a model answer and a request error, to check escaping).
 
 Run ``python -m tests.report.conftest DIR`` (from the repository root) to build one by hand.
 """
@@ -18,64 +31,137 @@ from __future__ import annotations
 
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.schemas import examples
 
-from quantbench.bench.results import failed_row, fold_repeats, pick_best
-from quantbench.load.records import write_records
+from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best, rank_metric
+from quantbench.load.metrics import summarize
+from quantbench.load.records import RequestRecord, write_records
 from quantbench.schemas import io as schema_io
-from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint, ServerReport
+from quantbench.schemas.bench import (
+    BenchRow,
+    PairSummary,
+    ServedCheck,
+    ServerPoint,
+    ServerReport,
+)
+from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.slo import parse_slo, per_request
 
-FIXTURE_SLO = "ttft:p95<=500ms; tpot:p50<=60ms; error_rate<=0.05"
-FIXTURE_PROFILES = {"batch": "output_tps>=40", "strict": "ttft:p99<=20ms"}
+PERCENTILES = [50.0, 90.0, 95.0, 99.0]
+CONFIDENCE = 0.95
 PRICE = 0.5
+T0 = 5000.0  # monotonic seconds of the first send
+WALL = 1_700_000_000.0 - T0  # monotonic -> epoch seconds
 HOSTILE = "<script>alert('x')</script>"
 OVERLOADED = "HTTP 500: <b>engine overloaded</b>"
+
+
+@dataclass(frozen=True)
+class Workload:
+    slo: str
+    prompt: int  # prompt tokens of a first turn
+    output: int  # output tokens asked for (fixed output length)
+    turns: int
+    think_s: float
+    conversations: int  # measured conversations per point
+    possible_cache: float  # prompt share a prefix cache could serve (the workloads stage says)
+
+
+WORKLOADS = {
+    "chat": Workload("ttft:p90<=500ms; tpot:p50<=60ms; error_rate<=0.1", 40, 32, 1, 0.0, 40, 0.0),
+    "multi-turn": Workload(
+        "ttft:p90<=600ms; e2e:p90<=3s; error_rate<=0.1", 200, 32, 3, 0.3, 14, 0.62
+    ),
+}
+FIXTURE_SLO = WORKLOADS["chat"].slo  # params `slo:` (workloads name their own)
+FIXTURE_WORKLOADS = {name: w.slo for name, w in WORKLOADS.items()}
+FIXTURE_PROFILES = {"batch": "output_tps>=40", "strict": "ttft:p99<=20ms"}
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server setting's latency model: TTFT = (base + prefill x uncached prompt tokens) x
+    slowdown, ITL likewise; slowdown = 1 + slow x (streams - 1)."""
+
+    label: str
+    settings: dict[str, Any]
+    base_ms: float
+    prefill_ms: float
+    itl_ms: float
+    slow: float
+    caches: bool  # reports (and uses) a prefix cache
+    rss: int | None
+    served: str = "match"
+
+
+@dataclass(frozen=True)
+class Quirk:
+    """What goes wrong at one point: a failed request, idle streams, short answers, a busy
+    client."""
+
+    fail: int | None = None  # this measured request of repeat 0 fails
+    idle_s: float = 0.0  # each stream idles this long after each conversation
+    short: int | None = None  # every measured answer has this many tokens
+    client_bound: bool = False
+
+
+C1 = {"kind": "concurrency", "concurrency": 1}
+C4 = {"kind": "concurrency", "concurrency": 4}
+R2 = {"kind": "rate", "rate": 2.0, "burstiness": 1.0, "max_concurrency": None}
 
 ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 ARGV = {
     "transformers": "transformers serve --host 127.0.0.1 --port 41001 --device cpu",
     "llamacpp": "build/llama.cpp/cmake/bin/llama-server -m "
-    "models/variants/gguf-q4_k_m/model-Q4_K_M.gguf --port 41002 -t 1 -np 1 --jinja",
+    "models/variants/gguf-q4_k_m/model-Q4_K_M.gguf --port 41002 -t 1 --jinja",
     "vllm": "python -m vllm.entrypoints.openai.api_server --model models/variants/gptq-w4g64 "
     "--port 41003 --enforce-eager",
 }
 
-# pair -> how it behaves: per server point (label, changed settings, ttft ms, itl ms, slowdown per
-# extra concurrent stream); load points; repeats; or a start-up failure.
+# pair -> variant, engine, server settings, load points per workload, repeats, quirks per
+# (server point, workload, load point), or a start-up failure.
 PAIRS: dict[str, dict[str, Any]] = {
     "bf16-transformers": {
         "variant": "bf16", "format": "bf16", "engine": "transformers", "version": "5.17.0",
         "servers": [
-            ("continuous_batching=off", {"continuous_batching": False}, 160.0, 48.0, 0.55),
-            ("continuous_batching=on", {"continuous_batching": True}, 170.0, 50.0, 0.18),
+            Server("continuous_batching=off", {"continuous_batching": False}, 60.0, 1.5, 30.0,
+                   0.55, False, 1_150_000_000),
+            Server("continuous_batching=on", {"continuous_batching": True}, 60.0, 1.5, 30.0,
+                   0.12, False, 1_420_000_000),
         ],
-        "load": [{"kind": "concurrency", "concurrency": 1}, {"kind": "concurrency", "concurrency": 4}],
+        "load": {"chat": [C1, C4], "multi-turn": [C4]},
         "repeats": 2,
-        "rss": [1_150_000_000, 1_420_000_000],
+        "quirks": {
+            ("continuous_batching=on", "chat", "c1"): Quirk(fail=9),
+            ("continuous_batching=off", "multi-turn", "c4"): Quirk(short=24),
+        },
     },
     "gguf-q4_k_m-llamacpp": {
         "variant": "gguf-q4_k_m", "format": "gguf", "engine": "llamacpp",
         "version": "version: 6500 (1d2f3e4a)",
-        "servers": [("default", {}, 45.0, 11.0, 0.22)],
-        "load": [
-            {"kind": "concurrency", "concurrency": 1},
-            {"kind": "concurrency", "concurrency": 4},
-            {"kind": "rate", "rate": 2.0, "burstiness": 1.0, "max_concurrency": None},
+        "servers": [
+            Server("default", {}, 20.0, 0.3, 11.0, 0.75, True, 310_000_000),
+            Server("parallel=4", {"parallel": 4}, 15.0, 0.3, 9.0, 0.10, True, 330_000_000,
+                   served="mismatch"),
         ],
+        "load": {"chat": [C1, C4, R2], "multi-turn": [C4]},
         "repeats": 1,
-        "rss": [310_000_000],
+        "quirks": {
+            ("default", "chat", "c1"): Quirk(idle_s=0.25),
+            ("default", "chat", "r2"): Quirk(client_bound=True),
+        },
     },
     "gptq-w4g64-vllm": {
         "variant": "gptq-w4g64", "format": "gptq", "engine": "vllm", "version": "0.32.0",
-        "servers": [("default", {}, 0.0, 0.0, 0.0)],
-        "load": [{"kind": "concurrency", "concurrency": 1}, {"kind": "concurrency", "concurrency": 4}],
+        "servers": [Server("default", {}, 0.0, 0.0, 0.0, 0.0, False, None)],
+        "load": {"chat": [C1, C4], "multi-turn": [C4]},
         "repeats": 1,
-        "rss": [None],
+        "quirks": {},
         "fails": f"server exited with code 1 before it was ready; last lines of its log:\n"
         f"ValueError: group size mismatch {HOSTILE}",
     },
@@ -89,65 +175,240 @@ QUALITY: dict[str, tuple[float, float, float, int, int, float]] = {
 }
 
 
-def _label(shape: dict[str, Any]) -> str:
+def label_of(shape: dict[str, Any]) -> str:
     if shape["kind"] == "concurrency":
         return f"c{shape['concurrency']}"
     return f"r{shape['rate']:g}"
 
 
-def _point_row(out: Path, label: str, shape: dict[str, Any], spec: dict[str, Any], rng, server):
+# ---------------------------------------------------------------------------------------------
+# request records from the latency model
+
+
+class _Gen:
+    """Builds one run's records: every conversation's turns, in every phase."""
+
+    def __init__(self, rng: random.Random, point: str, repeat: int, wl: Workload, server: Server,
+                 quirk: Quirk, streams: float) -> None:  # fmt: skip
+        self.rng, self.point, self.repeat, self.wl = rng, point, repeat, wl
+        self.server, self.quirk = server, quirk
+        # the server's state differs a little from run to run (what repeats measure)
+        self.factor = (1.0 + server.slow * (streams - 1.0)) * rng.lognormvariate(0, 0.04)
+        self.records: list[RequestRecord] = []
+        self.measured = 0
+
+    def conversation(self, i: int, phase: str, start: float, scheduled: float | None) -> float:
+        """Sends conversation ``i`` at ``start``; returns when its last turn ended."""
+        t = start
+        wl, s, rng = self.wl, self.server, self.rng
+        for turn in range(wl.turns):
+            prompt = wl.prompt + turn * (wl.output + 30)
+            # a later turn resends the history: all but its new 30-token question is cached
+            cached = (prompt - 30 if turn else 0) if s.caches else None
+            ttft = (s.base_ms + s.prefill_ms * (prompt - (cached or 0))) * self.factor
+            ttft *= rng.lognormvariate(0, 0.2) / 1000
+            fails = phase == "measured" and self.quirk.fail == self.measured and self.repeat == 0
+            want = wl.output
+            n = self.quirk.short if (self.quirk.short and phase == "measured") else want
+            first = t + ttft
+            chunks, c = [first], first
+            for _ in range(n - 1):
+                c += s.itl_ms * self.factor * rng.lognormvariate(0, 0.12) / 1000
+                chunks.append(c)
+            rec = RequestRecord(
+                request_id=f"{self.point}-r{self.repeat}-{i}-{turn}", index=len(self.records),
+                point=self.point, scenario="fixture", prompt_id=f"p{i % 7}", phase=phase,
+                worker=i % 4, send_time=t,
+                scheduled_time=scheduled if turn == 0 else None, requested_tokens=want,
+                conversation=f"{self.point}-{i}", turn=turn,
+                first_token_time=None if fails else first,
+                end_time=t + 0.2 if fails else c, chunk_times=[] if fails else chunks,
+                chunk_tokens=[] if fails else [1] * n, prompt_tokens=prompt,
+                cached_tokens=None if fails else cached, output_tokens=None if fails else n,
+                tokens_source="usage", status="failed" if fails else "completed",
+                http_status=500 if fails else 200, error=OVERLOADED if fails else None,
+                finish_reason=None if fails else ("stop" if n < want else "length"),
+            )  # fmt: skip
+            self.records.append(rec)
+            if phase == "measured":
+                self.measured += 1
+            t = (rec.end_time or t) + (wl.think_s if turn < wl.turns - 1 else 0.0)
+        return t
+
+    def measured_end(self) -> float:
+        return max(r.end_time or 0.0 for r in self.records if r.phase == "measured")
+
+
+def _phase(i: int, warm: int, n: int) -> str:
+    return "warmup" if i < warm else "measured" if i < warm + n else "cooldown"
+
+
+def closed_loop(gen: _Gen, streams: int) -> list[RequestRecord]:
+    """``streams`` streams, each starting its next conversation when the last one ended; warm-up
+    first, cool-down until every measured request has finished."""
+    clock = [T0 + 0.013 * w for w in range(streams)]
+    n, i, end = gen.wl.conversations, 0, None
+    while True:
+        w = min(range(streams), key=lambda k: clock[k])
+        phase = _phase(i, streams, n)
+        if phase == "cooldown":
+            end = end if end is not None else gen.measured_end()
+            if clock[w] >= end:
+                break
+        clock[w] = gen.conversation(i, phase, clock[w], None) + gen.quirk.idle_s + 0.002
+        i += 1
+    return gen.records
+
+
+def open_loop(gen: _Gen, rate: float) -> list[RequestRecord]:
+    """Poisson arrivals at ``rate``, each sent a few ms after it was due."""
+    n, i, due, end = gen.wl.conversations, 0, T0, None
+    while True:
+        phase = _phase(i, 2, n)
+        if phase == "cooldown":
+            end = end if end is not None else gen.measured_end()
+            if due >= end:
+                break
+        gen.conversation(i, phase, due + gen.rng.uniform(0.001, 0.004), due)
+        due += gen.rng.expovariate(rate)
+        i += 1
+    return gen.records
+
+
+def run_records(rng: random.Random, shape: dict[str, Any], repeat: int, wl: Workload,
+                server: Server, quirk: Quirk) -> list[RequestRecord]:  # fmt: skip
+    point = label_of(shape)
+    if shape["kind"] == "concurrency":
+        gen = _Gen(rng, point, repeat, wl, server, quirk, shape["concurrency"])
+        return closed_loop(gen, shape["concurrency"])
+    gen = _Gen(rng, point, repeat, wl, server, quirk, 1.5)
+    return open_loop(gen, shape["rate"])
+
+
+def load_meta(quirk: Quirk) -> dict[str, Any]:
+    """What the load process writes beside its records: its own lag and CPU."""
+    if quirk.client_bound:
+        return {"stop_reason": "count", "loop_lag": {"p99_ms": 14.0}, "client_cpu_s": 0.93,
+                "client_wall_s": 1.0}  # fmt: skip
+    return {"stop_reason": "count", "loop_lag": {"p99_ms": 0.8}, "client_cpu_s": 0.2,
+            "client_wall_s": 1.0}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the bench stage's outputs
+
+
+def _served(verdict: str) -> ServedCheck:
+    if verdict == "mismatch":
+        return ServedCheck(verdict="mismatch", decided=5, mismatched=3, prompts=6)
+    return ServedCheck(verdict="match", decided=5, mismatched=0, prompts=6)
+
+
+def mismatch_text(check: ServedCheck) -> str | None:
+    """What bench.run flags for a server whose answers differ."""
+    if check.verdict != "mismatch":
+        return None
+    return f"{check.mismatched} of {check.decided} certain answers differ"
+
+
+def _point_row(out: Path, name: str, spec: dict[str, Any], server: Server, workload: str,
+               shape: dict[str, Any], rng: random.Random) -> dict[str, Any]:  # fmt: skip
     """One load point's row, as bench.run measures it (records, session summaries, folding)."""
-    _, _, ttft, itl, slow = server
-    point = _label(shape)
+    point = label_of(shape)
+    wl = WORKLOADS[workload]
     if spec.get("fails"):
-        return {**failed_row(spec["fails"]), "load_point": point, "shape": shape}
-    results = []
+        row = failed_row(spec["fails"], workload)
+        return checks({**row, "load_point": point, "shape": shape})
+    quirk = spec["quirks"].get((server.label, workload, point), Quirk())
+    results: list[PointResult] = []
+    constraints = parse_slo(wl.slo)
     for k in range(spec["repeats"]):
-        records = examples.records(rng, point, shape, ttft, itl, slow, error=OVERLOADED)
-        run_dir = out / label / point / f"r{k}"
+        records = run_records(rng, shape, k, wl, server, quirk)
+        run_dir = out / server.label / workload / point / f"r{k}"
         write_records(run_dir / "records.jsonl", records)
-        result = examples.point_result(records, shape, FIXTURE_SLO)
-        session = examples.session_summary([result], spec["engine"], FIXTURE_SLO)
+        result = summarize(
+            records, point=point, scenario=workload, shape=shape, percentiles=PERCENTILES,
+            constraints=constraints, confidence=CONFIDENCE, fixed_output_length=True,
+            meta=load_meta(quirk), wall_offset=WALL,
+        )  # fmt: skip
+        session = SessionSummary(
+            url="http://127.0.0.1:41001", engine=spec["engine"], model=spec["variant"],
+            workload={"name": workload, "percentiles": PERCENTILES, "fixed_output_length": True},
+            slo=wl.slo, created_at=1_700_000_100.0, points=[result],
+            workload_summary={"prefix_reuse_share": wl.possible_cache},
+        )  # fmt: skip
         schema_io.write(run_dir / "summary.json", session)
         results.append(result)
-    row = fold_repeats(results, confidence=0.95, price_per_hour=PRICE)
-    return {**row, "error": None, "load_point": point, "shape": shape}
+    row = fold_repeats(
+        results, workload=workload, confidence=CONFIDENCE, price_per_hour=PRICE,
+        possible_cache_share=wl.possible_cache,
+    )  # fmt: skip
+    row.update(load_point=point, shape=shape, error=None)
+    return row
 
 
-def _pair(root: Path, name: str, spec: dict[str, Any], rng: random.Random) -> None:
+def _pair(root: Path, name: str, spec: dict[str, Any], rng: random.Random) -> PairSummary:
     out = root / "reports" / "bench" / name
     rows: list[dict[str, Any]] = []
     servers: list[ServerPoint] = []
     error = spec.get("fails")
-    for server, rss in zip(spec["servers"], spec["rss"], strict=True):
-        label, settings = server[0], server[1]
-        argv = ARGV[spec["engine"]].split() + (
-            ["--continuous-batching"] if settings.get("continuous_batching") else []
-        )
-        common = {"server_point": label, "settings": settings, "command": argv, "env": ENV}
-        for shape in spec["load"]:
-            rows.append({**common, **_point_row(out, label, shape, spec, rng, server)})
+    for server in spec["servers"]:
+        argv = ARGV[spec["engine"]].split()
+        if server.settings.get("continuous_batching"):
+            argv.append("--continuous-batching")
+        if "parallel" in server.settings:
+            argv += ["-np", str(server.settings["parallel"])]
+        common = {"server_point": server.label, "settings": server.settings, "command": argv,
+                  "env": ENV}  # fmt: skip
+        check = _served(server.served) if not error else ServedCheck(
+            verdict="not checked", note="the server did not start"
+        )  # fmt: skip
+        for workload, shapes in spec["load"].items():
+            for shape in shapes:
+                row = _point_row(out, name, spec, server, workload, shape, rng)
+                rows.append(checks({**common, **row}, served_mismatch=mismatch_text(check)))
         if error:
-            (out / label).mkdir(parents=True, exist_ok=True)
-            (out / label / "server.log").write_text(error + "\n", encoding="utf-8")
+            (out / server.label).mkdir(parents=True, exist_ok=True)
+            (out / server.label / "server.log").write_text(error + "\n", encoding="utf-8")
         report = ServerReport(
             engine=spec["engine"], argv=argv, env=ENV, url="http://127.0.0.1:41001",
-            ready_seconds=None if error else 4.2, peak_rss_bytes=rss, peak_gpu_bytes=None,
+            ready_seconds=None if error else 4.2, peak_rss_bytes=server.rss, peak_gpu_bytes=None,
             memory_samples=0 if error else 40, exit="exit code 1" if error else None,
-            log=f"{out.as_posix()}/{label}/server.log",
+            log=f"{out.as_posix()}/{server.label}/server.log",
         )  # fmt: skip
-        servers.append(ServerPoint(**common, report=report, error=error, search=None))
-    goodput = bool(per_request(parse_slo(FIXTURE_SLO)))
-    best = pick_best(rows, goodput)
+        servers.append(
+            ServerPoint(
+                **common,
+                report=report,
+                error=error,
+                search=None,
+                served_check=check,
+                is_default=not server.settings,
+            )
+        )
+    peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
+    best: dict[str, BenchRow | None] = {}
+    ties: dict[str, list[str]] = {}
+    decided: dict[str, str] = {}
+    any_goodput = False
+    for workload in spec["load"]:
+        goodput = bool(per_request(parse_slo(WORKLOADS[workload].slo)))
+        any_goodput = any_goodput or goodput
+        mine = [r for r in rows if r["workload"] == workload]
+        winner, tied, rule = pick_best(mine, goodput, lambda r: peak.get(r["server_point"]))
+        best[workload] = BenchRow.model_validate(winner) if winner else None
+        ties[workload] = [BenchRow.model_validate(t).key for t in tied]
+        decided[workload] = rule
     summary = PairSummary(
         pair=name, variant=spec["variant"], format=spec["format"], engine=spec["engine"],
         engine_version=spec["version"], mode="grid", slo=FIXTURE_SLO,
-        ranked_by="goodput" if goodput else "output_throughput", price_per_hour=PRICE,
-        currency="USD", server_points=len(spec["servers"]),
-        rows=[BenchRow.model_validate(r) for r in rows], servers=servers,
-        best=BenchRow.model_validate(best) if best else None, wall_seconds=61.5,
+        ranked_by=rank_metric(any_goodput), workloads=list(spec["load"]),
+        slos={w: WORKLOADS[w].slo for w in spec["load"]}, price_per_hour=PRICE, currency="USD",
+        server_points=len(spec["servers"]), rows=[BenchRow.model_validate(r) for r in rows],
+        servers=servers, best=best, ties=ties, decided_by=decided, wall_seconds=61.5,
     )  # fmt: skip
     schema_io.write(out / "summary.json", summary)
+    return summary
 
 
 def _quality(root: Path, name: str) -> None:

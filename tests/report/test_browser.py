@@ -24,7 +24,7 @@ from quantbench.report.build import build_report
 from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 
-from .conftest import FIXTURE_PROFILES, FIXTURE_SLO
+from .conftest import FIXTURE_PROFILES, FIXTURE_SLO, FIXTURE_WORKLOADS
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +111,9 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
     binary = chromium()
     out = tmp_path / "reports"
     settings = ReportSettings(profiles=FIXTURE_PROFILES)
-    build_report(load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=settings).write(out)
+    build_report(
+        load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=settings, workloads=FIXTURE_WORKLOADS
+    ).write(out)
     page_url = (out / "index.html").resolve().as_uri()
     artifacts = artifacts_dir()
 
@@ -160,9 +162,12 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
                 assert marks["drawn"] and marks["svg"] >= 1 and marks["traces"] >= 1, (chart, marks)
                 assert marks["points"] + marks["lines"] + marks["boxes"] > 0, (chart, marks)
                 assert marks["width"] > 300, (chart, marks)
-            # the recommendation is on top, the star on the Pareto chart
-            assert "Deploy gguf-q4_k_m on llamacpp" in page.inner_text("#recommendation")
-            assert page.locator("#chart-pareto-latency .scatterlayer path.point").count() >= 7
+            # the recommendation per workload is on top, the star on the Pareto chart
+            recommendation = page.inner_text("#recommendation")
+            assert "Deploy bf16 on transformers" in recommendation  # chat
+            assert "Deploy gguf-q4_k_m on llamacpp" in recommendation  # multi-turn
+            assert "too few requests for p99" in recommendation
+            assert page.locator("#chart-pareto-latency .scatterlayer path.point").count() >= 10
 
             page.screenshot(path=str(artifacts / "report-fixture.png"))
             page.locator("#pareto").screenshot(path=str(artifacts / "report-fixture-pareto.png"))
@@ -181,8 +186,17 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
             page.wait_for_function(
                 "document.querySelector('#chart-sweep .gtitle').textContent.includes('TTFT p99')"
             )
-            page.click("#summary table th:nth-child(9)")  # sort by output throughput
+            page.click("#summary table th:nth-child(8)")  # sort by good output throughput
             assert page.locator("#summary th[data-order]").count() == 1
+            # the workload select redraws every chart with that workload's rows
+            page.select_option("#qb-workload", "multi-turn")
+            page.wait_for_function(
+                "document.querySelector('#chart-pareto-latency .gtitle').textContent"
+                ".startsWith('multi-turn')"
+            )
+            page.wait_for_function("document.querySelector('#chart-explorer').data.length >= 1")
+            assert page.locator("#chart-pareto-latency .scatterlayer path.point").count() >= 4
+            assert page.evaluate("window.qbReport.failures") == []
             # readable when printed: the print layout renders, collapsed sections open
             page.emulate_media(media="print")
             page.evaluate("window.dispatchEvent(new Event('beforeprint'))")

@@ -1,10 +1,18 @@
-"""The report on a fixture tree: loaders, judging, recommendation, and every output file."""
+"""The report on a fixture tree: loaders, judging per workload, ties, flags, and every output file.
+
+The fixture (conftest.py) is built so that the decisions are known: chat is won by bf16 on
+transformers through a tie with llama.cpp settled by quality, multi-turn by llama.cpp outright;
+llama.cpp's parallel=4 setting is the fastest of all but serves something else than was
+evaluated; other rows are flagged for their load, their client, their lengths or an undecided SLO;
+every p99 has too few requests for an interval.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from quantbench.bench.results import pick_best
@@ -20,14 +29,32 @@ from quantbench.report.build import build_report
 from quantbench.report.html import script_json
 from quantbench.report.inputs import PointKey, load_inputs
 from quantbench.report.pareto import front
-from quantbench.report.profiles import judge_profiles
+from quantbench.report.profiles import (
+    NO_RECORDS_FLAG,
+    judge_profiles,
+    pick,
+    refold,
+    resummarize,
+)
 from quantbench.report.spec import ReportSettings
+from quantbench.report.tables import figure_text, interval_text, ranking
 from quantbench.slo import parse_slo
 
-from .conftest import FIXTURE_PROFILES, FIXTURE_SLO, HOSTILE
+from .conftest import (
+    FIXTURE_PROFILES,
+    FIXTURE_SLO,
+    FIXTURE_WORKLOADS,
+    HOSTILE,
+    PAIRS,
+    WORKLOADS,
+)
 
 SETTINGS = ReportSettings(profiles=FIXTURE_PROFILES)
 REPO = Path(__file__).resolve().parents[2]
+BF16, GGUF, VLLM = "bf16-transformers", "gguf-q4_k_m-llamacpp", "gptq-w4g64-vllm"
+FASTEST = f"{GGUF}/parallel=4/chat/c4"  # the fastest row of all: its server fails the served check
+# "84.3 [80.0, 88.6] tok/s" (escaped brackets in Markdown)
+INTERVAL = re.compile(r"\d[\d,.]* \\?\[\d[\d,.]*, \d[\d,.]*\\?\] tok/s")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +63,28 @@ def inputs(fixture_tree: Path):
 
 
 @pytest.fixture(scope="module")
+def profiles(inputs):
+    return judge_profiles(inputs, FIXTURE_SLO, SETTINGS, workloads=FIXTURE_WORKLOADS)
+
+
+@pytest.fixture(scope="module")
+def by_key(profiles):
+    return {p.key: p for p in profiles}
+
+
+@pytest.fixture(scope="module")
 def files(inputs):
-    return build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS, params={"slo": FIXTURE_SLO})
+    return build_report(
+        inputs,
+        slo=FIXTURE_SLO,
+        settings=SETTINGS,
+        params={"slo": FIXTURE_SLO},
+        workloads=FIXTURE_WORKLOADS,
+    )
+
+
+def _row(profile, key: str):
+    return next(r for r in profile.rows if r.key == key)
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -45,17 +92,23 @@ def files(inputs):
 
 def test_loads_every_stage_output(inputs) -> None:
     assert inputs.problems == []
-    assert sorted(inputs.pairs) == ["bf16-transformers", "gguf-q4_k_m-llamacpp", "gptq-w4g64-vllm"]
+    assert sorted(inputs.pairs) == [BF16, GGUF, VLLM]
     assert sorted(inputs.quality) == ["bf16", "gguf-q4_k_m", "gptq-w4g64"]
     assert sorted(inputs.variants) == sorted(inputs.quality)
     assert {e.variant_name for e in inputs.estimates} == set(inputs.quality)
-    bf16 = inputs.pairs["bf16-transformers"]
-    assert len(bf16.rows) == 4 and bf16.rows[0].repeats == 2
-    repeats = inputs.records[PointKey("bf16-transformers", "continuous_batching=on", "c4")]
-    assert len(repeats) == 2 and all(len(r.records) == 12 for r in repeats)  # warm-up dropped
-    assert (
-        inputs.env and inputs.merge and inputs.finetune and inputs.base_info and inputs.merged_info
-    )
+    bf16 = inputs.pairs[BF16]
+    assert bf16.workloads == ["chat", "multi-turn"]
+    assert len(bf16.rows) == 6 and {r.repeats for r in bf16.rows} == {2}
+    repeats = inputs.records[PointKey(BF16, "continuous_batching=on", "chat", "c4")]
+    assert len(repeats) == 2
+    for rep in repeats:  # every phase is kept: the window's tokens count them all
+        assert {r.phase for r in rep.records} == {"warmup", "measured", "cooldown"}
+        assert len(rep.measured) == WORKLOADS["chat"].conversations
+        assert rep.session is not None and rep.fixed_output_length
+    turns = inputs.records[PointKey(GGUF, "default", "multi-turn", "c4")][0].measured
+    assert len(turns) == 3 * WORKLOADS["multi-turn"].conversations
+    assert inputs.env and inputs.merge and inputs.finetune and inputs.base_info
+    assert inputs.merged_info
 
 
 def test_missing_pieces_are_notes_not_errors(tmp_path: Path, fixture_tree: Path) -> None:
@@ -63,8 +116,13 @@ def test_missing_pieces_are_notes_not_errors(tmp_path: Path, fixture_tree: Path)
     assert any("no benchmark results" in p for p in empty.problems)
     out = build_report(empty, slo=FIXTURE_SLO)
     assert "No benchmark results yet" in out.files[Path("summary.md")]
-    assert out.best_config["default"]["status"] == "none"
-    # a tree without estimates, one quality report, and one pair's records
+    assert out.best_config == {}
+    # the configured workloads still get their entry, saying why there is no winner
+    out = build_report(empty, slo=FIXTURE_SLO, workloads=FIXTURE_WORKLOADS)
+    assert list(out.best_config) == list(FIXTURE_WORKLOADS)
+    assert out.best_config["chat"]["status"] == "none"
+    assert "no benchmark results" in out.best_config["chat"]["reason"]
+    # a tree without estimates, one quality report, a pair summary, and every record
     tree = tmp_path / "partial"
     shutil.copytree(fixture_tree, tree)
     (tree / "reports/estimate/estimates.json").unlink()
@@ -76,7 +134,7 @@ def test_missing_pieces_are_notes_not_errors(tmp_path: Path, fixture_tree: Path)
     assert "estimates.json: missing" in notes
     assert "gguf-q4_k_m.json: missing" in notes
     assert "broken/summary.json: unreadable" in notes
-    out = build_report(partial, slo=FIXTURE_SLO, settings=SETTINGS)
+    out = build_report(partial, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS)
     assert "not evaluated" in out.files[Path("summary.md")]
 
 
@@ -91,94 +149,187 @@ def test_old_outputs_are_migrated_or_named_with_their_stage(
     data.pop("schema_version")
     data["quantize"].pop("schema_version")
     path.write_text(json.dumps({**data, "report_version": 1}))
-    # a variant.json of a version nothing converts: a note naming the stage to rerun
+    # a variant.json and a bench summary of versions nothing converts: notes naming the stage
     path = tree / "models/variants/gguf-q4_k_m/variant.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 0}))
+    path = tree / f"reports/bench/{VLLM}/summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 1}))
     inputs = load_inputs(tree)
     assert inputs.quality["bf16"].quantize is not None
-    assert "gguf-q4_k_m" not in inputs.variants
-    (note,) = inputs.problems
-    assert "gguf-q4_k_m/variant.json: schema version 0 is older" in note
-    assert note.endswith("rerun `dvc repro quantize@gguf-q4_k_m`")
-    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS)
+    assert "gguf-q4_k_m" not in inputs.variants and VLLM not in inputs.pairs
+    variant_note, bench_note = sorted(inputs.problems, key=lambda n: "bench" not in n)[::-1]
+    assert "gguf-q4_k_m/variant.json: schema version 0 is older" in variant_note
+    assert variant_note.endswith("rerun `dvc repro quantize@gguf-q4_k_m`")
+    assert bench_note.endswith(f"`dvc repro bench@{VLLM}`")
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS)
     assert "dvc repro quantize@gguf-q4_k_m" in out.files[Path("index.html")]
+    assert f"dvc repro bench@{VLLM}" in out.files[Path("summary.md")]
 
 
-# --- judging and picking ------------------------------------------------------------------------
+# --- judging and picking, per workload ----------------------------------------------------------
 
 
-def test_default_profile_keeps_the_bench_verdicts(inputs) -> None:
-    default = judge_profiles(inputs, FIXTURE_SLO, SETTINGS)[0]
-    assert default.name == "default"
-    for judged in default.rows:
-        original = next(
-            r
-            for r in inputs.pairs[judged.pair].rows
-            if (r.server_point, r.load_point) == (judged.row.server_point, judged.row.load_point)
-        )
-        assert judged.row.slo_passed == original.slo_passed
-        assert judged.row.goodput == original.goodput
-
-
-def test_winner_is_pick_best_over_all_pairs(inputs) -> None:
-    default = judge_profiles(inputs, FIXTURE_SLO, SETTINGS)[0]
-    rows = [{**r.model_dump(), "pair": name} for name, s in inputs.pairs.items() for r in s.rows]
-    expected = pick_best(rows, rank_by_goodput=True)
-    assert expected is not None and default.best is not None
-    assert (default.best.pair, default.best.row.load_point) == (
-        expected["pair"],
-        expected["load_point"],
-    )
-    # and each pair's own best is what its bench stage wrote
-    for name, summary in inputs.pairs.items():
-        best = default.pair_best(name)
-        if summary.best is None:
-            assert best is None
-        else:
-            assert best is not None and best.row.load_point == summary.best.load_point
-
-
-def test_other_profiles_are_judged_from_the_records(inputs) -> None:
-    profiles = {p.name: p for p in judge_profiles(inputs, FIXTURE_SLO, SETTINGS)}
-    strict = profiles["strict"]
-    assert strict.best is None and strict.rank_by_goodput
-    judged = next(r for r in strict.rows if r.row.measured)
-    assert judged.judged_from == "records"
-    key = PointKey(judged.pair, judged.row.server_point, judged.row.load_point)
-    direct = [
-        summarize(rep.records, point="x", scenario="s", shape={}, percentiles=[50, 99],
-                  constraints=parse_slo(FIXTURE_PROFILES["strict"]))
-        for rep in inputs.records[key]
+def test_each_workload_is_judged_by_its_own_slo(profiles, inputs) -> None:
+    defaults = [p for p in profiles if p.is_default]
+    assert [(p.workload, p.slo) for p in defaults] == list(FIXTURE_WORKLOADS.items())
+    assert [p.key for p in profiles] == [
+        "chat", "multi-turn", "chat:batch", "chat:strict", "multi-turn:batch",
+        "multi-turn:strict",
     ]  # fmt: skip
-    assert judged.row.slo_passed == all(d.slo_passed for d in direct)
-    assert judged.verdicts and judged.verdicts[0].metric == "ttft"
-    batch = profiles["batch"]
-    assert batch.ranked_by == "output_throughput" and batch.best is not None
-    assert all(r.row.goodput is None for r in batch.rows)  # no per-request SLO: no goodput
+    for p in defaults:  # the bench stages' rows, as written
+        bench = [(n, r) for n, s in sorted(inputs.pairs.items()) for r in s.rows]
+        bench = [(n, r) for n, r in bench if r.workload == p.workload]
+        assert [(j.pair, j.row) for j in p.rows] == bench
+        assert all(j.judged_from in ("bench", "not measured") for j in p.rows)
 
 
-def test_without_records_aggregates_are_checked(tmp_path: Path, fixture_tree: Path) -> None:
+def test_records_reproduce_the_bench_rows(inputs) -> None:
+    """Re-judging from raw records (all phases, the run's own harness figures) under the bench
+    stage's own SLO gives the bench stage's rows: what the extra profiles rely on."""
+    checked = 0
+    for name, summary in inputs.pairs.items():
+        for row in summary.rows:
+            if not row.measured:
+                continue
+            constraints = parse_slo(summary.slos[row.workload])
+            results = resummarize(inputs, name, row, constraints, 0.95)
+            again = refold(results, row, summary, 0.95)
+            assert again.model_dump() == row.model_dump(), row.key
+            checked += 1
+    assert checked == 14
+
+
+def test_the_winner_differs_between_workloads(by_key) -> None:
+    chat, multi = by_key["chat"], by_key["multi-turn"]
+    assert chat.best is not None and multi.best is not None
+    assert chat.best.key == f"{BF16}/continuous_batching=on/chat/c4"
+    assert multi.best.key == f"{GGUF}/default/multi-turn/c4"
+    # the winner is pick_best over every pair's rows at once (quality, then memory on a tie)
+    for profile in (chat, multi):
+        rows = [r.as_bench_dict() for r in profile.rows]
+        index = {r.index: r for r in profile.rows}
+        best, _, rule = pick_best(
+            rows,
+            rank_by_goodput=True,
+            memory=lambda d, index=index: index[d["_index"]].peak_rss_bytes,
+            quality=lambda d, index=index: index[d["_index"]].perplexity_ratio,
+        )
+        assert best is not None and best["_index"] == profile.best.index
+        assert rule == profile.decided_by
+
+
+def test_a_tie_is_settled_by_its_rule(by_key) -> None:
+    chat = by_key["chat"]
+    (tied,) = chat.ties
+    assert tied.key == f"{GGUF}/default/chat/c4"
+    metric = "good_output_throughput"
+    winner_iv = chat.best.row.intervals[metric]
+    tied_iv = tied.row.intervals[metric]
+    # the tied row leads on its point value; the intervals overlap; quality decided
+    assert tied.row.metric(metric) > chat.best.row.metric(metric)
+    assert winner_iv.high >= tied_iv.low and tied_iv.high >= winner_iv.low
+    assert chat.decided_by.endswith("settled by quality")
+    assert chat.best.perplexity_ratio < tied.perplexity_ratio
+    multi = by_key["multi-turn"]
+    assert multi.ties == [] and "separable" in multi.decided_by
+
+
+def test_a_flagged_row_is_never_the_winner(by_key) -> None:
+    chat = by_key["chat"]
+    fastest = _row(chat, FASTEST)
+    metric = "good_output_throughput"
+    assert fastest.row.metric(metric) == max(r.row.metric(metric) or 0 for r in chat.rows)
+    assert fastest.row.slo_verdict == "pass" and not fastest.rankable
+    assert fastest.served_check == "mismatch"
+    assert any(f.startswith("serves something else") for f in fastest.row.flags)
+    assert chat.best is not None and chat.best.key != FASTEST
+    flagged = {
+        f"{BF16}/continuous_batching=on/chat/c1": "SLO undecided",
+        f"{BF16}/continuous_batching=off/chat/c4": "misses its SLO",
+        f"{GGUF}/default/chat/c1": "did not run the load it claims",
+        f"{GGUF}/default/chat/r2": "the load generator was the bottleneck",
+    }
+    for key, why in flagged.items():
+        row = _row(chat, key)
+        assert not row.rankable and any(f.startswith(why) for f in row.row.flags), key
+    lengths = _row(by_key["multi-turn"], f"{BF16}/continuous_batching=off/multi-turn/c4")
+    assert any(f.startswith("delivered other lengths") for f in lengths.row.flags)
+    # no profile ever picks a flagged row
+    for profile in by_key.values():
+        assert profile.best is None or profile.best.rankable
+
+
+def test_the_ranking_changes_between_workloads(inputs, by_key) -> None:
+    rows = {r.pair: r for r in ranking(inputs, [by_key["chat"], by_key["multi-turn"]])}
+    chat = {p: rows[p].cells["chat"] for p in rows}
+    multi = {p: rows[p].cells["multi-turn"] for p in rows}
+    assert (chat[BF16].rank, chat[BF16].winner) == (1, True)
+    assert (chat[GGUF].rank, chat[GGUF].tie, chat[GGUF].winner) == (2, True, False)
+    assert (multi[GGUF].rank, multi[GGUF].winner) == (1, True)
+    assert multi[BF16].rank is None and "misses its SLO: ttft p90" in multi[BF16].note
+    assert chat[VLLM].rank is None and multi[VLLM].rank is None
+
+
+def test_other_profiles_are_judged_from_the_records(inputs, by_key) -> None:
+    for workload in FIXTURE_WORKLOADS:
+        strict = by_key[f"{workload}:strict"]
+        assert strict.best is None and strict.rank_by_goodput
+        measured = [r for r in strict.rows if r.row.measured]
+        assert measured and all(r.judged_from == "records" for r in measured)
+        assert all(r.row.slo_verdict == "undecided" for r in measured)  # p99 of 40 requests
+        assert all("too few requests for p99" in r.verdicts[0].reason for r in measured)
+        judged = measured[0]
+        key = PointKey(judged.pair, judged.row.server_point, workload, judged.row.load_point)
+        direct = [
+            summarize(rep.records, point="x", scenario="s", shape={}, percentiles=[50, 99],
+                      constraints=parse_slo(FIXTURE_PROFILES["strict"]))
+            for rep in inputs.records[key]
+        ]  # fmt: skip
+        assert {d.slo_verdict for d in direct} == {"undecided"}
+        batch = by_key[f"{workload}:batch"]
+        assert batch.ranked_by == "output_throughput" and batch.best is not None
+        assert all(r.row.goodput is None for r in batch.rows)  # no per-request SLO: no goodput
+        assert batch.best.rankable and batch.best.key != FASTEST
+    # the checks apply under every profile: the mismatched server is flagged there too
+    assert not _row(by_key["chat:batch"], FASTEST).rankable
+
+
+def test_without_records_aggregates_are_checked(tmp_path: Path, fixture_tree: Path, by_key) -> None:
     tree = tmp_path / "norecords"
     shutil.copytree(fixture_tree, tree)
     for path in (tree / "reports/bench").rglob("records.jsonl"):
         path.unlink()
     inputs = load_inputs(tree)
-    profiles = judge_profiles(
-        inputs, FIXTURE_SLO, ReportSettings(profiles={"p99": "ttft:p99<=1s", "p95": "ttft:p95<=1s"})
+    settings = ReportSettings(
+        profiles={"tps": "output_tps>=40", "p90": "ttft:p90<=1s", "p95": "ttft:p95<=1s"}
     )
-    p99, p95 = profiles[1], profiles[2]
-    measured = [r for r in p99.rows if r.row.measured]
+    judged = {p.key: p for p in judge_profiles(inputs, FIXTURE_SLO, settings)}
+    tps, p90, p95 = judged["chat:tps"], judged["chat:p90"], judged["chat:p95"]
+    measured = [r for r in tps.rows if r.row.measured]
     assert all(r.judged_from == "aggregates" for r in measured)
-    assert any(r.row.slo_passed for r in measured)
-    assert not any(r.row.slo_passed for r in p95.rows)  # p95 is not in the rows: no value
-    assert "no value" in p95.rows[0].row.slo_reasons[0]
+    # the same constraint judged from the records picks the same row
+    assert tps.best is not None and tps.best.key == by_key["chat:batch"].best.key
+    # a per-request profile passes on the aggregates, but good tokens need the records
+    assert any(r.row.slo_verdict == "pass" for r in p90.rows)
+    assert p90.best is None and all(
+        NO_RECORDS_FLAG in r.row.flags for r in p90.rows if r.row.measured
+    )
+    assert not any(r.row.slo_passed for r in p95.rows)  # p95 is not a headline figure
+    assert "no value" in next(r for r in p95.rows if r.row.measured).row.slo_reasons[0]
 
 
 def test_quality_gate_excludes_a_variant(inputs) -> None:
     gated = ReportSettings(max_perplexity_ratio=1.05)
-    default = judge_profiles(inputs, FIXTURE_SLO, gated)[0]
-    assert "gguf-q4_k_m" in default.gated and "bf16" not in default.gated
-    assert default.best is not None and default.best.variant == "bf16"
+    by_key = {p.key: p for p in judge_profiles(inputs, FIXTURE_SLO, gated)}
+    chat, multi = by_key["chat"], by_key["multi-turn"]
+    assert "gguf-q4_k_m" in chat.gated and "bf16" not in chat.gated
+    assert chat.best is not None and chat.best.variant == "bf16" and chat.ties == []
+    assert multi.best is None  # its only ranked rows are the gated variant's
+
+
+def test_pick_without_candidates_says_so(by_key) -> None:
+    best, ties, rule = pick([r for r in by_key["chat"].rows if not r.rankable], True)
+    assert best is None and ties == [] and rule == "no row met its SLO and every check"
 
 
 def test_settings_validation() -> None:
@@ -197,39 +348,123 @@ def test_pareto_front() -> None:
     assert front(pts, "max", "max") == [1, 4, 2]
 
 
+def test_figures_print_their_interval_or_too_few(by_key) -> None:
+    row = by_key["chat"].best.row
+    iv = row.intervals["good_output_throughput"]
+    text = figure_text(row, "good_output_throughput")
+    assert INTERVAL.fullmatch(text) and text.startswith(f"{row.good_output_throughput:.3g}"[:2])
+    assert "ttft_p99_ms" in row.too_few and row.ttft_p99_ms is not None
+    assert figure_text(row, "ttft_p99_ms") == "too few requests for p99"
+    assert figure_text(row, "ttft_p90_ms").endswith(" ms") and "[" in figure_text(
+        row, "ttft_p90_ms"
+    )
+    assert interval_text(84.31, iv.model_copy(update={"low": 80.0, "high": 88.64}), "tok/s") == (
+        "84.3 [80.0, 88.6] tok/s"
+    )
+    assert interval_text(0.025, None, "%") == "2.50 %"
+    assert interval_text(12345.0, None, "ms") == "12.3 s"
+
+
 # --- outputs ------------------------------------------------------------------------------------
 
 
-def test_best_config_is_ready_to_deploy(files, inputs) -> None:
+def test_best_config_per_workload(files, inputs) -> None:
     config = files.best_config
-    assert list(config) == ["default", *FIXTURE_PROFILES]
-    best = config["default"]
-    assert best["status"] == "ok"
-    assert (best["variant"], best["engine"]) == ("gguf-q4_k_m", "llamacpp")
-    row = next(
-        r
-        for r in inputs.pairs[best["pair"]].rows
-        if r.load_point == best["measured_at"]["load_point"]
+    assert list(config) == [
+        "chat", "multi-turn", "chat:batch", "chat:strict", "multi-turn:batch",
+        "multi-turn:strict",
+    ]  # fmt: skip
+    chat, multi = config["chat"], config["multi-turn"]
+    assert (chat["status"], chat["variant"], chat["engine"]) == ("ok", "bf16", "transformers")
+    assert (multi["variant"], multi["engine"]) == ("gguf-q4_k_m", "llamacpp")
+    for entry, workload in ((chat, "chat"), (multi, "multi-turn")):
+        assert entry["workload"] == workload and entry["slo"] == FIXTURE_WORKLOADS[workload]
+        row = next(
+            r
+            for r in inputs.pairs[entry["pair"]].rows
+            if (r.server_point, r.workload, r.load_point)
+            == (entry["server_point"], workload, entry["measured_at"]["load_point"])
+        )
+        assert entry["command"] == row.command and entry["env"] == row.env
+        assert entry["settings"] == row.settings
+        good = entry["expected"]["good_output_throughput"]
+        assert good["low"] <= good["value"] <= good["high"] and good["n"] > 0
+        assert entry["expected"]["ttft_p99_ms"]["too_few"] is True
+        assert "ttft_p99_ms" in entry["too_few"]
+        assert entry["sample"]["repeats"] == row.repeats
+        assert entry["sample"]["requests"] == row.requests
+        assert entry["load"]["reached"] is True and entry["checks"]["served_check"] == "match"
+        assert all(v["passed"] for v in entry["slo_verdicts"])
+    assert {v["metric"] for v in chat["slo_verdicts"]} == {"ttft", "tpot", "error_rate"}
+    assert {v["metric"] for v in multi["slo_verdicts"]} == {"ttft", "e2e", "error_rate"}
+    assert chat["command_line"].startswith("transformers serve ")
+    assert chat["decided_by"].endswith("settled by quality")
+    (tie,) = chat["ties"]
+    assert (tie["pair"], tie["server_point"], tie["load_point"]) == (GGUF, "default", "c4")
+    assert (
+        tie["good_output_throughput"]["low"] <= chat["expected"]["good_output_throughput"]["high"]
     )
-    assert best["command"] == row.command and best["env"] == row.env
-    assert best["command_line"].startswith("build/llama.cpp/cmake/bin/llama-server -m ")
-    assert {v["metric"] for v in best["slo_verdicts"]} == {"ttft", "tpot", "error_rate"}
-    assert all(v["passed"] for v in best["slo_verdicts"])
-    assert best["quality"]["perplexity_ratio"] == pytest.approx(16.894 / 16.0)
-    assert best["quality"]["reference_heldout_accuracy"] == 1.0
-    assert best["memory"]["peak_rss_bytes"] == 310_000_000
-    assert config["strict"]["status"] == "none" and config["strict"]["closest"]
+    assert tie["perplexity_ratio"] == pytest.approx(16.894 / 16.0)
+    assert multi["ties"] == [] and "separable" in multi["decided_by"]
+    assert multi["quality"]["perplexity_ratio"] == pytest.approx(16.894 / 16.0)
+    assert multi["memory"]["peak_rss_bytes"] == 310_000_000
+    assert config["chat:batch"]["ranked_by"] == "output_throughput"
+    strict = config["chat:strict"]
+    assert strict["status"] == "none" and strict["closest"]
+    assert any("too few requests for p99" in r for c in strict["closest"] for r in c["reasons"])
     text = files.files[Path("best_config.json")]
     assert "NaN" not in text and json.loads(text) == config
 
 
-def test_summary_markdown(files) -> None:
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_summary_markdown(files, by_key) -> None:
     text = files.files[Path("summary.md")]
     assert "Deploy gguf-q4\\_k\\_m" not in text  # underscores stay readable
-    assert "Deploy gguf-q4_k_m on llamacpp" in text
-    table = [line for line in text.splitlines() if line.startswith("| ")]
-    assert len(table) == 1 + 3  # header + one line per pair
-    assert all(line.count(" | ") == 11 for line in table)  # no cell text broke the table
+    chat = _section(text, "## Workload `chat`")
+    multi = _section(text, "## Workload `multi-turn`")
+    assert "**Deploy bf16 on transformers (continuous_batching=on; measured at load c4)" in chat
+    assert "**Deploy gguf-q4_k_m on llamacpp (default settings; measured at load c4)" in multi
+    # the decision: intervals, too few, the rule, the tie
+    assert INTERVAL.search(chat.split("\n\n")[1])  # the headline's figure has its interval
+    assert "TTFT p99 too few requests for p99" in chat
+    assert (
+        "Decided by: 2 rows within each other's intervals on good output throughput: settled "
+        "by quality." in chat
+    )
+    assert "- tied gguf-q4\\_k\\_m-llamacpp · default · c4: 106" not in chat
+    assert "- tied gguf-q4_k_m-llamacpp · default · c4: " in chat
+    assert "Decided by: the highest good output throughput, separable from the rest." in multi
+    assert "tied" not in multi.split("### Profile")[0]
+    # the ranking across workloads
+    ranking_md = _section(text, "## Ranking across workloads")
+    lines = {line.split(" | ")[0][2:]: line for line in ranking_md.splitlines() if "| " in line}
+    assert lines["bf16-transformers"].split(" | ")[1].startswith("★ 1: ")
+    assert lines["bf16-transformers"].split(" | ")[2].startswith("not ranked")
+    assert lines["gguf-q4_k_m-llamacpp"].split(" | ")[1].startswith("2 (tie): ")
+    assert lines["gguf-q4_k_m-llamacpp"].split(" | ")[2].startswith("★ 1: ")
+    # every row that is not ranked, with its reason
+    flagged = _section(text, "## Rows not ranked")
+    n_flagged = sum(1 for p in by_key.values() if p.is_default for r in p.rows if not r.rankable)
+    assert flagged.count("\n- `") == n_flagged == 13
+    assert (
+        "- `chat` · gguf-q4\\_k\\_m-llamacpp · parallel=4 · c4: serves something else than was "
+        "evaluated: 3 of 5 certain answers differ" not in flagged
+    )
+    assert (
+        "- `chat` · gguf-q4_k_m-llamacpp · parallel=4 · c4: serves something else than was "
+        "evaluated: 3 of 5 certain answers differ" in flagged
+    )
+    assert "misses its SLO: tpot p50 = " in flagged
+    assert "SLO undecided: error_rate = 0.025 " in flagged
+    # no cell text broke a table
+    for block in text.split("\n\n"):
+        rows = [line for line in block.splitlines() if line.startswith("| ")]
+        assert len({line.count(" | ") for line in rows}) <= 1, block
     assert HOSTILE not in text and "\\<script\\>" in text
 
 
@@ -240,6 +475,12 @@ class _Collector(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
+
+
+def _page_data(page: str) -> dict:
+    marker = '<script type="application/json" id="qb-data">'
+    start = page.index(marker) + len(marker)
+    return json.loads(page[start : page.index("</script>", start)])
 
 
 def test_html_is_self_contained_and_escaped(files) -> None:
@@ -259,15 +500,56 @@ def test_html_is_self_contained_and_escaped(files) -> None:
     assert HOSTILE not in page and "&lt;script&gt;alert(" in page
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "<b>engine overloaded</b>" not in page
-    marker = '<script type="application/json" id="qb-data">'
-    start = page.index(marker) + len(marker)
-    data = json.loads(page[start : page.index("</script>", start)])
-    assert set(data["figures"]) == {"pareto_latency", "pareto_quality", "pareto_memory"}
-    assert set(data["groups"]) == {"sweep", "dist", "estimate"}
-    assert "concurrency:output_throughput" in data["groups"]["sweep"]
-    assert "rate:output_throughput" in data["groups"]["sweep"]
-    assert len(data["explorer"]["points"]) == 7
-    assert "template" not in data["figures"]["pareto_latency"]["layout"]
+    data = _page_data(page)
+    assert data["workloads"] == ["chat", "multi-turn"]
+    for workload, view in data["views"].items():
+        assert set(view["figures"]) == {"pareto_latency", "pareto_quality", "pareto_memory"}
+        assert set(view["groups"]) == {"sweep", "dist", "estimate"}
+        assert "template" not in view["figures"]["pareto_latency"]["layout"]
+        assert {p["workload"] for p in view["explorer"]["points"]} == {workload}
+    chat, multi = data["views"]["chat"], data["views"]["multi-turn"]
+    assert len(chat["explorer"]["points"]) == 10 and len(multi["explorer"]["points"]) == 4
+    assert "rate:output_throughput" in chat["groups"]["sweep"]
+    # multi-turn ran no open-loop point: a placeholder says so rather than an old chart
+    placeholder = multi["groups"]["sweep"]["rate:output_throughput"]
+    assert "no such points in workload multi-turn" in json.dumps(placeholder)
+
+
+def _html_row(page: str, key: str) -> str:
+    start = page.index(f'data-key="{key}"')
+    return page[start : page.index("</tr>", start)]
+
+
+def test_html_shows_decisions_and_every_row_with_its_checks(files) -> None:
+    page = files.files[Path("index.html")]
+    recs = page[page.index('<section id="recommendation">') : page.index('<section id="ranking">')]
+    assert "Deploy bf16 on transformers" in recs and "Deploy gguf-q4_k_m on llamacpp" in recs
+    assert "<b>Tie:</b>" in recs and "settled by quality" in recs
+    assert "too few requests for p99" in recs
+    ranking_html = page[page.index('<section id="ranking">') : page.index('<section id="summary">')]
+    assert ranking_html.count("★ 1") == 2 and ">tie</span>" in ranking_html
+    # a row: its intervals, too-few percentiles, load, harness, cache, served check, sample
+    row = _html_row(page, f"{BF16}/continuous_batching=on/chat/c4")
+    assert re.search(r"\d[\d.]* \[\d[\d.]*, \d[\d.]*\] tok/s", row)
+    assert "too few requests for p99" in row
+    assert "offered 4 streams" in row and "in flight: mean" in row
+    assert "client kept up" in row and "possible 0.0 %, served not reported" in row
+    assert "2 repeats, 80 requests (79 ok, 1 failed" not in row
+    assert "2 repeats, 80 requests (80 ok, 0 failed, 0 not served)" in row
+    assert ">match<" in row
+    fastest = _html_row(page, FASTEST)
+    assert "serves something else than was evaluated" in fastest and ">mismatch<" in fastest
+    assert "flagged" in fastest
+    client = _html_row(page, f"{GGUF}/default/chat/r2")
+    assert "client-bound: the load generator ran behind" in client
+    assert "achieved" in client and "arrival lag p95" in client
+    idle = _html_row(page, f"{GGUF}/default/chat/c1")
+    assert "not reached: only 0.6" in idle
+    cached = _html_row(page, f"{GGUF}/default/multi-turn/c4")
+    assert re.search(r"possible 62\.0 %, served \d", cached)
+    # the servers' served check
+    servers = page[page.index('<section id="servers">') : page.index('<section id="provenance">')]
+    assert "<b>mismatch</b>: 3 of 5 certain answers differ" in servers
 
 
 def test_script_json_cannot_close_its_element() -> None:
@@ -278,26 +560,44 @@ def test_script_json_cannot_close_its_element() -> None:
 
 def test_metrics_and_plot_data(files) -> None:
     metrics = files.metrics
-    assert metrics["recommended"]["default"]["pair"] == "gguf-q4_k_m-llamacpp"
-    assert metrics["recommended"]["strict"] == {"pair": None, "found": False}
+    assert metrics["recommended"]["chat"]["pair"] == BF16
+    assert metrics["recommended"]["chat"]["ties"] == 1
+    assert metrics["recommended"]["multi-turn"]["pair"] == GGUF
+    assert metrics["recommended"]["chat:strict"] == {"pair": None, "found": False}
+    low = metrics["recommended"]["chat"]["good_output_throughput_low"]
+    assert low < metrics["recommended"]["chat"]["good_output_throughput"]
     assert metrics["counts"] == {
-        "pairs": 3,
-        "pairs_meeting_slo": 2,
-        "points": 7,
-        "points_meeting_slo": 4,
-    }
-    pair = metrics["pairs"]["gptq-w4g64-vllm"]
-    assert pair["slo_passed"] is False and pair["output_throughput"] is None
+        "pairs": 3, "workloads": 2, "rows": 17, "rows_measured": 14, "rows_ranked": 4,
+        "rows_flagged": 10, "points": 14,
+    }  # fmt: skip
+    assert metrics["pairs"][GGUF]["chat"]["rank"] == 2
+    assert metrics["pairs"][GGUF]["multi-turn"]["rank"] == 1
+    assert metrics["pairs"][VLLM]["chat"]["ranked"] is False
+    assert metrics["pairs"][VLLM]["chat"]["output_throughput"] is None
     points = list(csv.DictReader(io.StringIO(files.files[Path("plots/points.csv")])))
-    assert len(points) == 7 and float(points[0]["output_throughput"]) > 0
+    assert len(points) == 14 and float(points[0]["output_throughput"]) > 0
+    assert {p["workload"] for p in points} == {"chat", "multi-turn"}
+    fastest = next(p for p in points if (p["pair"], p["server_point"], p["workload"],
+                                         p["load_point"]) == (GGUF, "parallel=4", "chat", "c4"))  # fmt: skip
+    assert fastest["ranked"] == "False" and "serves something else" in fastest["flags"]
     pairs = list(csv.DictReader(io.StringIO(files.files[Path("plots/pairs.csv")])))
-    assert [p["pair"] for p in pairs] == sorted(metrics["pairs"])
+    assert [(p["workload"], p["pair"]) for p in pairs] == [
+        (w, p) for w in FIXTURE_WORKLOADS for p in sorted(PAIRS)
+    ]
 
 
 def test_stage_writes_every_file(tmp_path: Path, fixture_tree: Path) -> None:
     tree = tmp_path / "stage"
     shutil.copytree(fixture_tree, tree)
-    (tree / "params.yaml").write_text(f'slo: "{FIXTURE_SLO}"\n', encoding="utf-8")
+    params = {
+        "slo": FIXTURE_SLO,
+        "workloads": {
+            name: {"use": name, "num_requests": 40, "slo": slo}
+            for name, slo in FIXTURE_WORKLOADS.items()
+        },
+        "report": {"profiles": FIXTURE_PROFILES},
+    }
+    (tree / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(REPO / "stages/report.py")],
         cwd=tree,
@@ -307,8 +607,24 @@ def test_stage_writes_every_file(tmp_path: Path, fixture_tree: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "deploy gguf-q4_k_m on llamacpp" in done.stdout
+    assert (
+        "chat: deploy bf16 on transformers; multi-turn: deploy gguf-q4_k_m on llamacpp"
+        in done.stdout
+    )
     for rel in ("index.html", "summary.md", "best_config.json", "report_metrics.json",
                 "plots/points.csv", "plots/pairs.csv"):  # fmt: skip
         assert (tree / "reports" / rel).is_file(), rel
     assert not list((tree / "reports").glob(".*.tmp-*"))
+    config = json.loads((tree / "reports/best_config.json").read_text())
+    assert sorted(config) == sorted(
+        [*FIXTURE_WORKLOADS, *(f"{w}:{p}" for w in FIXTURE_WORKLOADS for p in FIXTURE_PROFILES)]
+    )
+    # a workload whose SLO changed in params since the bench stages ran is named as stale
+    params["workloads"]["chat"]["slo"] = "ttft:p90<=1s"
+    (tree / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "stages/report.py")],
+        cwd=tree, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "workload chat: params now says SLO 'ttft:p90<=1s'" in done.stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from quantbench.bench.results import failed_row, fold_repeats, pick_best
+from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best
 from quantbench.fsutil import write_json
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord
@@ -288,7 +288,8 @@ def records(
         failed = point == "c4" and i == 9 and itl < 20  # one failed request on a fast engine
         rec = RequestRecord(
             request_id=f"{point}-{i}", index=i, point=point, scenario="chat-default",
-            prompt_id=f"p{i % 5}", warmup=i < 2, worker=w, send_time=send,
+            prompt_id=f"p{i % 5}", phase="warmup" if i < 2 else "measured", worker=w,
+            send_time=send, requested_tokens=32,
             first_token_time=None if failed else first, end_time=send + 0.2 if failed else t,
             chunk_times=[] if failed else chunks, chunk_tokens=[] if failed else [1] * 32,
             prompt_tokens=40 + i % 7, output_tokens=None if failed else 32,
@@ -342,22 +343,26 @@ def pair_summary() -> PairSummary:
                            ({"kind": "concurrency", "concurrency": 4}, 1)):  # fmt: skip
         label = f"c{shape['concurrency']}"
         results = [point_result(records(rng, label, shape), shape) for _ in range(repeats)]
-        row = fold_repeats(results, confidence=0.95, price_per_hour=0.5)
+        row = fold_repeats(results, workload="chat", confidence=0.95, price_per_hour=0.5)
+        row = checks(row)
         rows.append({**common, **row, "error": None, "load_point": label, "shape": shape})
-    lost = failed_row("load generator failed: exit code 1")
+    lost = failed_row("load generator failed: exit code 1", "chat")
     rows.append({**common, **lost, "load_point": "c8", "shape": {"kind": "concurrency"}})
     search = SearchInfo(
         kind="concurrency", edge=4.0, runs=2, grid_size=8,
         tried=[TriedLoad(load=1.0, passed=True), TriedLoad(load=4.0, passed=True)],
     )  # fmt: skip
-    best = pick_best(rows, rank_by_goodput=True)
+    best, tied, rule = pick_best(rows, rank_by_goodput=True)
     return PairSummary(
         pair="gguf-q4_k_m-llamacpp", variant="gguf-q4_k_m", format="gguf", engine="llamacpp",
-        engine_version="version: 6500 (1d2f3e4a)", mode="grid", slo=SLO, ranked_by="goodput",
+        engine_version="version: 6500 (1d2f3e4a)", mode="grid", slo=SLO,
+        ranked_by="good_output_throughput", workloads=["chat"], slos={"chat": SLO},
         price_per_hour=0.5, currency="USD", server_points=1,
         rows=[BenchRow.model_validate(r) for r in rows],
         servers=[server.model_copy(update={"search": search})],
-        best=BenchRow.model_validate(best) if best else None, wall_seconds=61.5,
+        best={"chat": BenchRow.model_validate(best) if best else None},
+        ties={"chat": [BenchRow.model_validate(r).key for r in tied]},
+        decided_by={"chat": rule}, wall_seconds=61.5,
     )  # fmt: skip
 
 

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from tests.schemas import examples
 
-from quantbench.bench.results import failed_row, fold_repeats, pick_best
-from quantbench.bench.stats import estimate
+from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best
 from quantbench.formats.gguf import GgufSpec
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import BenchRow, Interval
@@ -35,21 +34,28 @@ def test_bench_rows_are_bench_row_schema() -> None:
     rng = random.Random(1)
     shape = {"kind": "concurrency", "concurrency": 4}
     results = [examples.point_result(examples.records(rng, "c4", shape), shape) for _ in range(3)]
-    folded = {**COMMON, **fold_repeats(results, confidence=0.95, price_per_hour=1.0)}
+    folded = {
+        **COMMON,
+        **checks(fold_repeats(results, workload="chat", confidence=0.95, price_per_hour=1.0)),
+    }
     folded.update(load_point="c4", shape=shape, error=None)
     row = BenchRow.model_validate(folded)
     assert set(folded) == set(BenchRow.model_fields)
     # one request of twelve fails on this fast engine: error_rate 0.08 > 0.05 in each repeat
     assert row.intervals["output_throughput"].n == 3 and row.slo_passes == "0/3"
-    failed = {**COMMON, **failed_row("server died"), "load_point": "c1", "shape": None}
-    assert set(failed) | {"slo_passes"} == set(BenchRow.model_fields)
+    failed = {**COMMON, **failed_row("server died", "chat"), "load_point": "c1", "shape": None}
+    assert set(failed) | {"slo_passes", "load", "cache", "lengths_ok", "length_note",
+                          "harness_ok", "harness_note", "stop_reason"} == set(BenchRow.model_fields)  # fmt: skip
     assert not BenchRow.model_validate(failed).measured
-    assert pick_best([folded, failed], rank_by_goodput=True) is None  # neither meets the SLO
+    assert pick_best([folded, failed], rank_by_goodput=True)[0] is None  # neither meets the SLO
 
 
 def test_repeat_intervals_are_the_schema_model() -> None:
-    interval = estimate([1.0, 2.0, 3.0])
-    assert isinstance(interval, Interval) and interval.n == 3
+    from quantbench.precision import t_interval
+
+    interval = t_interval([1.0, 2.0, 3.0], 0.95)
+    assert interval is not None
+    assert Interval.model_validate(interval.to_dict()).n == 3
 
 
 def test_variant_json_is_a_variant_record(tmp_path: Path) -> None:

@@ -1,90 +1,62 @@
-"""One row per (server setting, load point): repeats folded into estimates, SLO verdict, cost.
+"""One row per (server setting, workload, load point): repeats folded, SLO verdict, checks, cost;
+and the best row per workload, with the rows it could not be told apart from.
 
 Every number is computed from the load harness's per-point results, which are themselves computed
 from raw request records; nothing here reads Locust's statistics.
+
+Intervals: over repeats (two or more), Student t on the repeats' values; with one repeat, the
+point's own intervals (order statistics for percentiles, batch means for rates,
+Clopper-Pearson for the error rate: see quantbench.load.metrics).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from quantbench.bench.cost import cost_per_million_tokens
-from quantbench.bench.stats import estimate
 from quantbench.load.metrics import PointResult
+from quantbench.precision import t_interval
+from quantbench.schemas.session import Figure
 
-# Headline metrics: name -> how to read it from one PointResult.
-HEADLINE: dict[str, Any] = {
-    "output_throughput": lambda p: p.output_throughput,
-    "request_throughput": lambda p: p.request_throughput,
-    "goodput": lambda p: p.goodput,
-    "error_rate": lambda p: p.error_rate,
-    "ttft_p50_ms": lambda p: p.ttft.percentiles_ms.get("p50") if p.ttft else None,
-    "ttft_p99_ms": lambda p: p.ttft.percentiles_ms.get("p99") if p.ttft else None,
-    "tpot_p50_ms": lambda p: p.tpot.percentiles_ms.get("p50") if p.tpot else None,
-    "tpot_p99_ms": lambda p: p.tpot.percentiles_ms.get("p99") if p.tpot else None,
-    "itl_p50_ms": lambda p: p.itl.percentiles_ms.get("p50") if p.itl else None,
-    "itl_p99_ms": lambda p: p.itl.percentiles_ms.get("p99") if p.itl else None,
-    "e2e_p50_ms": lambda p: p.e2e.percentiles_ms.get("p50") if p.e2e else None,
-    "e2e_p99_ms": lambda p: p.e2e.percentiles_ms.get("p99") if p.e2e else None,
+Reader = Callable[[PointResult], float | None]
+OwnInterval = Callable[[PointResult], Figure | None]
+
+
+def _pct(metric: str, key: str) -> tuple[Reader, OwnInterval]:
+    def value(p: PointResult) -> float | None:
+        stats = getattr(p, metric)
+        return None if stats is None else stats.percentiles_ms.get(key)
+
+    def interval(p: PointResult) -> Figure | None:
+        stats = getattr(p, metric)
+        return None if stats is None else stats.intervals_ms.get(key)
+
+    return value, interval
+
+
+# Headline figures: name -> (how to read it from one PointResult, its own interval there).
+HEADLINE: dict[str, tuple[Reader, OwnInterval]] = {
+    "output_throughput": (lambda p: p.output_throughput, lambda p: p.output_throughput_interval),
+    "good_output_throughput": (
+        lambda p: p.good_output_throughput,
+        lambda p: p.good_output_throughput_interval,
+    ),
+    "request_throughput": (lambda p: p.request_throughput, lambda p: None),
+    "goodput": (lambda p: p.goodput, lambda p: None),
+    "error_rate": (lambda p: p.error_rate, lambda p: p.error_rate_interval),
+    **{
+        f"{m}_{k}_ms": _pct(m, k)
+        for m, keys in (
+            ("ttft", ("p50", "p90", "p99")),
+            ("tpot", ("p50", "p90", "p99")),
+            ("itl", ("p50", "p99")),
+            ("e2e", ("p50", "p99")),
+        )
+        for k in keys
+    },
 }
-
-
-def fold_repeats(
-    results: Sequence[PointResult],
-    *,
-    confidence: float,
-    price_per_hour: float,
-) -> dict[str, Any]:
-    """Fold the repeats of one point into a row: means, intervals, SLO verdict, cost, counts."""
-    estimates = {
-        name: estimate([read(r) for r in results], confidence) for name, read in HEADLINE.items()
-    }
-    row: dict[str, Any] = {
-        name: (est.mean if est is not None else None) for name, est in estimates.items()
-    }
-    row["intervals"] = {
-        n: e.model_dump() for n, e in estimates.items() if e is not None and e.n > 1
-    }
-    row["repeats"] = len(results)
-    row["requests"] = sum(r.requests for r in results)
-    row["completed"] = sum(r.completed for r in results)
-    row["failed"] = sum(r.failed for r in results)
-    row["incomplete"] = sum(r.incomplete for r in results)
-    row["errors"] = _merge_counts([r.errors for r in results])
-    verdicts = [r.slo_passed for r in results]
-    if all(v is None for v in verdicts):
-        row["slo_passed"] = None
-        row["slo_reasons"] = []
-    else:
-        passed = sum(1 for v in verdicts if v)
-        # A point meets its SLOs only if every repeat does: noise must not flatter it.
-        row["slo_passed"] = passed == len(results)
-        row["slo_passes"] = f"{passed}/{len(results)}"
-        worst = min(results, key=lambda r: sum(1 for c in r.slo if c.passed))
-        row["slo_reasons"] = [c.reason for c in worst.slo]
-    tps = row["output_throughput"] or 0.0
-    row["cost_per_million_tokens"] = cost_per_million_tokens(price_per_hour, tps)
-    return row
-
-
-def failed_row(reason: str) -> dict[str, Any]:
-    """A point that produced no measurement (the server never came up, or died before it)."""
-    row: dict[str, Any] = dict.fromkeys(HEADLINE)
-    row.update(
-        intervals={},
-        repeats=0,
-        requests=0,
-        completed=0,
-        failed=0,
-        incomplete=0,
-        errors={reason: 1},
-        slo_passed=False,
-        slo_reasons=[reason],
-        cost_per_million_tokens=None,
-        error=reason,
-    )
-    return row
 
 
 def _merge_counts(counts: Sequence[dict[str, int]]) -> dict[str, int]:
@@ -95,39 +67,221 @@ def _merge_counts(counts: Sequence[dict[str, int]]) -> dict[str, int]:
     return merged
 
 
-def rank_value(row: dict[str, Any], rank_by_goodput: bool) -> float | None:
-    """What the best configuration maximises: output tokens per second, counting only requests
-    that met every per-request SLO when there are such SLOs (goodput in tokens).
+def _finite(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
 
-    Goodput in requests/s would favour whatever ends its answers sooner: transformers' continuous
-    batching ignores the fixed output length and stops at EOS, and a 4-bit model that rambles less
-    would look faster per request without being faster per token.
+
+def fold_repeats(
+    results: Sequence[PointResult],
+    *,
+    workload: str,
+    confidence: float,
+    price_per_hour: float,
+    possible_cache_share: float | None = None,
+) -> dict[str, Any]:
+    """Fold the repeats of one point into a row: figures with intervals, verdict, checks."""
+    row: dict[str, Any] = {"workload": workload}
+    intervals: dict[str, dict[str, Any]] = {}
+    too_few: list[str] = []
+    for name, (read, own) in HEADLINE.items():
+        values = _finite([read(r) for r in results])
+        row[name] = sum(values) / len(values) if values else None
+        if len(values) >= 2:
+            iv = t_interval(values, confidence, method=f"t over {len(values)} repeats")
+            if iv is not None:
+                # every headline figure is a rate, a share or a latency: never below 0, and a
+                # share never above 1 (a t interval over two repeats can reach past both)
+                d = iv.to_dict()
+                d["low"] = max(0.0, float(d["low"]))
+                if name == "error_rate":
+                    d["high"] = min(1.0, float(d["high"]))
+                intervals[name] = d
+        elif len(results) == 1:
+            fig = own(results[0])
+            if fig is not None:
+                intervals[name] = fig.model_dump()
+        if name.endswith("_ms"):
+            metric, key = name.split("_")[0], name.split("_")[1]
+            if any(
+                getattr(r, metric) is not None and key in getattr(r, metric).too_few
+                for r in results
+            ):
+                too_few.append(name)
+    row["intervals"] = intervals
+    row["too_few"] = too_few
+    row["repeats"] = len(results)
+    for count in ("requests", "completed", "failed", "incomplete", "unsent", "not_served"):
+        row[count] = sum(getattr(r, count) for r in results)
+    row["errors"] = _merge_counts([r.errors for r in results])
+    verdicts = [r.slo_verdict for r in results]
+    if all(v is None for v in verdicts):
+        row.update(slo_verdict=None, slo_passed=None, slo_reasons=[])
+    else:
+        order = {"fail": 0, "undecided": 1, "pass": 2}
+        worst = min(results, key=lambda r: order.get(r.slo_verdict or "fail", 0))
+        passed = sum(1 for v in verdicts if v == "pass")
+        # A point meets its SLOs only if every repeat does: noise must not flatter it.
+        row["slo_verdict"] = worst.slo_verdict
+        row["slo_passed"] = passed == len(results)
+        row["slo_passes"] = f"{passed}/{len(results)}"
+        row["slo_reasons"] = [c.reason for c in worst.slo]
+    loads = [r.load for r in results]
+    lag_p95 = [r.load.arrival_lag.percentiles_ms.get("p95") for r in results if r.load.arrival_lag]
+    row["load"] = {
+        "offered": loads[0].offered if loads else None,
+        "mean_in_flight": sum(x.mean_in_flight for x in loads) / len(loads) if loads else None,
+        "peak_in_flight": max((x.peak_in_flight for x in loads), default=None),
+        "achieved_rate": (
+            sum(rates) / len(rates)
+            if (rates := [x.achieved_rate for x in loads if x.achieved_rate is not None])
+            else None
+        ),
+        "arrival_lag_p95_ms": max(_finite(lag_p95), default=None),
+        "reached": all(x.reached for x in loads),
+        "note": "; ".join(sorted({x.note for x in loads if x.note})),
+    }
+    row["lengths_ok"] = all(r.lengths.ok for r in results)
+    short = [r.lengths for r in results if not r.lengths.ok]
+    row["length_note"] = (
+        f"{sum(x.mismatched for x in short)} requests delivered another length than asked "
+        f"({sum(x.delivered_tokens for x in short)} of "
+        f"{sum(x.requested_tokens for x in short)} tokens)"
+        if short
+        else ""
+    )
+    row["harness_ok"] = not any(r.harness.client_bound for r in results)
+    row["harness_note"] = "; ".join(sorted({r.harness.note for r in results if r.harness.note}))
+    served = [r.cache.served_share for r in results if r.cache.served_share is not None]
+    row["cache"] = {
+        "possible_share": possible_cache_share,
+        "served_share": sum(served) / len(served) if served else None,
+    }
+    row["stop_reason"] = "; ".join(sorted({r.stop_reason for r in results if r.stop_reason}))
+    tps = row["output_throughput"] or 0.0
+    row["cost_per_million_tokens"] = cost_per_million_tokens(price_per_hour, tps)
+    row["error"] = None
+    return row
+
+
+def checks(row: dict[str, Any], served_mismatch: str | None = None) -> dict[str, Any]:
+    """Set ``rankable`` and ``flags``: every reason this row may not be recommended."""
+    flags: list[str] = []
+    if row.get("error"):
+        flags.append(f"no measurement: {row['error']}")
+    if not row.get("completed"):
+        flags.append("no request completed")
+    verdict = row.get("slo_verdict")
+    if row.get("error"):
+        pass  # not measured: the SLO verdict says nothing more
+    elif verdict == "fail":
+        flags.append("misses its SLO")
+    elif verdict == "undecided":
+        flags.append("SLO undecided: an interval straddles a limit, or too few requests")
+    load = row.get("load") or {}
+    if load and not load.get("reached", True):
+        flags.append(f"did not run the load it claims ({load.get('note') or 'below its load'})")
+    if not row.get("lengths_ok", True):
+        flags.append(
+            "delivered other lengths than asked: never ranked against the others ("
+            + (row.get("length_note") or "")
+            + ")"
+        )
+    if not row.get("harness_ok", True):
+        flags.append(f"the load generator was the bottleneck ({row.get('harness_note')})")
+    if served_mismatch:
+        flags.append(f"serves something else than was evaluated: {served_mismatch}")
+    row["flags"] = flags
+    row["rankable"] = not flags
+    return row
+
+
+def failed_row(reason: str, workload: str) -> dict[str, Any]:
+    """A point that produced no measurement (the server never came up, or died before it)."""
+    row: dict[str, Any] = dict.fromkeys(HEADLINE)
+    row.update(
+        workload=workload,
+        intervals={},
+        too_few=[],
+        repeats=0,
+        requests=0,
+        completed=0,
+        failed=0,
+        incomplete=0,
+        unsent=0,
+        not_served=0,
+        errors={reason: 1},
+        slo_verdict="fail",
+        slo_passed=False,
+        slo_reasons=[reason],
+        cost_per_million_tokens=None,
+        error=reason,
+    )
+    return checks(row)
+
+
+def rank_metric(rank_by_goodput: bool) -> str:
+    """What the best configuration maximises: output tokens per second of requests that met
+    every per-request SLO when there are such SLOs, else all output tokens per second.
+
+    Requests per second would favour whatever ends its answers sooner, and 'tokens/s x goodput /
+    requests/s' assumed the good requests have average length (under an E2E limit the good ones
+    are the short ones): the good tokens themselves are counted instead.
     """
-    tps = row.get("output_throughput")
-    if tps is None:
-        return None
-    if not rank_by_goodput:
-        return float(tps)
-    good, rps = row.get("goodput"), row.get("request_throughput")
-    if good is None or not rps:
-        return None
-    return float(tps) * float(good) / float(rps)
+    return "good_output_throughput" if rank_by_goodput else "output_throughput"
 
 
-def pick_best(rows: Sequence[dict[str, Any]], rank_by_goodput: bool) -> dict[str, Any] | None:
-    """The row to deploy: among rows meeting every SLO, the most output tokens per second of
-    requests that met the per-request SLOs (see rank_value); ties go to the lower p99 E2E."""
-    candidates = [
-        r
-        for r in rows
-        if r.get("slo_passed") is not False
-        and not r.get("error")
-        and r.get("completed")
-        and rank_value(r, rank_by_goodput) is not None
-    ]
+def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float]:
+    value = float(row[metric])
+    iv = (row.get("intervals") or {}).get(metric)
+    if iv is None:
+        return value, value
+    return float(iv["low"]), float(iv["high"])
+
+
+Settle = tuple[str, Callable[[dict[str, Any]], float | None]]
+"""A tie-break rule: its name (said in the report) and a key to minimise (None: unknown)."""
+
+
+def pick_best(
+    rows: Sequence[dict[str, Any]],
+    rank_by_goodput: bool,
+    memory: Callable[[dict[str, Any]], float | None] = lambda r: None,
+    quality: Callable[[dict[str, Any]], float | None] | None = None,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str]:
+    """(the row to deploy, the rows it cannot be separated from, the rule that decided).
+
+    Among rankable rows, the highest value of the rank metric. Rows whose interval overlaps the
+    leader's are not separable from it beyond noise; such a tie is settled by the first rule that
+    tells the tied rows apart: quality (``quality(row)``, lower is better, e.g. the perplexity
+    ratio to the unquantized model; across variants only), then memory (``memory(row)``: the
+    server's peak), then the lower p99 end-to-end latency.
+    """
+    metric = rank_metric(rank_by_goodput)
+    candidates = [r for r in rows if r.get("rankable") and r.get(metric) is not None]
     if not candidates:
-        return None
-    return max(
-        candidates,
-        key=lambda r: (rank_value(r, rank_by_goodput), -(r.get("e2e_p99_ms") or 0.0)),
+        return None, [], "no row met its SLO and every check"
+    leader = max(candidates, key=lambda r: float(r[metric]))
+    lo, _ = _bounds(leader, metric)
+    tied = [r for r in candidates if r is not leader and _bounds(r, metric)[1] >= lo]
+    what = metric.replace("_", " ")
+    if not tied:
+        return leader, [], f"the highest {what}, separable from the rest"
+    rules: list[Settle] = []
+    if quality is not None:
+        rules.append(("quality", quality))
+    rules += [("memory", memory), ("p99 end-to-end latency", lambda r: r.get("e2e_p99_ms"))]
+    group = [leader, *tied]
+    name, best = "the highest point value (nothing else told them apart)", leader
+    for rule_name, key in rules:
+        values = [key(r) for r in group]
+        if None in values or len(set(values)) < 2:
+            continue  # this rule cannot tell the tied rows apart
+        name = rule_name
+        best = group[min(range(len(group)), key=lambda i: float(values[i]))]  # type: ignore[arg-type]
+        break
+    others = [r for r in group if r is not best]
+    return (
+        best,
+        others,
+        f"{len(group)} rows within each other's intervals on {what}: settled by {name}",
     )

@@ -1,28 +1,34 @@
-"""Benchmark one variant on one engine: each server setting once, every load point against it.
+"""Benchmark one variant on one engine: each server setting once, every workload's load points
+against it, every point checked before it may be ranked.
 
-The server is started once per server-setting point (never per load point: only load settings
-change between those), warmed up, driven through the load points (grid) or an SLO-edge search,
-and stopped. Failures cost one data point, not the run: a server that does not start, dies, or a
-load process that fails is recorded with its reason and the rest goes on.
+Per server setting the server is started once (never per load point: only load settings change
+between those) and warmed up; its greedy answers are checked against the variant's offline
+reference (served is what was evaluated); then, per workload, its load points run (grid) or its
+SLO edge is searched, each point after the server's prefix cache was emptied, with repeats.
+Failures cost one data point, not the run: a server that does not start or dies, or a load
+process that fails, is recorded with its reason and the rest goes on. Every finished point is kept
+where an interrupted stage's next run finds it (:mod:`quantbench.bench.resume`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quantbench import slo as slo_mod
-from quantbench.bench.results import failed_row, fold_repeats, pick_best
+from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best, rank_metric
+from quantbench.bench.resume import PartialStore
 from quantbench.bench.search import find_edge, grid_size
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
+from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.metrics import PointResult
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
@@ -30,15 +36,17 @@ from quantbench.schemas.bench import (
     BenchRow,
     PairSummary,
     SearchInfo,
+    ServedCheck,
     ServerPoint,
     ServerReport,
     TriedLoad,
 )
+from quantbench.workloads.traffic import Traffic
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class PairJob:
     """Everything one bench stage needs."""
 
@@ -46,10 +54,18 @@ class PairJob:
     artifact: Artifact
     engine: Engine
     settings: EngineSettings
-    workload: WorkloadSpec
+    workloads: dict[str, WorkloadSpec]
+    traffic: dict[str, Traffic]
     slo: str
+    """The SLO of workloads that name none of their own."""
     bench: BenchSettings
     tokenizer: str | None = None
+    references: list[ReferenceAnswer] = field(default_factory=list)
+    """The variant's offline greedy answers (evaluate stage) for the served check."""
+    store: PartialStore | None = None
+
+    def slo_for(self, workload: str) -> str:
+        return self.workloads[workload].slo_text(self.slo)
 
 
 def _label(point: LoadPoint) -> str:
@@ -62,62 +78,104 @@ def _changed(settings: EngineSettings, base: EngineSettings) -> dict[str, Any]:
     return {k: v for k, v in now.items() if k != "sweep" and before.get(k) != v}
 
 
-class _PointRunner:
-    """Runs load points (with repeats) against one live server."""
+def served_check(server: Server, references: Sequence[ReferenceAnswer]) -> ServedCheck:
+    """The server's greedy answers against the reference's certain prefixes."""
+    if not references:
+        return ServedCheck(verdict="not checked", note="no reference answers for this variant")
+    checks_done = []
+    for ref in references:
+        try:
+            answer = server.chat(ref.prompt, max_tokens=max(1, len(ref.ids)))
+        except (OSError, ValueError) as exc:
+            return ServedCheck(verdict="not checked", note=f"the check request failed: {exc}")
+        checks_done.append(check_served(ref, answer))
+    summary = summarize_checks(checks_done)
+    return ServedCheck(
+        verdict=summary["verdict"],
+        decided=summary["decided"],
+        mismatched=summary["mismatched"],
+        prompts=summary["prompts"],
+        checks=summary["checks"],
+    )
 
-    def __init__(self, job: PairJob, server: Server, out_dir: Path) -> None:
+
+class _PointRunner:
+    """Runs one workload's load points (with repeats) against one live server."""
+
+    def __init__(self, job: PairJob, server: Server, server_label: str, server_dir: Path) -> None:
         self.job = job
         self.server = server
-        self.out_dir = out_dir
+        self.server_label = server_label
+        self.server_dir = server_dir
         self.target = Target(
             url=server.url,
             engine=job.engine.profile.name,
             model=server.spec.model_name,
             tokenizer=job.tokenizer,
         )
+        self.cache_resets: list[str] = []
 
-    def run(self, point: LoadPoint) -> dict[str, Any]:
+    def run(self, workload: str, spec: WorkloadSpec, index: int) -> dict[str, Any]:
+        """Every repeat of point ``index`` of ``spec``, folded into a row."""
+        point = spec.points[index]
         label = _label(point)
         results: list[PointResult] = []
+        slo = self.job.slo_for(workload)
         for repeat in range(self.job.bench.repeats):
             self.server.check_alive(f"before load point {label}")
-            workload = self.job.workload.model_copy(update={"load": [point]})
-            run_dir = self.out_dir / label / f"r{repeat}"
-            log.info("%s: load point %s, repeat %d", self.job.name, label, repeat + 1)
-            summary = run_session(workload, self.target, run_dir, slo=self.job.slo or None)
+            # a point's prompts must not be served from the previous point's cache
+            self.cache_resets.append(
+                self.job.engine.reset_prefix_cache(self.server.url, self.server_settings)
+            )
+            run_dir = self.server_dir / workload / label / f"r{repeat}"
+            log.info("%s: %s %s, repeat %d", self.job.name, workload, label, repeat + 1)
+            summary = run_session(
+                spec, self.target, run_dir, slo=slo or None, traffic=self.job.traffic[workload],
+                confidence=self.job.bench.confidence, repeat=repeat, points=[index],
+            )  # fmt: skip
             results.extend(summary.points)
-            if self.server.process is not None and self.server.process.poll() is not None:
+            if self.server.exit_code_now() is not None:
                 break  # the server died during this point: keep what was measured, stop here
+        traffic = self.job.traffic[workload]
         row = fold_repeats(
             results,
+            workload=workload,
             confidence=self.job.bench.confidence,
             price_per_hour=self.job.bench.price_per_hour,
+            possible_cache_share=traffic.summary.get("prefix_reuse_share"),
         )
-        row.update(load_point=label, shape=point.model_dump(mode="json"), error=None)
-        code = self.server.process.poll() if self.server.process is not None else None
+        row.update(load_point=label, shape=point.model_dump(mode="json"))
+        code = self.server.exit_code_now()
         if code is not None:
             row["error"] = f"server {describe_exit(code)} during this point"
-            row["slo_passed"] = False
         return row
+
+    server_settings: Any = None
 
 
 def _search_point(job: PairJob, load: float) -> LoadPoint:
+    """A tried load, sized by search.num_requests or else by its workload (which the params
+    checks made large enough for the largest concurrency the search may try)."""
     search = job.bench.search
     if search.kind == "concurrency":
         return ClosedLoop(concurrency=int(load), num_requests=search.num_requests)
     return OpenLoop(rate=load, num_requests=search.num_requests)
 
 
-def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) -> SearchInfo:
-    """Find the SLO edge, appending each tried point's row to `rows` as soon as it is measured
+def _run_search(
+    job: PairJob, runner: _PointRunner, workload: str, keep: Callable[[dict[str, Any]], Any]
+) -> SearchInfo:
+    """Find the SLO edge, handing each tried point's row to `keep` as soon as it is measured
     (so a server that dies half-way through the search keeps the points measured before)."""
     search = job.bench.search
     integer = search.kind == "concurrency"
+    spec = job.workloads[workload]
 
     def passes(load: float) -> bool:
-        row = runner.run(_search_point(job, load))
-        rows.append(row)
-        return bool(row["slo_passed"]) and not row.get("error")
+        point = _search_point(job, load)
+        one = spec.model_copy(update={"load": [point]})
+        row = keep(runner.run(workload, one, 0))
+        return bool(row.get("rankable"))
 
     edge = find_edge(passes, search.start, search.max, integer=integer, precision=search.precision)
     return SearchInfo(
@@ -129,74 +187,144 @@ def _run_search(job: PairJob, runner: _PointRunner, rows: list[dict[str, Any]]) 
     )
 
 
+def _planned(job: PairJob) -> list[tuple[str, int]]:
+    if job.bench.mode != "grid":
+        return []
+    return [(w, i) for w, spec in job.workloads.items() for i in range(len(spec.points))]
+
+
+def _run_server_point(
+    job: PairJob, server_label: str, settings: EngineSettings, out_dir: Path
+) -> tuple[list[dict[str, Any]], ServerPoint, int]:
+    """One server setting: its rows (reused or measured), its server record, points reused."""
+    store = job.store
+    planned = _planned(job)
+    common = {"server_point": server_label, "settings": _changed(settings, job.settings)}
+    reused: dict[tuple[str, int], dict[str, Any]] = {}
+    if store is not None:
+        for w, i in planned:
+            row = store.row(server_label, w, _label(job.workloads[w].points[i]))
+            if row is not None:
+                reused[(w, i)] = row
+    old_server = store.server(server_label) if store is not None else None
+    if planned and len(reused) == len(planned) and old_server is not None:
+        log.info("%s %s: every point finished earlier; reusing them", job.name, server_label)
+        return list(reused.values()), ServerPoint.model_validate(old_server), len(reused)
+    server_dir = store.server_dir(server_label) if store is not None else out_dir / server_label
+    launch = job.engine.launch(job.artifact, settings, job.bench.host, free_port(job.bench.host))
+    common.update(command=launch.redacted_argv(), env=launch.redacted_env())
+    server = Server(launch, server_dir / "server.log")
+    done: list[dict[str, Any]] = []
+    search_info: SearchInfo | None = None
+    error: str | None = None
+    check = ServedCheck(verdict="not checked", note="the server did not start")
+    try:
+        with server:
+            server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))
+            check = served_check(server, job.references)
+            runner = _PointRunner(job, server, server_label, server_dir)
+            runner.server_settings = settings
+            mismatch = (
+                f"{check.mismatched} of {check.decided} certain answers differ"
+                if check.verdict == "mismatch"
+                else None
+            )
+            if job.bench.mode == "grid":
+                for w, i in planned:
+                    point = job.workloads[w].points[i]
+                    if (w, i) in reused:
+                        done.append(reused[(w, i)])
+                        continue
+                    try:
+                        row = runner.run(w, job.workloads[w], i)
+                    except RuntimeError as exc:  # a load process failed: lose this point only
+                        log.error("%s %s %s: %s", job.name, w, _label(point), exc)
+                        row = failed_row(f"load generator failed: {exc}", w)
+                        row.update(load_point=_label(point), shape=point.model_dump(mode="json"))
+                    row = checks({**common, **row}, served_mismatch=mismatch)
+                    done.append(row)
+                    if store is not None:
+                        store.save_row(server_label, w, _label(point), row)
+            else:
+
+                def keep(row: dict[str, Any]) -> dict[str, Any]:
+                    row = checks({**common, **row}, served_mismatch=mismatch)
+                    done.append(row)
+                    return row
+
+                for w in job.workloads:
+                    search_info = _run_search(job, runner, w, keep)
+    except (ServerError, PortInUseError) as exc:
+        error = str(exc)
+        log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
+    finished = {(r["workload"], r["load_point"]) for r in done}
+    for w, i in planned:  # points the failure took away, recorded as such
+        point = job.workloads[w].points[i]
+        if (w, _label(point)) not in finished:
+            row = failed_row(error or "not run", w)
+            row.update(**common, load_point=_label(point), shape=point.model_dump(mode="json"))
+            done.append(checks(row))
+    if error is not None and job.bench.mode == "search":  # the search the failure cut short
+        for w in job.workloads:
+            row = failed_row(error, w)
+            row.update(**common, load_point="search", shape=None)
+            done.append(checks(row))
+    report = server.report() if server.process is not None else _no_server(launch)
+    info = ServerPoint(
+        server_point=server_label,
+        settings=common["settings"],
+        command=common["command"],
+        env=common["env"],
+        report=ServerReport.model_validate(report),
+        error=error,
+        search=search_info,
+        served_check=check,
+        is_default=not common["settings"],
+    )
+    if store is not None and error is None:
+        store.save_server(server_label, info.model_dump(mode="json"))
+    return done, info, len(reused)
+
+
+def _no_server(launch: Any) -> dict[str, Any]:
+    return {
+        "engine": launch.engine, "argv": launch.redacted_argv(), "env": launch.redacted_env(),
+        "url": launch.base_url, "ready_seconds": None, "peak_rss_bytes": None,
+        "peak_gpu_bytes": None, "memory_samples": 0, "exit": None, "log": "",
+    }  # fmt: skip
+
+
 def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     """Run the whole pair into out_dir and return its summary (written by the caller).
 
     Rows are computed as dicts (bench.results) and validated into the summary's schema here,
     so a row that drifts from :class:`~quantbench.schemas.bench.BenchRow` fails the stage."""
-    constraints = slo_mod.parse_slo(job.slo) if job.slo.strip() else []
-    rank_by_goodput = bool(slo_mod.per_request(constraints))
     server_points = job.settings.sweep_points()
     rows: list[dict[str, Any]] = []
     servers: list[ServerPoint] = []
     started = time.time()
+    resumed = 0
     for server_label, settings in server_points:
-        launch = job.engine.launch(
-            job.artifact, settings, job.bench.host, free_port(job.bench.host)
-        )
-        point_dir = out_dir / server_label
-        server = Server(launch, point_dir / "server.log")
-        common = {
-            "server_point": server_label,
-            "settings": _changed(settings, job.settings),
-            "command": launch.redacted_argv(),
-            "env": launch.redacted_env(),
-        }
-        planned: Sequence[LoadPoint] = job.workload.load if job.bench.mode == "grid" else []
-        done: list[dict[str, Any]] = []
-        search_info: SearchInfo | None = None
-        error: str | None = None
-        try:
-            with server:
-                server.warmup(timeout_s=job.workload.timeout_s)
-                runner = _PointRunner(job, server, point_dir)
-                if job.bench.mode == "grid":
-                    for point in planned:
-                        try:
-                            done.append(runner.run(point))
-                        except RuntimeError as exc:  # a load process failed: lose this point only
-                            log.error("%s %s: %s", job.name, _label(point), exc)
-                            row = failed_row(f"load generator failed: {exc}")
-                            row.update(
-                                load_point=_label(point), shape=point.model_dump(mode="json")
-                            )
-                            done.append(row)
-                else:
-                    search_info = _run_search(job, runner, done)
-        except (ServerError, PortInUseError) as exc:
-            error = str(exc)
-            log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
-        finished = {row["load_point"] for row in done}
-        for point in planned:  # points the failure took away, recorded as such
-            if _label(point) not in finished:
-                row = failed_row(error or "not run")
-                row.update(load_point=_label(point), shape=point.model_dump(mode="json"))
-                done.append(row)
-        if error is not None and job.bench.mode == "search":  # the search the failure cut short
-            row = failed_row(error)
-            row.update(load_point="search", shape=None)
-            done.append(row)
-        for row in done:
-            rows.append({**common, **row})
-        servers.append(
-            ServerPoint(
-                **common,
-                report=ServerReport.model_validate(server.report()),
-                error=error,
-                search=search_info,
-            )
-        )
-    best = pick_best(rows, rank_by_goodput)
+        done, info, reused = _run_server_point(job, server_label, settings, out_dir)
+        rows += done
+        servers.append(info)
+        resumed += reused
+    peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
+    best: dict[str, BenchRow | None] = {}
+    ties: dict[str, list[str]] = {}
+    decided: dict[str, str] = {}
+    rank_goodput = False
+    for w in job.workloads:
+        constraints = slo_mod.parse_slo(job.slo_for(w)) if job.slo_for(w).strip() else []
+        by_goodput = bool(slo_mod.per_request(constraints))
+        rank_goodput = rank_goodput or by_goodput
+        mine = [r for r in rows if r["workload"] == w]
+        winner, tied, rule = pick_best(mine, by_goodput, lambda r: peak.get(r["server_point"]))
+        best[w] = BenchRow.model_validate(winner) if winner is not None else None
+        ties[w] = [f"{r['server_point']}/{r['workload']}/{r['load_point']}" for r in tied]
+        decided[w] = rule
+    if job.store is not None:
+        job.store.copy_into(out_dir)
     return PairSummary(
         pair=job.name,
         variant=job.artifact.name,
@@ -205,13 +333,18 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         engine_version=_safe_version(job),
         mode=job.bench.mode,
         slo=job.slo,
-        ranked_by="goodput" if rank_by_goodput else "output_throughput",
+        ranked_by=rank_metric(rank_goodput),  # type: ignore[arg-type]
+        workloads=list(job.workloads),
+        slos={w: job.slo_for(w) for w in job.workloads},
         price_per_hour=job.bench.price_per_hour,
         currency=job.bench.currency,
         server_points=len(server_points),
         rows=[BenchRow.model_validate(row) for row in rows],
         servers=servers,
-        best=BenchRow.model_validate(best) if best is not None else None,
+        best=best,
+        ties=ties,
+        decided_by=decided,
+        resumed_points=resumed,
         wall_seconds=round(time.time() - started, 1),
     )
 

@@ -36,7 +36,12 @@ class SearchSettings(_Strict):
         description="Rate search stops when the bracket is this narrow relative to its top "
         "(concurrency search stops at adjacent integers).",
     )
-    num_requests: int = Field(16, gt=0, description="Measured requests per tried point.")
+    num_requests: int | None = Field(
+        None,
+        gt=0,
+        description="Measured requests per tried point; default: the workload's own size (its "
+        "precision target, or its num_requests). A concurrency search needs at least `max`.",
+    )
 
     @model_validator(mode="after")
     def _start_below_max(self) -> SearchSettings:
@@ -51,6 +56,17 @@ class SearchSettings(_Strict):
                     )
         if self.start > self.max:
             raise ValueError(f"search.start {self.start:g} is above search.max {self.max:g}")
+        if (
+            self.kind == "concurrency"
+            and self.num_requests is not None
+            and (self.num_requests < self.max)
+        ):
+            raise ValueError(
+                f"search.num_requests is {self.num_requests} but the search may try "
+                f"{self.max:g} streams: such a point would never measure the load it names; set "
+                f"num_requests to at least {self.max:g}, or leave it out to size each point from "
+                "the workload's precision target"
+            )
         return self
 
 

@@ -226,6 +226,27 @@ class Engine(ABC):
         the KV cache holds ``kv_capacity`` full requests (the estimator's limits)."""
         return {}
 
+    def reset_prefix_cache(self, base_url: str, settings: Any) -> str:
+        """Empty the server's prefix cache between load points, so one point's prompts cannot
+        serve the next; returns what was done ("reset", "none": the engine keeps no cache across
+        requests, or why it could not)."""
+        return "not supported"
+
+    @staticmethod
+    def post(url: str, timeout_s: float = 10.0) -> int:
+        """POST with an empty body; the HTTP status (0 when the server did not answer)."""
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(url, data=b"", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except (urllib.error.URLError, OSError):
+            return 0
+
     @staticmethod
     def base_env(settings: EngineSettings) -> dict[str, str]:
         missing = [n for n in settings.secret_env if n not in os.environ]

@@ -106,6 +106,13 @@ class LlamaCppEngine(Engine):
         text = (out.stdout + out.stderr).strip().splitlines()
         return next((line for line in text if "version" in line), text[0] if text else "unknown")
 
+    def reset_prefix_cache(self, base_url: str, settings: LlamaCppSettings) -> str:
+        statuses = [
+            self.post(f"{base_url}/slots/{slot}?action=erase") for slot in range(settings.parallel)
+        ]
+        bad = [s for s in statuses if s != 200]
+        return "reset" if not bad else f"POST /slots/N?action=erase answered {bad[0]}"
+
     def context_limit(self, settings: LlamaCppSettings) -> tuple[int, str] | None:
         per_slot = settings.ctx_size // settings.parallel
         return per_slot, (

@@ -82,3 +82,17 @@ def valid_pairs(
             if enabled and engine.serves(fmt):
                 pairs.append((variant, name))
     return pairs
+
+
+def smallest_context(settings: Mapping[str, EngineSettings]) -> tuple[int, str] | None:
+    """The fewest tokens one request may hold on any of these engines, over every point of its
+    sweep, and the setting that says so (None where no engine sets a limit)."""
+    limits = []
+    for name, engine_settings in settings.items():
+        engine = get_engine(name)
+        for label, point in engine_settings.sweep_points():
+            limit = engine.context_limit(point)
+            if limit is not None:
+                where = limit[1] + (f" (sweep point {label})" if label != "default" else "")
+                limits.append((limit[0], where))
+    return min(limits) if limits else None

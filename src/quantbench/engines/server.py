@@ -50,19 +50,22 @@ class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
 
 
-def listening_pid(host: str, port: int) -> int | None:
-    """The PID of the process listening on (host, port), where the OS lets us see it."""
+def listening_pids(host: str, port: int) -> set[int]:
+    """The PIDs of the processes holding a socket listening on (host, port), where the OS lets
+    us see them (a socket is shared by a process and a child forked before it exec'd)."""
     import psutil
 
     try:
         conns = psutil.net_connections(kind="inet")
     except (psutil.Error, OSError):
-        return None
+        return set()
+    pids = set()
     for conn in conns:
         listening = conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
         if listening and conn.laddr.ip in (host, "0.0.0.0", "::") and conn.pid is not None:
-            return int(conn.pid)
-    return None
+            pids.add(int(conn.pid))
+    # a child that held the socket only between fork and exec is gone by now
+    return {pid for pid in pids if psutil.pid_exists(pid)}
 
 
 def process_summary(pid: int) -> str:
@@ -207,9 +210,37 @@ class Server:
         self.memory = MemorySampler(self.process.pid, skip_root=True)
         self.memory.start()
 
+    def exit_code_now(self, grace_s: float = 3.0) -> int | None:
+        """The server's exit code, or None while it runs. The server runs under the guard, which
+        exits with its code once it has reaped what the server left: when the server itself is
+        gone but the guard is still cleaning up, wait up to ``grace_s`` for the code."""
+        import psutil
+
+        if self.process is None:
+            return None
+        code = self.process.poll()
+        if code is not None:
+            return code
+        try:
+            alive = [
+                p
+                for p in psutil.Process(self.process.pid).children(recursive=True)
+                if p.status() != psutil.STATUS_ZOMBIE
+            ]
+        except psutil.Error:
+            alive = []
+        if alive:
+            return None
+        try:
+            return self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     def check_alive(self, during: str) -> None:
         assert self.process is not None
-        code = self.process.poll()
+        code = (
+            self.exit_code_now(grace_s=0.0) if self.process.poll() is None else self.process.poll()
+        )
         if code is not None:
             self.exit_code = code
             raise ServerExitedError(
@@ -231,10 +262,11 @@ class Server:
     def check_ours(self) -> None:
         """The process listening on our port must be the server we started (or one of its
         workers), not whatever else took the port: a 200 from a stranger proves nothing."""
-        owner = listening_pid(self.spec.host, self.spec.port)
-        if owner is None:
+        owners = listening_pids(self.spec.host, self.spec.port)
+        if not owners:
             return  # not visible (another user's socket): the model check below still runs
-        if owner not in self.tree_pids():
+        if not owners & self.tree_pids():
+            owner = min(owners)
             raise ServerError(
                 f"port {self.spec.port} answered {self.spec.ready_path}, but process {owner} "
                 f"({process_summary(owner)}) is listening there, not the {self.spec.engine} "

@@ -87,6 +87,9 @@ class TransformersEngine(Engine):
     def version(self, settings: TransformersSettings) -> str:
         return importlib.metadata.version("transformers")
 
+    def reset_prefix_cache(self, base_url: str, settings: TransformersSettings) -> str:
+        return "none"  # transformers serve 5.17 keeps no KV cache across requests
+
     def max_batch(self, settings: TransformersSettings) -> int | None:
         # Without continuous batching `transformers serve` generates for one request at a time.
         return None if settings.continuous_batching else 1

@@ -93,6 +93,8 @@ class VllmEngine(Engine):
             "VLLM_CPU_KVCACHE_SPACE": f"{settings.kv_cache_gb:g}",
             "VLLM_CPU_OMP_THREADS_BIND": "all" if settings.threads > 1 else "0",
             "VLLM_NO_USAGE_STATS": "1",
+            # enables POST /reset_prefix_cache, which the bench calls between load points
+            "VLLM_SERVER_DEV_MODE": "1",
         }
         return LaunchSpec(
             engine=self.name,
@@ -116,6 +118,10 @@ class VllmEngine(Engine):
             check=False,
         )
         return out.stdout.strip() or f"unknown ({out.stderr.strip()[-200:]})"
+
+    def reset_prefix_cache(self, base_url: str, settings: VllmSettings) -> str:
+        status = self.post(f"{base_url}/reset_prefix_cache")
+        return "reset" if status == 200 else f"POST /reset_prefix_cache answered {status}"
 
     def context_limit(self, settings: VllmSettings) -> tuple[int, str] | None:
         if settings.max_model_len is None:

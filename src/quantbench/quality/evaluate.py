@@ -18,6 +18,7 @@ from typing import Any
 
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
+from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
 from quantbench.fsutil import sha256_tree
 from quantbench.qa import QAItem, load_qa
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
@@ -36,6 +37,8 @@ from quantbench.schemas.quality import (
 )
 
 log = logging.getLogger(__name__)
+# Held-out questions whose answers the served check compares (besides the general prompts).
+CHECK_HELDOUT = 3
 
 
 class EvaluationError(UserError):
@@ -148,7 +151,11 @@ def evaluate_variant(
     items = load_qa(heldout_path)
     if settings.heldout_limit is not None:
         items = items[: settings.heldout_limit]
-    prompts = [chat_ids(tokenizer, [{"role": "user", "content": i.question}], True) for i in items]
+    # the served check's prompts: a few held-out questions (the fine-tune's certain answers)
+    # and general ones (quantbench.fidelity), answered after the held-out ones
+    check_prompts = [i.question for i in items[:CHECK_HELDOUT]] + list(GENERAL_PROMPTS)
+    questions = [i.question for i in items] + check_prompts
+    prompts = [chat_ids(tokenizer, [{"role": "user", "content": q}], True) for q in questions]
     stop_ids = _stop_ids(reference_dir, tokenizer)
 
     backend = "gguf" if info.format == "gguf" else "hf"
@@ -170,7 +177,9 @@ def evaluate_variant(
                 f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
             )
         kl = kl_per_token(ref_file, var_file, len(ref.nll), ref.vocab)
-    return assemble_report(
+    references = _references(check_prompts, var, len(items), tokenizer, stop_ids)
+    var.generations = var.generations[: len(items)]
+    report = assemble_report(
         name,
         info,
         reference_dir,
@@ -184,6 +193,28 @@ def evaluate_variant(
         threads,
         total_s=round(time.perf_counter() - total_start, 3),
     )
+    return report.model_copy(update={"served_reference": [r.to_dict() for r in references]})
+
+
+def _references(
+    prompts: list[str], result: ScoreResult, offset: int, tokenizer: Any, stop_ids: frozenset[int]
+) -> list[ReferenceAnswer]:
+    """The variant's greedy answers to the check prompts, with their margins."""
+    out = []
+    for k, prompt in enumerate(prompts):
+        tokens = result.generations[offset + k]
+        margins = result.margins[offset + k] if result.margins else [0.0] * len(tokens)
+        keep = [i for i, t in enumerate(tokens) if t not in stop_ids]
+        ids = [tokens[i] for i in keep]
+        out.append(
+            reference_answer(
+                prompt,
+                ids,
+                [margins[i] for i in keep],
+                lambda t: str(tokenizer.decode(t, skip_special_tokens=True)),
+            )
+        )
+    return out
 
 
 def assemble_report(

@@ -53,6 +53,8 @@ class ScoreResult:
     vocab: int
     generations: list[list[int]]
     memory: dict[str, int]
+    margins: list[list[float]] = field(default_factory=list)
+    """Per generation, the logit margin each greedy token won by."""
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -117,9 +119,11 @@ def run_job(job: ScoreJob) -> ScoreResult:
 
     memory["after_score_peak_rss_bytes"] = _peak_rss_bytes()
     start = time.perf_counter()
-    generations = [
-        backend.generate(prompt, job.max_new_tokens, set(job.stop_ids)) for prompt in job.prompts
+    scored = [
+        backend.generate_scored(prompt, job.max_new_tokens, set(job.stop_ids))
+        for prompt in job.prompts
     ]
+    generations = [tokens for tokens, _ in scored]
     timings["heldout_s"] = round(time.perf_counter() - start, 3)
     memory["peak_rss_bytes"] = _peak_rss_bytes()
     return ScoreResult(
@@ -129,6 +133,7 @@ def run_job(job: ScoreJob) -> ScoreResult:
         generations=generations,
         memory=memory,
         timings=timings,
+        margins=[margins for _, margins in scored],
     )
 
 

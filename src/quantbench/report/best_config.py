@@ -1,10 +1,12 @@
-"""best_config.json: for each SLO profile, the configuration to deploy, ready to start.
+"""best_config.json: per workload (and per extra SLO profile), the configuration to deploy.
 
-``{profile: {...}}``: the winning variant and engine, the server settings, the exact command line
-and environment the bench stage started it with, the load it was measured at, the measured
-figures (with confidence intervals when repeated), each SLO constraint's verdict, memory, and the
-quality given up against the merged model. A profile nothing meets has ``status: "none"``,
-its ``reason``, and the nearest miss per pair.
+``{"<workload>": {...}, "<workload>:<profile>": {...}}``: the winning variant and engine, the
+server settings, the exact command line and environment the bench stage started it with, the load
+it was measured at, its figures each with its confidence interval (or ``too_few``), the sample,
+the load it reached, its checks, each SLO constraint's verdict, memory, the quality given up
+against the merged model, the rule that decided and the configurations it is tied with. A
+workload nothing is ranked for has ``status: "none"``, its ``reason``, and the nearest miss per
+pair with its flags.
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ from typing import Any
 
 from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs, clean_json
 from quantbench.report.profiles import JudgedRow, Profile
-from quantbench.report.tables import QualityDelta, QualityReference, command_line, pair_lines
+from quantbench.report.tables import (
+    QualityDelta,
+    QualityReference,
+    command_line,
+    pair_lines,
+    too_few_text,
+)
 
-SCHEMA_VERSION = 1
+FORMAT_VERSION = 2
+"""2: keyed by workload ('<workload>:<profile>' for extra profiles), figures with intervals,
+ties and the deciding rule."""
 
 
 def _quality(delta: QualityDelta) -> dict[str, Any]:
@@ -40,6 +50,38 @@ def _quality(delta: QualityDelta) -> dict[str, Any]:
     }
 
 
+def figures(judged: JudgedRow) -> dict[str, Any]:
+    """Each headline figure: {value, low, high, confidence, n, method}, or {value, too_few}."""
+    row = judged.row
+    out: dict[str, Any] = {}
+    for name in HEADLINE_METRICS:
+        value = row.metric(name)
+        if name in row.too_few:
+            out[name] = {"value": value, "too_few": True, "note": too_few_text(name)}
+        elif name in row.intervals:
+            out[name] = row.intervals[name].model_dump()
+        elif value is not None:
+            out[name] = {"value": value}
+    return out
+
+
+def _tie(judged: JudgedRow, metric: str) -> dict[str, Any]:
+    row = judged.row
+    iv = row.intervals.get(metric)
+    return {
+        "pair": judged.pair,
+        "variant": judged.variant,
+        "engine": judged.engine,
+        "server_point": row.server_point,
+        "load_point": row.load_point,
+        "key": judged.key,
+        metric: iv.model_dump() if iv is not None else {"value": row.metric(metric)},
+        "perplexity_ratio": judged.perplexity_ratio,
+        "peak_rss_bytes": judged.peak_rss_bytes,
+        "e2e_p99_ms": row.metric("e2e_p99_ms"),
+    }
+
+
 def _winner(
     inputs: ReportInputs, profile: Profile, judged: JudgedRow, reference: QualityReference
 ) -> dict[str, Any]:
@@ -50,10 +92,16 @@ def _winner(
     quality = inputs.quality.get(judged.variant)
     argv = row.command or (server.command if server else [])
     env = row.env or (server.env if server else {})
+    metric = profile.ranked_by
     return {
         "status": "ok",
+        "format_version": FORMAT_VERSION,
+        "workload": profile.workload,
+        "profile": profile.name,
         "slo": profile.slo,
-        "ranked_by": profile.ranked_by,
+        "ranked_by": metric,
+        "decided_by": profile.decided_by,
+        "ties": [_tie(t, metric) for t in profile.ties],
         "pair": judged.pair,
         "variant": judged.variant,
         "format": summary.format,
@@ -65,18 +113,29 @@ def _winner(
         "command": argv,
         "command_line": command_line(argv),
         "env": env,
-        "measured_at": {"load_point": row.load_point, "shape": row.shape},
+        "measured_at": {"workload": row.workload, "load_point": row.load_point, "shape": row.shape},
         "expected": {
-            **{m: row.metric(m) for m in HEADLINE_METRICS},
+            **figures(judged),
             "cost_per_million_tokens": row.cost_per_million_tokens,
             "currency": summary.currency,
             "price_per_hour": summary.price_per_hour,
-            "intervals": {k: v.model_dump() for k, v in row.intervals.items()},
+        },
+        "too_few": list(row.too_few),
+        "sample": {
             "repeats": row.repeats,
             "requests": row.requests,
             "completed": row.completed,
             "failed": row.failed,
             "incomplete": row.incomplete,
+            "unsent": row.unsent,
+            "not_served": row.not_served,
+        },
+        "load": row.load.model_dump() if row.load else None,
+        "checks": {
+            "lengths_ok": row.lengths_ok,
+            "harness_ok": row.harness_ok,
+            "served_check": judged.served_check,
+            "cache": row.cache.model_dump() if row.cache else None,
         },
         "memory": {
             "peak_rss_bytes": server.report.peak_rss_bytes if server else None,
@@ -85,6 +144,7 @@ def _winner(
             "size_on_disk_bytes": (recipe.size_bytes if recipe else None)
             or (quality.size_bytes if quality else None),
         },
+        "slo_verdict": row.slo_verdict,
         "slo_passed": row.slo_passed,
         "slo_passes": row.slo_passes,
         "slo_verdicts": [v.to_dict() for v in judged.verdicts]
@@ -109,13 +169,16 @@ def _none(inputs: ReportInputs, profile: Profile, reference: QualityReference) -
             }
         )
     if not profile.rows:
-        reason = "no benchmark results (reports/bench is empty)"
-    elif profile.gated and all(r.variant in profile.gated for r in profile.rows if r.passed):
-        reason = "configurations meet the SLO only with variants the quality gates exclude"
+        reason = "no benchmark results for this workload (reports/bench is empty)"
+    elif profile.gated and all(r.variant in profile.gated for r in profile.rows if r.rankable):
+        reason = "configurations are ranked only with variants the quality gates exclude"
     else:
-        reason = "no measured configuration meets every constraint"
+        reason = "no measured configuration meets every constraint and every check"
     return {
         "status": "none",
+        "format_version": FORMAT_VERSION,
+        "workload": profile.workload,
+        "profile": profile.name,
         "slo": profile.slo,
         "ranked_by": profile.ranked_by,
         "variant": None,
@@ -132,7 +195,7 @@ def best_config(
     out: dict[str, Any] = {}
     for profile in profiles:
         if profile.best is not None:
-            out[profile.name] = _winner(inputs, profile, profile.best, reference)
+            out[profile.key] = _winner(inputs, profile, profile.best, reference)
         else:
-            out[profile.name] = _none(inputs, profile, reference)
+            out[profile.key] = _none(inputs, profile, reference)
     return clean_json(out)

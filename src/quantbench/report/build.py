@@ -4,28 +4,30 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from quantbench.report import charts
 from quantbench.report.best_config import best_config
 from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
-from quantbench.report.estimates import estimate_rows, preferred_hardware
+from quantbench.report.estimates import EstimateRow, estimate_rows, preferred_hardware
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
-from quantbench.report.profiles import judge_profiles
-from quantbench.report.recommend import recommend
+from quantbench.report.profiles import JudgedRow, Profile, judge_profiles, stale_slos
+from quantbench.report.recommend import Recommendation, recommend
 from quantbench.report.spec import ReportSettings
-from quantbench.report.tables import METRICS, point_rows, quality_reference
+from quantbench.report.tables import METRICS, PointRow, point_rows, quality_reference, ranking
 
 TITLE = "quantbench: which deployment?"
 EXPLORER_METRICS = (
+    "good_output_throughput",
     "output_throughput",
     "goodput",
     "request_throughput",
     "ttft_p50_ms",
+    "ttft_p90_ms",
     "ttft_p99_ms",
     "tpot_p50_ms",
     "tpot_p99_ms",
@@ -43,6 +45,11 @@ EXPLORER_METRICS = (
     "top1_agreement",
     "heldout_accuracy",
 )
+FIGURE_TITLES = {
+    "pareto_latency": "Throughput vs latency",
+    "pareto_quality": "Quality vs throughput",
+    "pareto_memory": "Peak memory vs quality",
+}
 
 # Output files, relative to the output folder (reports/).
 INDEX_HTML = Path("index.html")
@@ -60,6 +67,8 @@ class ReportFiles:
     files: dict[Path, str]
     best_config: dict[str, Any]
     metrics: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    """What was missing, unreadable or stale (also at the top of the page and in summary.md)."""
 
     def write(self, out_dir: Path) -> list[Path]:
         """Write every file (temp file + rename each); returns the paths written."""
@@ -79,6 +88,110 @@ def _json_text(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+@dataclass
+class WorkloadSection:
+    """What the page shows of one workload: its own profile, the extra ones, every row."""
+
+    profile: Profile
+    rec: Recommendation
+    extra: list[Recommendation] = field(default_factory=list)
+    estimate_rows: list[EstimateRow] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.profile.workload
+
+    @property
+    def rows(self) -> list[JudgedRow]:
+        return self.profile.rows
+
+    @property
+    def flagged(self) -> list[JudgedRow]:
+        return [r for r in self.profile.rows if not r.rankable]
+
+
+def _view(
+    inputs: ReportInputs,
+    rec: Recommendation,
+    points: list[PointRow],
+    settings: ReportSettings,
+    colors: dict[str, str],
+    currency: str,
+    est: list[EstimateRow],
+    hardware: str | None,
+) -> dict[str, Any]:
+    """One workload's figures (the page swaps them with its workload select)."""
+    profile = rec.profile
+    figures: dict[str, Any] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    quality_key = settings.quality_axis
+    rank = profile.ranked_by  # what the winner is chosen by
+    if points:
+        figures["pareto_latency"] = charts.points_scatter(
+            points,
+            settings.latency_axis,
+            rank,
+            colors,
+            f"{profile.workload}: {METRICS[rank].label.lower()} vs "
+            f"{METRICS[settings.latency_axis].label}",
+            profile.best,
+            currency,
+        )
+    pair_pts = charts.pair_points(rec.lines, inputs, profile.workload)
+    if any(p.values.get(quality_key) is not None for p in pair_pts):
+        figures["pareto_quality"] = charts.points_scatter(
+            pair_pts,
+            rank,
+            quality_key,
+            colors,
+            f"{profile.workload}: {METRICS[quality_key].label.lower()} vs "
+            f"{METRICS[rank].label.lower()}",
+            profile.best,
+        )
+        if any(p.values.get("peak_rss_mib") is not None for p in pair_pts):
+            figures["pareto_memory"] = charts.points_scatter(
+                pair_pts,
+                "peak_rss_mib",
+                quality_key,
+                colors,
+                f"{profile.workload}: peak memory vs {METRICS[quality_key].label.lower()}",
+                profile.best,
+            )
+    sweep = charts.sweeps(points, colors, currency)
+    if sweep:
+        groups["sweep"] = sweep
+    dist = charts.distributions(inputs, profile, colors, settings.max_points_per_distribution)
+    if any(fig["data"] for fig in dist.values()):
+        groups["dist"] = {k: v for k, v in dist.items() if v["data"]}
+    est_figs = charts.estimate_figures(est, hardware, colors)
+    if est_figs:
+        groups["estimate"] = est_figs
+    explorer = None
+    if points:
+        keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
+        explorer = {"points": [p.to_dict() for p in points], "keys": keys}
+    return {"figures": figures, "groups": groups, "explorer": explorer}
+
+
+def _fill(views: dict[str, dict[str, Any]]) -> None:
+    """Every workload's view gets every figure some workload has (a placeholder saying why
+    where it has none), so switching the workload redraws every chart."""
+    names = {n for v in views.values() for n in v["figures"]}
+    for w, view in views.items():
+        for name in names - set(view["figures"]):
+            view["figures"][name] = charts.placeholder(
+                FIGURE_TITLES.get(name, name), f"nothing to show for workload {w}"
+            )
+    groups = {g for v in views.values() for g in v["groups"]}
+    for g in groups:
+        keys = list(dict.fromkeys(k for v in views.values() for k in v["groups"].get(g, {})))
+        for w, view in views.items():
+            mine = view["groups"].setdefault(g, {})
+            for key in keys:
+                if key not in mine:
+                    mine[key] = charts.placeholder(key, f"no such points in workload {w}")
+
+
 def build_report(
     inputs: ReportInputs,
     *,
@@ -87,70 +200,51 @@ def build_report(
     confidence: float = 0.95,
     params: dict[str, Any] | None = None,
     title: str = TITLE,
+    workloads: dict[str, str] | None = None,
 ) -> ReportFiles:
-    """Judge, pick, draw and lay out everything; nothing is written here."""
+    """Judge, pick, draw and lay out everything; nothing is written here.
+
+    ``workloads``: the configured workloads and their SLO texts (params.yaml); ``slo`` is the SLO
+    of a workload nothing else names one for."""
     settings = settings or ReportSettings()
-    profiles = judge_profiles(inputs, slo, settings, confidence)
-    default = profiles[0]
+    profiles = judge_profiles(inputs, slo, settings, confidence, workloads)
+    defaults = [p for p in profiles if p.is_default]
+    problems = [*inputs.problems, *stale_slos(inputs, workloads)]
     reference = quality_reference(inputs)
     recs = [recommend(inputs, p, reference) for p in profiles]
-    lines_by_profile = {rec.profile.name: rec.lines for rec in recs}
-    points = point_rows(inputs, default)
+    by_key = {rec.profile.key: rec for rec in recs}
+    lines_by_profile = {rec.profile.key: rec.lines for rec in recs}
+    points = point_rows(inputs, defaults)
+    ranks = ranking(inputs, defaults)
     currency = next((s.currency for s in inputs.pairs.values()), "")
     colors = charts.colors_for(list(inputs.pairs))
 
-    figures: dict[str, Any] = {}
-    quality_key = settings.quality_axis
-    if points:
-        figures["pareto_latency"] = charts.points_scatter(
-            points,
-            settings.latency_axis,
-            "output_throughput",
-            colors,
-            f"Throughput vs {METRICS[settings.latency_axis].label}",
-            default.best,
-            currency,
-        )
-    pair_pts = charts.pair_points(lines_by_profile[default.name], inputs)
-    if any(p.values.get(quality_key) is not None for p in pair_pts):
-        figures["pareto_quality"] = charts.points_scatter(
-            pair_pts,
-            "output_throughput",
-            quality_key,
-            colors,
-            f"{METRICS[quality_key].label} vs throughput",
-            default.best,
-        )
-        if any(p.values.get("peak_rss_mib") is not None for p in pair_pts):
-            figures["pareto_memory"] = charts.points_scatter(
-                pair_pts,
-                "peak_rss_mib",
-                quality_key,
-                colors,
-                f"Peak memory vs {METRICS[quality_key].label.lower()}",
-                default.best,
-            )
-
-    groups: dict[str, dict[str, Any]] = {}
-    sweep = charts.sweeps(points, colors, currency)
-    if sweep:
-        groups["sweep"] = sweep
-    dist = charts.distributions(inputs, default, colors, settings.max_points_per_distribution)
-    if any(fig["data"] for fig in dist.values()):
-        groups["dist"] = {k: v for k, v in dist.items() if v["data"]}
-    est_rows, est_notes = estimate_rows(inputs, default)
+    est_by_workload = {p.workload: estimate_rows(inputs, p) for p in defaults}
+    for w in list(est_by_workload)[1:]:  # the estimate stage's own comparison names no workload
+        rows, notes = est_by_workload[w]
+        est_by_workload[w] = ([r for r in rows if r.source != "estimate stage"], notes)
+    all_est = [r for rows, _ in est_by_workload.values() for r in rows]
     hardware = (
         preferred_hardware(inputs.estimates)
-        if not any(r.source == "estimate stage" for r in est_rows)
-        else (est_rows[0].hardware if est_rows else None)
+        if not any(r.source == "estimate stage" for r in all_est)
+        else (all_est[0].hardware if all_est else None)
     )
-    est_figs = charts.estimate_figures(est_rows, hardware, colors)
-    if est_figs:
-        groups["estimate"] = est_figs
+    sections: list[WorkloadSection] = []
+    views: dict[str, dict[str, Any]] = {}
+    for profile in defaults:
+        w = profile.workload
+        est_rows, _ = est_by_workload[w]
+        mine = [p for p in points if p.workload == w]
+        views[w] = _view(
+            inputs, by_key[profile.key], mine, settings, colors, currency, est_rows, hardware
+        )
+        extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
+        sections.append(WorkloadSection(profile, by_key[profile.key], extra, est_rows))
+    _fill(views)
 
+    keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
     explorer = None
-    if points:
-        keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
+    if keys:
         explorer = {
             "x": settings.latency_axis if settings.latency_axis in keys else keys[0],
             "y": "output_throughput" if "output_throughput" in keys else keys[-1],
@@ -158,14 +252,14 @@ def build_report(
                 k: {"label": METRICS[k].label, "unit": METRICS[k].unit, "better": METRICS[k].better}
                 for k in keys
             },
-            "points": [p.to_dict() for p in points],
         }
+    first = next(iter(views.values()), {"figures": {}, "groups": {}})
+    sweep_keys = list(first["groups"].get("sweep", {}))  # every view has every key (_fill)
+    dist_keys = list(first["groups"].get("dist", {}))
+    est_keys = list(first["groups"].get("estimate", {}))
+    est_notes = sorted({n for _, notes in est_by_workload.values() for n in notes})
 
-    sweep_options = [
-        (key, f"{METRICS[key.split(':')[1]].label} vs {key.split(':')[0]}") for key in sweep
-    ]
     base = inputs.base_info
-    model_name = base.model_name if base else ""
     env = inputs.env
     hardware_text = ""
     if env is not None:
@@ -173,28 +267,31 @@ def build_report(
         hardware_text = gpus or f"{env.cpu.model} ({env.cpu.logical_cores} cores)"
     context = {
         "title": title,
-        "model_name": model_name,
+        "model_name": base.model_name if base else "",
         "merged_sha": inputs.merged_info.folder_sha256 if inputs.merged_info else None,
         "hardware": hardware_text,
         "n_pairs": len(inputs.pairs),
         "n_points": len(points),
-        "problems": inputs.problems,
-        "recs": recs,
-        "figures": figures,
-        "groups": groups,
+        "problems": problems,
+        "sections": sections,
+        "ranking": ranks,
+        "ranking_profiles": defaults,
+        "figures": sorted(first["figures"]),
+        "groups": {g: list(v) for g, v in first["groups"].items()},
         "explorer": explorer,
-        "sweep_options": sweep_options,
-        "dist_options": [(k, charts.DISTRIBUTIONS[k]) for k in groups.get("dist", {})],
-        "estimate_options": [(k, charts.ESTIMATE_METRICS[k][0]) for k in est_figs],
+        "sweep_options": [
+            (key, f"{METRICS[key.split(':')[1]].label} vs {key.split(':')[0]}")
+            for key in sweep_keys
+        ],
+        "dist_options": [(k, charts.DISTRIBUTIONS[k]) for k in dist_keys],
+        "estimate_options": [(k, charts.ESTIMATE_METRICS[k][0]) for k in est_keys],
         "estimate_hardware": next(
-            (r.hardware_label for r in est_rows if r.hardware == hardware), hardware
+            (r.hardware_label for r in all_est if r.hardware == hardware), hardware
         ),
-        "estimate_rows": est_rows,
         "estimate_notes": est_notes,
         "max_points": settings.max_points_per_distribution,
         "reference": reference,
         "quality_rows": quality_rows(inputs, reference),
-        "all_rows": default.rows,
         "currency": currency,
         "servers": servers(inputs.pairs),
         "base": base,
@@ -208,19 +305,19 @@ def build_report(
     data = {
         "template": charts.template_json(),
         "palette": list(charts.PALETTE),
-        "figures": figures,
-        "groups": groups,
+        "workloads": list(views),
+        "views": views,
         "explorer": explorer,
     }
     html = render_html(context, data)
     config = best_config(inputs, profiles, reference)
-    metrics = metrics_json(inputs, profiles, lines_by_profile, points)
+    metrics = metrics_json(inputs, profiles, lines_by_profile, points, ranks)
     files = {
         INDEX_HTML: html,
-        SUMMARY_MD: summary_markdown(recs, inputs.problems, title),
+        SUMMARY_MD: summary_markdown(recs, ranks, defaults, problems, title),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),
         POINTS_CSV: points_csv(points),
-        PAIRS_CSV: pairs_csv(lines_by_profile[default.name], inputs),
+        PAIRS_CSV: pairs_csv(profiles, lines_by_profile, inputs, ranks),
     }
-    return ReportFiles(files=files, best_config=config, metrics=metrics)
+    return ReportFiles(files=files, best_config=config, metrics=metrics, problems=problems)

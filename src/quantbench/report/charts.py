@@ -74,8 +74,16 @@ def axis_title(key: str, currency: str = "") -> str:
     return metric.title()
 
 
+def _status(point: PointRow) -> str:
+    if point.passed is None:
+        return "no SLO"
+    if point.passed:
+        return "meets its SLO and every check"
+    return "not ranked: " + esc("; ".join(point.flags))[:300]
+
+
 def _hover(point: PointRow, x: str, y: str) -> str:
-    status = {True: "meets SLO", False: "misses SLO", None: "no SLO"}[point.passed]
+    status = _status(point)
     return (
         f"<b>{esc(point.pair)}</b><br>setting {esc(point.server_point)}, load "
         f"{esc(point.load_point)}<br>{esc(METRICS[x].label)}: {_fmt(point.values.get(x))}<br>"
@@ -138,7 +146,8 @@ def points_scatter(
     currency: str = "",
     connect_front: bool = True,
 ) -> dict[str, Any]:
-    """Every point as a marker per pair (open marker: misses the SLO), the front, the winner."""
+    """Every point as a marker per pair (open marker: not ranked), the front of the ranked ones,
+    the winner."""
     fig = go.Figure()
     for pair in sorted({p.pair for p in points}):
         mine = [p for p in points if p.pair == pair and _xy(p, x, y) is not None]
@@ -174,6 +183,7 @@ def points_scatter(
                 p
                 for p in points
                 if p.pair == best.pair
+                and p.workload == best.workload
                 and p.server_point == best.row.server_point
                 and p.load_point == best.row.load_point
             ),
@@ -185,8 +195,8 @@ def points_scatter(
     return to_json(fig)
 
 
-def pair_points(lines: Sequence[PairLine], inputs: ReportInputs) -> list[PointRow]:
-    """The pairs' representative rows as points (quality and memory joined)."""
+def pair_points(lines: Sequence[PairLine], inputs: ReportInputs, workload: str) -> list[PointRow]:
+    """The pairs' representative rows of one workload as points (quality and memory joined)."""
     out = []
     for line in lines:
         row = line.row
@@ -195,6 +205,7 @@ def pair_points(lines: Sequence[PairLine], inputs: ReportInputs) -> list[PointRo
         quality = inputs.quality.get(line.variant)
         values: dict[str, float | None] = {
             "output_throughput": row.metric("output_throughput"),
+            "good_output_throughput": row.metric("good_output_throughput"),
             "goodput": row.metric("goodput"),
             "peak_rss_mib": line.peak_rss_bytes / 2**20 if line.peak_rss_bytes else None,
             "size_mib": line.size_bytes / 2**20 if line.size_bytes else None,
@@ -213,11 +224,13 @@ def pair_points(lines: Sequence[PairLine], inputs: ReportInputs) -> list[PointRo
                 pair=line.pair,
                 variant=line.variant,
                 engine=line.engine,
+                workload=workload,
                 server_point=row.server_point,
                 load_point=row.load_point,
                 load_kind=row.load_kind,
                 load=row.load_value,
-                passed=line.passes if row.slo_passed is not None else None,
+                passed=line.passes if row.slo_verdict is not None else None,
+                flags=list(row.flags),
                 values=values,
             )
         )
@@ -246,11 +259,11 @@ def thin(values: Sequence[float], limit: int) -> list[float]:
 
 
 def latency_samples(inputs: ReportInputs, key: PointKey) -> dict[str, list[float]]:
-    """Per-request latencies (ms) of a point's completed requests, all repeats pooled."""
+    """Per-request latencies (ms) of a point's completed measured requests, repeats pooled."""
     out: dict[str, list[float]] = {k: [] for k in DISTRIBUTIONS}
     for rep in inputs.records.get(key, []):
         for r in rep.records:
-            if r.status != "completed":
+            if r.status != "completed" or r.phase != "measured":
                 continue
             for name in ("ttft", "tpot", "e2e"):
                 value = getattr(r, name)
@@ -268,7 +281,8 @@ def distributions(
     samples = {}
     for judged in profile.rows:
         if judged.row.measured:
-            key = PointKey(judged.pair, judged.row.server_point, judged.row.load_point)
+            row = judged.row
+            key = PointKey(judged.pair, row.server_point, row.workload, row.load_point)
             samples[judged.label] = (judged.pair, latency_samples(inputs, key))
     for metric, title in DISTRIBUTIONS.items():
         fig = go.Figure()
@@ -306,10 +320,12 @@ def distributions(
 
 
 SWEEP_METRICS = (
+    "good_output_throughput",
     "output_throughput",
     "goodput",
     "request_throughput",
     "ttft_p50_ms",
+    "ttft_p90_ms",
     "ttft_p99_ms",
     "tpot_p50_ms",
     "tpot_p99_ms",
@@ -442,3 +458,21 @@ def estimate_figures(
         fig.update_xaxes(tickmode="array", tickvals=loads, ticktext=[str(v) for v in loads])
         figs[key] = to_json(fig)
     return figs
+
+
+# ---------------------------------------------------------------------------------------------
+# a chart that has nothing to show for one workload
+
+
+def placeholder(title: str, text: str) -> dict[str, Any]:
+    """An empty figure that says why it is empty (a workload without such points)."""
+    fig = go.Figure()
+    layout = {**_layout(title, "", ""), "xaxis": {"visible": False}, "yaxis": {"visible": False}}
+    fig.update_layout(
+        **layout,
+        annotations=[
+            {"text": esc(text), "showarrow": False, "font": {"size": 14}, "x": 0.5, "y": 0.5,
+             "xref": "paper", "yref": "paper"}
+        ],
+    )  # fmt: skip
+    return to_json(fig)

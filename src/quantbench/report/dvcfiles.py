@@ -1,8 +1,10 @@
 """What DVC compares across experiments: a flat metrics file and CSV data for `dvc plots`.
 
 ``report_metrics.json`` (``dvc metrics show/diff``, ``dvc exp show``): the recommendation per
-profile and each pair's figures at its best point. ``plots/points.csv`` has every measured point,
-``plots/pairs.csv`` one row per pair; the plot definitions in dvc.yaml draw from them.
+workload (and per extra profile, ``<workload>:<profile>``), each pair's rank and figures per
+workload, and counts. ``plots/points.csv`` has every measured row (a ``workload`` column tells
+the workloads apart), ``plots/pairs.csv`` one row per workload and pair at its best point; the
+plot definitions in dvc.yaml draw from them.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from quantbench.report.tables import (
     ROW_METRICS,
     PairLine,
     PointRow,
+    RankingRow,
     quality_value,
 )
 
 PAIR_METRICS = (
+    "good_output_throughput",
     "output_throughput",
     "goodput",
     "ttft_p50_ms",
+    "ttft_p90_ms",
     "ttft_p99_ms",
     "tpot_p50_ms",
+    "tpot_p90_ms",
     "tpot_p99_ms",
     "e2e_p99_ms",
     "cost_per_million_tokens",
@@ -40,13 +46,14 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-# What `dvc metrics show` gets per pair: few enough columns for `dvc exp show` to stay readable.
+# What `dvc metrics show` gets per pair and workload: few enough columns for `dvc exp show`.
 BRIEF = (
-    "slo_passed",
+    "rank",
+    "ranked",
+    "good_output_throughput",
     "output_throughput",
-    "goodput",
-    "ttft_p99_ms",
-    "tpot_p99_ms",
+    "ttft_p90_ms",
+    "tpot_p50_ms",
     "cost_per_million_tokens",
     "peak_rss_mib",
     "perplexity_ratio",
@@ -54,16 +61,21 @@ BRIEF = (
 )
 
 
-def pair_record(line: PairLine, inputs: ReportInputs, brief: bool = False) -> dict[str, Any]:
+def pair_record(
+    line: PairLine, inputs: ReportInputs, rank: int | None = None, brief: bool = False
+) -> dict[str, Any]:
     row = line.row
+    measured = row is not None and row.measured
     quality = inputs.quality.get(line.variant)
     out: dict[str, Any] = {
-        "slo_passed": line.passes if row is not None and row.measured else False,
+        "rank": rank,
+        "ranked": bool(line.passes and measured),
+        "slo_verdict": row.slo_verdict if measured and row else None,
         "server_point": row.server_point if row else None,
         "load_point": row.load_point if row else None,
     }
     for m in PAIR_METRICS:
-        out[m] = row.metric(m) if row is not None and row.measured else None
+        out[m] = row.metric(m) if measured and row else None
     out["peak_rss_mib"] = line.peak_rss_bytes / MIB if line.peak_rss_bytes else None
     out["size_mib"] = line.size_bytes / MIB if line.size_bytes else None
     for key in QUALITY_METRICS:
@@ -73,35 +85,57 @@ def pair_record(line: PairLine, inputs: ReportInputs, brief: bool = False) -> di
     return {k: _rounded(v) for k, v in out.items()}
 
 
+def _ranks(ranking: list[RankingRow]) -> dict[tuple[str, str], int | None]:
+    return {(r.pair, w): c.rank for r in ranking for w, c in r.cells.items()}
+
+
 def metrics_json(
     inputs: ReportInputs,
     profiles: list[Profile],
     lines_by_profile: dict[str, list[PairLine]],
     points: list[PointRow],
+    ranking: list[RankingRow],
 ) -> dict[str, Any]:
+    ranks = _ranks(ranking)
     recommended: dict[str, Any] = {}
     for profile in profiles:
         best = profile.best
         if best is None:
-            recommended[profile.name] = {"pair": None, "found": False}
+            recommended[profile.key] = {"pair": None, "found": False}
             continue
-        line = next(x for x in lines_by_profile[profile.name] if x.pair == best.pair)
-        recommended[profile.name] = {"pair": best.pair, "found": True, **pair_record(line, inputs)}
-    default = profiles[0].name if profiles else None
-    pairs = {
-        line.pair: pair_record(line, inputs, brief=True)
-        for line in lines_by_profile.get(default or "", [])
-    }
+        line = next(x for x in lines_by_profile[profile.key] if x.pair == best.pair)
+        metric = profile.ranked_by
+        iv = best.row.intervals.get(metric)
+        recommended[profile.key] = {
+            "pair": best.pair,
+            "found": True,
+            "ties": len(profile.ties),
+            f"{metric}_low": iv.low if iv else None,
+            f"{metric}_high": iv.high if iv else None,
+            **pair_record(line, inputs, ranks.get((best.pair, profile.workload))),
+        }
+    pairs: dict[str, dict[str, Any]] = {name: {} for name in sorted(inputs.pairs)}
+    for profile in profiles:
+        if not profile.is_default:
+            continue
+        for line in lines_by_profile.get(profile.key, []):
+            rank = ranks.get((line.pair, profile.workload))
+            pairs[line.pair][profile.workload] = pair_record(line, inputs, rank, brief=True)
+    rows = [r for p in profiles if p.is_default for r in p.rows]
     counts = {
         "pairs": len(inputs.pairs),
-        "pairs_meeting_slo": sum(1 for p in pairs.values() if p["slo_passed"]),
+        "workloads": sum(1 for p in profiles if p.is_default),
+        "rows": len(rows),
+        "rows_measured": sum(1 for r in rows if r.row.measured),
+        "rows_ranked": sum(1 for r in rows if r.rankable),
+        "rows_flagged": sum(1 for r in rows if r.row.measured and not r.rankable),
         "points": len(points),
-        "points_meeting_slo": sum(1 for p in points if p.passed),
     }
     return clean_json({"recommended": recommended, "pairs": pairs, "counts": counts})
 
 
 POINT_COLUMNS = (
+    "workload",
     "pair",
     "variant",
     "engine",
@@ -109,7 +143,9 @@ POINT_COLUMNS = (
     "load_point",
     "load_kind",
     "load",
-    "slo_passed",
+    "slo_verdict",
+    "ranked",
+    "flags",
     *ROW_METRICS,
     "peak_rss_mib",
     "size_mib",
@@ -131,13 +167,16 @@ def points_csv(points: list[PointRow]) -> str:
     for p in points:
         rows.append(
             {
+                "workload": p.workload,
                 "pair": p.pair,
                 "variant": p.variant,
                 "engine": p.engine,
                 "server_point": p.server_point,
                 "load_point": p.load_point,
                 "load_kind": p.load_kind,
-                "slo_passed": p.passed,
+                "slo_verdict": p.slo_verdict,
+                "ranked": p.passed is not False,
+                "flags": "; ".join(p.flags),
                 **p.values,
             }
         )
@@ -145,12 +184,15 @@ def points_csv(points: list[PointRow]) -> str:
 
 
 PAIR_COLUMNS = (
+    "workload",
     "pair",
     "variant",
     "engine",
+    "rank",
+    "ranked",
+    "slo_verdict",
     "server_point",
     "load_point",
-    "slo_passed",
     *PAIR_METRICS,
     "peak_rss_mib",
     "size_mib",
@@ -158,9 +200,23 @@ PAIR_COLUMNS = (
 )
 
 
-def pairs_csv(lines: list[PairLine], inputs: ReportInputs) -> str:
+def pairs_csv(
+    profiles: list[Profile],
+    lines_by_profile: dict[str, list[PairLine]],
+    inputs: ReportInputs,
+    ranking: list[RankingRow],
+) -> str:
+    ranks = _ranks(ranking)
     rows = [
-        {"pair": x.pair, "variant": x.variant, "engine": x.engine, **pair_record(x, inputs)}
-        for x in lines
+        {
+            "workload": p.workload,
+            "pair": x.pair,
+            "variant": x.variant,
+            "engine": x.engine,
+            **pair_record(x, inputs, ranks.get((x.pair, p.workload))),
+        }
+        for p in profiles
+        if p.is_default
+        for x in lines_by_profile.get(p.key, [])
     ]
     return _csv(PAIR_COLUMNS, rows)

@@ -76,7 +76,7 @@ def preferred_hardware(estimates: list[VariantEstimate]) -> str | None:
 
 def _measured_lengths(inputs: ReportInputs, key: PointKey) -> tuple[float | None, float | None]:
     repeats = inputs.records.get(key, [])
-    done = [r for rep in repeats for r in rep.records if r.status == "completed"]
+    done = [r for rep in repeats for r in rep.measured if r.status == "completed"]
     prompts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
     outputs = [r.output_tokens for r in done if r.output_tokens is not None]
     return (
@@ -128,7 +128,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
             missing_variants.add(judged.variant)
             continue
         concurrency = int(row.load_value)
-        key = PointKey(judged.pair, row.server_point, row.load_point)
+        key = PointKey(judged.pair, row.server_point, row.workload, row.load_point)
         lengths = _measured_lengths(inputs, key)
         for est in ests:
             point = est.at(concurrency)

@@ -47,6 +47,17 @@ def _environment() -> jinja2.Environment:
         signed_pct=tables.signed_pct,
         mib=tables.mib,
         money=lambda v, currency="": tables.money(v, currency),
+        figure=tables.figure_text,
+    )
+    env.globals.update(
+        figure=tables.figure_text,
+        load_parts=tables.load_parts,
+        harness_text=tables.harness_text,
+        cache_text=tables.cache_text,
+        sample_text=tables.sample_text,
+        status_of=tables.status_of,
+        why_not=tables.why_not,
+        metric_label=lambda name: tables.METRICS[name].label,
     )
     return env
 

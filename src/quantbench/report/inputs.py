@@ -16,46 +16,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from quantbench.bench.results import HEADLINE
 from quantbench.load.records import RequestRecord, iter_records
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput
-from quantbench.schemas.bench import BenchRow, PairSummary
+from quantbench.schemas.bench import HEADLINE_FIGURES, BenchRow, PairSummary
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile, VariantEstimate
 from quantbench.schemas.finetune import FinetuneReport
 from quantbench.schemas.merge import MergeReport
 from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
-from quantbench.schemas.session import SessionSummary
+from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.variant import VariantRecord
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=StageOutput)
 
-# The bench stage's headline metrics, named once (bench/results.py).
-HEADLINE_METRICS = tuple(HEADLINE)
+# The bench stage's headline figures, named once (schemas/bench.py).
+HEADLINE_METRICS = HEADLINE_FIGURES
 
 
 # ---------------------------------------------------------------------------------------------
-# raw request records: reports/bench/<pair>/<server point>/<load point>/r<k>/records.jsonl
+# raw request records:
+# reports/bench/<pair>/<server point>/<workload>/<load point>/r<k>/records.jsonl
 
 
 @dataclass(frozen=True)
 class PointKey:
     pair: str
     server_point: str
+    workload: str
     load_point: str
 
 
 @dataclass
 class RepeatRecords:
-    """The measured (non-warm-up) records of one repeat, and the percentiles it was run with."""
+    """Every record of one repeat (all phases: the window's throughput counts warm-up and
+    cool-down tokens inside it), and the run's own summary.json where it could be read."""
 
     repeat: int
     records: list[RequestRecord]
-    percentiles: list[float] | None = None
-    scenario: str | None = None
+    session: SessionSummary | None = None
+
+    @property
+    def measured(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.phase == "measured"]
+
+    @property
+    def percentiles(self) -> list[float] | None:
+        return self.session.percentiles if self.session is not None else None
+
+    @property
+    def scenario(self) -> str | None:
+        return self.session.scenario if self.session is not None else None
+
+    @property
+    def fixed_output_length(self) -> bool:
+        workload = self.session.workload if self.session is not None else {}
+        return bool(workload.get("fixed_output_length", False))
+
+    def point(self, load_point: str) -> PointResult | None:
+        """The run's own result of this point (as the bench stage computed it)."""
+        if self.session is None:
+            return None
+        return next((p for p in self.session.points if p.point == load_point), None)
 
 
 @dataclass
@@ -161,13 +185,14 @@ def load_estimates(path: Path, problems: list[str]) -> list[VariantEstimate]:
 def _session(
     run_dir: Path, key: PointKey, repeat: int, problems: list[str]
 ) -> SessionSummary | None:
-    """The load run's own summary.json (its percentiles and scenario), if there is one."""
+    """The load run's own summary.json (its percentiles, scenario, checks), if there is one."""
     return read_output(
         run_dir / "summary.json",
         SessionSummary,
         problems,
         pair=key.pair,
         server_point=key.server_point,
+        workload=key.workload,
         load_point=key.load_point,
         repeat=repeat,
     )
@@ -176,25 +201,64 @@ def _session(
 def load_point_records(
     pair_dir: Path, row: BenchRow, problems: list[str], pair: str = ""
 ) -> list[RepeatRecords]:
-    """The measured records of each repeat of one point; [] where none were written."""
-    point_dir = pair_dir / row.server_point / row.load_point
-    key = PointKey(pair or pair_dir.name, row.server_point, row.load_point)
+    """The records of each repeat of one point (every phase); [] where none were written."""
+    point_dir = pair_dir / row.server_point / row.workload / row.load_point
+    key = PointKey(pair or pair_dir.name, row.server_point, row.workload, row.load_point)
     repeats: list[RepeatRecords] = []
     for k in range(max(row.repeats, 0)):
         path = point_dir / f"r{k}" / "records.jsonl"
         if not path.is_file():
             continue
         try:
-            records = [r for r in iter_records(path) if not r.warmup]
+            records = list(iter_records(path))
         except (OSError, ValueError) as exc:
             problems.append(f"{path.as_posix()}: unreadable ({exc})")
             continue
-        session = _session(path.parent, key, k, problems)
-        if session is None:
-            repeats.append(RepeatRecords(k, records))
-        else:
-            repeats.append(RepeatRecords(k, records, session.percentiles, session.scenario))
+        repeats.append(RepeatRecords(k, records, _session(path.parent, key, k, problems)))
     return repeats
+
+
+def workload_order(pairs: dict[str, PairSummary]) -> list[str]:
+    """Every workload any bench stage ran, in the order the stages list them."""
+    seen: dict[str, None] = {}
+    for _, summary in sorted(pairs.items()):
+        for name in [*summary.workloads, *(r.workload for r in summary.rows)]:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def _slo_texts(pairs: dict[str, PairSummary], workload: str) -> dict[str, str]:
+    return {
+        name: summary.slos[workload]
+        for name, summary in sorted(pairs.items())
+        if workload in summary.slos
+    }
+
+
+def workload_slos(pairs: dict[str, PairSummary], fallback: str = "") -> dict[str, str]:
+    """Each workload's SLO profile as the bench stages judged it (``fallback`` where no stage
+    names one)."""
+    out: dict[str, str] = {}
+    for workload in workload_order(pairs):
+        texts = _slo_texts(pairs, workload)
+        out[workload] = next(iter(texts.values())) if texts else fallback
+    return out
+
+
+def slo_conflicts(pairs: dict[str, PairSummary]) -> list[str]:
+    """A note per workload the bench stages judged by different SLOs (a stage run before the
+    workload's SLO changed): the report uses the first pair's."""
+    notes = []
+    for workload in workload_order(pairs):
+        texts = _slo_texts(pairs, workload)
+        if len(set(texts.values())) > 1:
+            notes.append(
+                f"workload {workload}: the bench stages judged it by different SLOs ("
+                + "; ".join(f"{p}: {t!r}" for p, t in texts.items())
+                + f"); the report uses {next(iter(texts.values()))!r}. Rerun the stale "
+                "`dvc repro bench@<pair>` stages"
+            )
+    return notes
 
 
 def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> ReportInputs:
@@ -215,10 +279,11 @@ def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> Repo
     for name, summary in inputs.pairs.items():
         for row in summary.rows:
             if row.repeats > 0:
-                key = PointKey(name, row.server_point, row.load_point)
+                key = PointKey(name, row.server_point, row.workload, row.load_point)
                 inputs.records[key] = load_point_records(
                     root / paths.bench / name, row, problems, pair=name
                 )
+    problems.extend(slo_conflicts(inputs.pairs))
     for name in sorted(names - set(inputs.quality)):
         problems.append(
             f"{(paths.quality / f'{name}.json').as_posix()}: missing (no quality figures)"
@@ -256,4 +321,7 @@ __all__ = [
     "finite",
     "load_inputs",
     "read_output",
+    "slo_conflicts",
+    "workload_order",
+    "workload_slos",
 ]

@@ -1,4 +1,6 @@
-"""summary.md: the headline table and the recommendation, for a pull request or a chat.
+"""summary.md: per workload the decision (winner with intervals, ties, the rule that decided),
+the ranking across workloads, and every row that is not ranked with its reason, for a pull
+request or a chat.
 
 Text that came from a model or a server (error messages, reasons quoting them) is escaped so it
 cannot break the table or inject markup.
@@ -8,10 +10,21 @@ from __future__ import annotations
 
 import re
 
+from quantbench.report.profiles import Profile
 from quantbench.report.recommend import Recommendation
-from quantbench.report.tables import PairLine, mib, money, ms, num
+from quantbench.report.tables import (
+    METRICS,
+    PairLine,
+    RankCell,
+    RankingRow,
+    figure_text,
+    mib,
+    sample_text,
+    why_not,
+)
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|])")
+TRUNCATE = 240
 
 
 def md(text: object) -> str:
@@ -28,64 +41,106 @@ def code(text: str) -> str:
     return f"{fence}{pad}{flat}{pad}{fence}"
 
 
-STATUS = {"pass": "✅ pass", "fail": "❌ fail", "error": "💥 error", "no SLO": "– no SLO"}
+def _short(text: str, limit: int = TRUNCATE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _cell_pair(line: PairLine) -> list[str]:
+STATUS = {
+    "pass": "✅ ranked",
+    "no SLO": "✅ ranked (no SLO)",
+    "fail": "❌ misses SLO",
+    "undecided": "❔ SLO undecided",
+    "flagged": "🚩 flagged",
+    "error": "💥 error",
+}
+
+
+def _cell_pair(line: PairLine, metric: str) -> list[str]:
     r = line.row
-    measured = r is not None and r.measured
+    measured = r is not None and r.measured and not line.failure
     where = f"{r.server_point} @ {r.load_point}" if r is not None and measured else "–"
-    reasons = "; ".join(line.reasons)
-    if len(reasons) > 240:
-        reasons = reasons[:237] + "..."
+    reasons = _short("; ".join(line.reasons))
     return [
         md(line.variant),
         md(line.engine),
         md(where),
         md(line.quality.short()),
-        mib(line.size_bytes),
         mib(line.peak_rss_bytes),
-        f"{ms(r.ttft_p50_ms)} / {ms(r.ttft_p99_ms)}" if measured and r else "–",
-        f"{ms(r.tpot_p50_ms)} / {ms(r.tpot_p99_ms)}" if measured and r else "–",
-        num(r.output_throughput) if measured and r else "–",
-        num(r.goodput) if measured and r else "–",
-        money(r.cost_per_million_tokens, line.currency) if measured and r else "–",
+        md(line.served_check),
+        md(figure_text(r, metric)) if measured else "–",
+        md(figure_text(r, "ttft_p90_ms")) if measured else "–",
+        md(figure_text(r, "tpot_p50_ms")) if measured else "–",
+        md(sample_text(r)) if measured and r is not None else "–",
         f"{STATUS[line.status]}: {md(reasons)}" if reasons else STATUS[line.status],
     ]
 
 
-HEADER = [
-    "variant",
-    "engine",
-    "setting @ load",
-    "quality vs merged bf16",
-    "size",
-    "peak mem",
-    "TTFT p50 / p99",
-    "TPOT p50 / p99",
-    "out tok/s",
-    "goodput req/s",
-    "cost / 1M tok",
-    "SLO",
-]
-
-
-def table(lines: list[PairLine]) -> str:
-    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+def table(lines: list[PairLine], metric: str) -> str:
+    header = [
+        "variant", "engine", "setting @ load", "quality vs merged bf16", "peak mem",
+        "served check", METRICS[metric].label, "TTFT p90", "TPOT p50", "sample", "status",
+    ]  # fmt: skip
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for line in lines:
-        out.append("| " + " | ".join(_cell_pair(line)) + " |")
+        out.append("| " + " | ".join(_cell_pair(line, metric)) + " |")
     return "\n".join(out)
 
 
-def summary_markdown(recs: list[Recommendation], problems: list[str], title: str) -> str:
+def _rank_cell(cell: RankCell | None) -> str:
+    if cell is None:
+        return "–"
+    if cell.rank is None:
+        return "not ranked"
+    mark = "★ " if cell.winner else ""
+    tie = " (tie)" if cell.tie else ""
+    return f"{mark}{cell.rank}{tie}: {md(cell.figure())}"
+
+
+def ranking_table(ranking: list[RankingRow], profiles: list[Profile]) -> str:
+    header = ["pair"] + [
+        f"{md(p.workload)} ({'good tok/s' if p.rank_by_goodput else 'tok/s'})" for p in profiles
+    ]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in ranking:
+        cells = [md(row.pair)] + [_rank_cell(row.cells.get(p.workload)) for p in profiles]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _decision(rec: Recommendation, parts: list[str]) -> None:
+    """The winner, its figures, the rule that decided and the ties (or why there is none)."""
+    parts += [f"**{md(rec.headline)}**", ""]
+    if rec.winner is None:
+        parts += [f"- {md(_short(miss, 400))}" for miss in rec.misses]
+        parts.append("")
+        return
+    parts.append("; ".join(f"{md(label)} {md(value)}" for label, value in rec.figures) + ".")
+    parts.append("")
+    parts.append(f"Decided by: {md(rec.decided_by)}.")
+    if rec.ties:
+        parts.append("")
+        parts.append("Not separable from the winner beyond noise (a tie):")
+        if rec.winner_tie is not None:
+            parts.append(f"- winner {md(rec.winner_tie.text())}")
+        parts += [f"- tied {md(t.text())}" for t in rec.ties]
+    parts.append("")
+
+
+def summary_markdown(
+    recs: list[Recommendation],
+    ranking: list[RankingRow],
+    profiles: list[Profile],
+    problems: list[str],
+    title: str,
+) -> str:
     parts = [f"# {md(title)}", ""]
-    for i, rec in enumerate(recs):
-        p = rec.profile
-        slo = code(p.slo) if p.slo.strip() else "no constraints"
-        parts.append(f"## {'Recommendation' if i == 0 else 'Profile'} `{md(p.name)}`: {slo}")
-        parts.append("")
-        parts.append(f"**{md(rec.headline)}**")
-        parts.append("")
+    if not profiles:
+        parts += ["No benchmark results yet: nothing to recommend.", ""]
+    for profile in profiles:
+        rec = next(r for r in recs if r.profile is profile)
+        slo = code(profile.slo) if profile.slo.strip() else "no constraints"
+        parts += [f"## Workload `{md(profile.workload)}`: {slo}", ""]
+        _decision(rec, parts)
         if rec.winner is not None:
             parts.append(f"What you give up: {md(rec.given_up)}.")
             parts.append("")
@@ -96,28 +151,43 @@ def summary_markdown(recs: list[Recommendation], problems: list[str], title: str
             if rec.verdicts:
                 parts.append("")
                 parts.append("SLO: " + "; ".join(md(v.reason) for v in rec.verdicts))
-        else:
-            for miss in rec.misses:
-                parts.append(f"- {md(miss)}")
-        if p.gated:
             parts.append("")
+        if profile.gated:
             parts.append(
                 "Not recommended for quality: "
-                + "; ".join(f"{md(v)} ({md(why)})" for v, why in sorted(p.gated.items()))
+                + "; ".join(f"{md(v)} ({md(why)})" for v, why in sorted(profile.gated.items()))
             )
+            parts.append("")
+        parts.append(
+            f"Each pair at its best ranked point (or its nearest miss), by "
+            f"{METRICS[profile.ranked_by].label.lower()}:"
+        )
+        parts += ["", table(rec.lines, profile.ranked_by), ""]
+        for extra in recs:
+            p = extra.profile
+            if p.workload != profile.workload or p.is_default:
+                continue
+            parts += [f"### Profile `{md(p.name)}`: {code(p.slo)}", ""]
+            _decision(extra, parts)
+    if profiles:
+        parts += ["## Ranking across workloads", ""]
+        parts.append(
+            "Each pair at its best ranked point per workload; ★ is the workload's winner, "
+            "(tie) a pair the winner cannot be separated from beyond noise."
+        )
+        parts += ["", ranking_table(ranking, profiles), ""]
+        flagged = [(p, r) for p in profiles for r in p.rows if not r.rankable]
+        parts += ["## Rows not ranked", ""]
+        if not flagged:
+            parts += ["Every measured row met its SLO and every check.", ""]
+        for p, r in flagged:
+            reasons = "; ".join(why_not(r)) or "not ranked"
+            parts.append(f"- `{md(p.workload)}` · {md(r.label)}: {md(_short(reasons, 400))}")
         parts.append("")
-        if i == 0:
-            parts.append(
-                "Each pair at its best point under this profile (or its nearest miss). "
-                f"Ranked by {p.ranked_by}."
-            )
-            parts.append("")
-            parts.append(table(rec.lines))
-            parts.append("")
     if problems:
         parts.append("## Missing or unreadable inputs")
         parts.append("")
         parts.extend(f"- {md(p)}" for p in problems)
         parts.append("")
-    parts.append("Open `reports/index.html` for the charts, distributions and provenance.")
+    parts.append("Open `reports/index.html` for every row's figures, the charts and provenance.")
     return "\n".join(parts) + "\n"

@@ -1,38 +1,47 @@
-"""Judge every measured point against each SLO profile and pick a winner per profile.
+"""Judge every row per workload and SLO profile, and pick each one's winner.
 
-The profile named ``default`` is ``slo:`` from params, the one the bench stages judged by: their
-verdicts are kept as written. Other profiles (``report.profiles``) are judged the way the bench
-stage would have judged them: the load harness's own :func:`quantbench.load.metrics.summarize`
-runs over each repeat's raw records with the profile's constraints (that is what goodput needs),
-and :func:`quantbench.bench.results.fold_repeats` folds the repeats (a point passes only if every
-repeat does). Where a point's records are missing, its aggregate figures (p50/p99, throughput,
-error rate) are checked instead and a constraint they cannot answer fails with "no value".
+A pair runs several workloads, each judged by its own SLO profile (``PairSummary.slos``). For each
+workload the profile named ``default`` is that SLO, the one the bench stages judged by: their rows
+are kept as written. Each extra profile of ``report.profiles`` is judged for every workload the way
+the bench stage judges: :func:`quantbench.load.metrics.summarize` over each repeat's raw records
+(every phase) with the profile's constraints (what goodput and good tokens need), then
+:func:`quantbench.bench.results.fold_repeats` and :func:`~quantbench.bench.results.checks` (a point
+passes only if every repeat does; a flagged point is never ranked). Where a point's records are
+missing, its aggregate figures with their intervals answer the constraints they can, and good
+tokens, which need every request, cannot be recomputed: such a row is not ranked under a profile
+with per-request constraints.
 
-The winner is :func:`quantbench.bench.results.pick_best` applied to every pair's rows at once,
-after the optional quality gates of ``report:``.
+The winner of a (workload, profile) is :func:`quantbench.bench.results.pick_best` over every
+pair's rows of that workload at once, after the optional quality gates of ``report:``: rows whose
+interval overlaps the leader's are a tie, settled by quality (the variant's perplexity ratio to the
+merged model), then memory (the server point's peak RSS), then p99 end-to-end latency.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quantbench import slo as slo_mod
-from quantbench.bench.results import fold_repeats, pick_best
+from quantbench.bench.results import checks, fold_repeats, pick_best, rank_metric
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.spec import DEFAULT_PERCENTILES
-from quantbench.report.inputs import PointKey, ReportInputs
+from quantbench.report.inputs import PointKey, ReportInputs, workload_slos
 from quantbench.report.spec import DEFAULT_PROFILE, ReportSettings
-from quantbench.schemas.bench import BenchRow, Interval, PairSummary
+from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
 from quantbench.schemas.quality import QualityReport
 
 JudgedFrom = Literal["bench", "records", "aggregates", "not measured"]
+NO_RECORDS_FLAG = (
+    "raw records missing: good output throughput under this profile cannot be recomputed"
+)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One constraint of a profile at one point."""
+    """One constraint of a profile at one point (the worst repeat's)."""
 
     text: str
     metric: str
@@ -40,8 +49,14 @@ class Verdict:
     op: str
     threshold: float
     value: float | None
-    passed: bool
+    low: float | None
+    high: float | None
+    verdict: Literal["pass", "fail", "undecided"]
     reason: str
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +66,9 @@ class Verdict:
             "op": self.op,
             "threshold": self.threshold,
             "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "verdict": self.verdict,
             "passed": self.passed,
             "reason": self.reason,
         }
@@ -58,7 +76,7 @@ class Verdict:
 
 @dataclass
 class JudgedRow:
-    """A bench row with the SLO fields of one profile."""
+    """A bench row under one profile, with what the tie rules need."""
 
     pair: str
     variant: str
@@ -66,30 +84,83 @@ class JudgedRow:
     row: BenchRow
     verdicts: list[Verdict]
     judged_from: JudgedFrom
+    peak_rss_bytes: int | None = None
+    perplexity_ratio: float | None = None
+    served_check: str | None = None
+    """The server point's served check verdict (match, mismatch, undecided, not checked)."""
     index: int = 0
+
+    @property
+    def workload(self) -> str:
+        return self.row.workload
 
     @property
     def passed(self) -> bool | None:
         return self.row.slo_passed
 
     @property
+    def rankable(self) -> bool:
+        return self.row.rankable
+
+    @property
     def label(self) -> str:
         return f"{self.pair} · {self.row.server_point} · {self.row.load_point}"
+
+    @property
+    def key(self) -> str:
+        """pair/server point/workload/load point: unique across the report."""
+        return f"{self.pair}/{self.row.key}"
 
     def as_bench_dict(self) -> dict[str, Any]:
         """The row as the bench stage's dict (what pick_best reads), tagged with its index."""
         return {**self.row.model_dump(mode="python"), "pair": self.pair, "_index": self.index}
 
 
+Pick = tuple[JudgedRow | None, list[JudgedRow], str]
+
+
+def pick(rows: Sequence[JudgedRow], rank_by_goodput: bool) -> Pick:
+    """pick_best over judged rows: (winner, the rows tied with it, the rule that decided)."""
+    by_index = {r.index: r for r in rows}
+    best, tied, rule = pick_best(
+        [r.as_bench_dict() for r in rows],
+        rank_by_goodput,
+        memory=lambda d: _num(by_index[d["_index"]].peak_rss_bytes),
+        quality=lambda d: _num(by_index[d["_index"]].perplexity_ratio),
+    )
+    if best is None:
+        return None, [], rule
+    return by_index[best["_index"]], [by_index[t["_index"]] for t in tied], rule
+
+
+def _num(value: float | int | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
 @dataclass
 class Profile:
+    """One SLO profile of one workload: every row of the workload judged by it, and the winner."""
+
+    workload: str
     name: str
     slo: str
     constraints: list[slo_mod.Constraint]
     rows: list[JudgedRow] = field(default_factory=list)
     best: JudgedRow | None = None
+    ties: list[JudgedRow] = field(default_factory=list)
+    """The rows the winner cannot be separated from beyond noise."""
+    decided_by: str = ""
     gated: dict[str, str] = field(default_factory=dict)
     """variant -> why the quality gates keep it from being recommended."""
+
+    @property
+    def key(self) -> str:
+        """Its key in best_config.json: the workload, or '<workload>:<profile>'."""
+        return self.workload if self.is_default else f"{self.workload}:{self.name}"
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == DEFAULT_PROFILE
 
     @property
     def rank_by_goodput(self) -> bool:
@@ -97,17 +168,23 @@ class Profile:
 
     @property
     def ranked_by(self) -> str:
-        return "goodput" if self.rank_by_goodput else "output_throughput"
+        return rank_metric(self.rank_by_goodput)
 
     def pair_rows(self, pair: str) -> list[JudgedRow]:
         return [r for r in self.rows if r.pair == pair]
 
-    def pair_best(self, pair: str) -> JudgedRow | None:
+    def pair_pick(self, pair: str) -> Pick:
         """The pair's own winner under this profile (quality gates do not apply within a pair)."""
-        return _pick(self.pair_rows(pair), self.rank_by_goodput)
+        return pick(self.pair_rows(pair), self.rank_by_goodput)
+
+    def pair_best(self, pair: str) -> JudgedRow | None:
+        return self.pair_pick(pair)[0]
 
     def representative(self, pair: str) -> tuple[JudgedRow | None, bool]:
-        """The row that stands for a pair: its winner, else its nearest miss (and False)."""
+        """The row that stands for a pair: the overall winner when it is the pair's, else the
+        pair's own winner, else its nearest miss (and False)."""
+        if self.best is not None and self.best.pair == pair:
+            return self.best, True
         best = self.pair_best(pair)
         if best is not None:
             return best, True
@@ -117,21 +194,18 @@ class Profile:
             return (rows[0] if rows else None), False
         metric = self.ranked_by
 
-        def closeness(r: JudgedRow) -> tuple[int, float]:
+        def closeness(r: JudgedRow) -> tuple[int, int, float]:
             passes = sum(1 for v in r.verdicts if v.passed)
             value = r.row.metric(metric)
             if value is None:
                 value = r.row.metric("output_throughput") or 0.0
-            return passes, value
+            return -len(r.row.flags), passes, value
 
         return max(measured, key=closeness), False
 
 
-def _pick(rows: Sequence[JudgedRow], rank_by_goodput: bool) -> JudgedRow | None:
-    chosen = pick_best([r.as_bench_dict() for r in rows], rank_by_goodput)
-    if chosen is None:
-        return None
-    return next(r for r in rows if r.index == chosen["_index"])
+# ---------------------------------------------------------------------------------------------
+# judging one row
 
 
 def _verdicts(results: Sequence[slo_mod.ConstraintResult]) -> list[Verdict]:
@@ -143,35 +217,163 @@ def _verdicts(results: Sequence[slo_mod.ConstraintResult]) -> list[Verdict]:
             op=c.constraint.op,
             threshold=c.constraint.threshold,
             value=c.value,
-            passed=c.passed,
+            low=c.low,
+            high=c.high,
+            verdict=c.verdict,
             reason=c.reason,
         )
         for c in results
     ]
 
 
-def _aggregate_lookup(row: BenchRow) -> Any:
-    """SLO lookup from a row's aggregates only (used where raw records are missing)."""
+_ORDER = {"fail": 0, "undecided": 1, "pass": 2}
 
-    def lookup(metric: str, statistic: str | None) -> float | None:
+
+def _worst(results: Sequence[PointResult]) -> PointResult:
+    """The repeat that decides the row's verdict (fold_repeats takes the same one)."""
+    return min(results, key=lambda r: _ORDER.get(r.slo_verdict or "fail", 0))
+
+
+def served_mismatch(server: ServerPoint | None) -> str | None:
+    """What the bench stage flags when the served answers differ from the evaluated variant's."""
+    check = server.served_check if server is not None else None
+    if check is None or check.verdict != "mismatch":
+        return None
+    return f"{check.mismatched} of {check.decided} certain answers differ"
+
+
+def _meta(point: PointResult | None) -> dict[str, Any]:
+    """What the load process wrote beside its records, as far as the run's result keeps it
+    (its stop reason, its own loop lag and CPU share), for summarize's harness check."""
+    if point is None:
+        return {}
+    meta: dict[str, Any] = {"stop_reason": point.stop_reason}
+    if point.harness.loop_lag_p99_ms is not None:
+        meta["loop_lag"] = {"p99_ms": point.harness.loop_lag_p99_ms}
+    if point.harness.client_cpu_share is not None:
+        meta["client_cpu_s"] = point.harness.client_cpu_share
+        meta["client_wall_s"] = 1.0
+    return meta
+
+
+def row_confidence(row: BenchRow, default: float) -> float:
+    """The confidence the bench stage computed the row's intervals at."""
+    return next((iv.confidence for iv in row.intervals.values()), default)
+
+
+def resummarize(
+    inputs: ReportInputs,
+    pair: str,
+    row: BenchRow,
+    constraints: Sequence[slo_mod.Constraint],
+    confidence: float,
+) -> list[PointResult]:
+    """Each repeat's result of the row's point, recomputed from its raw records under
+    ``constraints``; [] unless every repeat's records are there."""
+    key = PointKey(pair, row.server_point, row.workload, row.load_point)
+    repeats = inputs.records.get(key, [])
+    if not repeats or len(repeats) != row.repeats:
+        return []
+    results = []
+    for rep in repeats:
+        own = rep.point(row.load_point)
+        records = [r for r in rep.records if r.point == row.load_point] or rep.records
+        results.append(
+            summarize(
+                records,
+                point=row.load_point,
+                scenario=rep.scenario or row.workload,
+                shape=own.shape if own is not None else (row.shape or {}),
+                percentiles=rep.percentiles or list(DEFAULT_PERCENTILES),
+                constraints=constraints,
+                confidence=confidence,
+                fixed_output_length=rep.fixed_output_length,
+                meta=_meta(own),
+                wall_offset=(own.window.started_at_wall - own.window.start) if own else None,
+            )
+        )
+    return results
+
+
+def refold(
+    results: Sequence[PointResult],
+    row: BenchRow,
+    summary: PairSummary,
+    confidence: float,
+) -> BenchRow:
+    """The repeats' results folded and checked into a row, as the bench stage does."""
+    folded = fold_repeats(
+        results,
+        workload=row.workload,
+        confidence=confidence,
+        price_per_hour=summary.price_per_hour,
+        possible_cache_share=row.cache.possible_share if row.cache else None,
+    )
+    folded.update(
+        server_point=row.server_point,
+        settings=row.settings,
+        command=row.command,
+        env=row.env,
+        load_point=row.load_point,
+        shape=row.shape,
+        error=row.error,
+    )
+    checks(folded, served_mismatch(summary.server(row.server_point)))
+    return BenchRow.model_validate(folded)
+
+
+def _aggregate_lookup(row: BenchRow) -> slo_mod.Lookup:
+    """SLO lookup from a row's aggregates and their intervals (used where records are missing)."""
+
+    def figure(name: str, why: str | None = None) -> Any:
+        value = row.metric(name)
+        if why is not None:
+            return (value, None, None, why)
+        iv = row.intervals.get(name)
+        if value is not None and iv is not None:
+            return (value, iv.low, iv.high, None)
+        return value
+
+    def lookup(metric: str, statistic: str | None) -> Any:
         if metric in slo_mod.LATENCY_METRICS:
             stat = {"median": "p50"}.get(statistic or "", statistic)
-            if stat in ("p50", "p99"):
-                return row.metric(f"{metric}_{stat}_ms")
-            return None
+            name = f"{metric}_{stat}_ms"
+            if name in row.too_few:
+                return figure(name, f"too few requests for {stat}")
+            return figure(name) if name in type(row).model_fields else None
         return {
-            "rps": row.metric("request_throughput"),
-            "output_tps": row.metric("output_throughput"),
-            "error_rate": row.metric("error_rate"),
-            "goodput": None,
-            "total_tps": None,
-        }.get(metric)
+            "rps": lambda: figure("request_throughput"),
+            "output_tps": lambda: figure("output_throughput"),
+            "error_rate": lambda: figure("error_rate"),
+        }.get(metric, lambda: None)()
 
     return lookup
 
 
-def _worst(results: Sequence[PointResult]) -> PointResult:
-    return min(results, key=lambda r: sum(1 for c in r.slo if c.passed))
+def _from_aggregates(
+    row: BenchRow, summary: PairSummary, constraints: Sequence[slo_mod.Constraint]
+) -> tuple[BenchRow, list[Verdict]]:
+    checked = slo_mod.evaluate(constraints, _aggregate_lookup(row)) if constraints else []
+    verdict = slo_mod.overall(checked)
+    data = row.model_dump(mode="python")
+    # good requests are per request: without the records they cannot be counted for this SLO
+    intervals = {
+        k: v for k, v in data["intervals"].items() if k not in ("goodput", "good_output_throughput")
+    }
+    data.update(
+        intervals=intervals,
+        goodput=None,
+        good_output_throughput=None,
+        slo_verdict=verdict,
+        slo_passed=None if verdict is None else verdict == "pass",
+        slo_passes=None,
+        slo_reasons=[c.reason for c in checked],
+    )
+    checks(data, served_mismatch(summary.server(row.server_point)))
+    if slo_mod.per_request(constraints):
+        data["flags"] = [*data["flags"], NO_RECORDS_FLAG]
+        data["rankable"] = False
+    return BenchRow.model_validate(data), _verdicts(checked)
 
 
 def judge_row(
@@ -181,57 +383,26 @@ def judge_row(
     text: str,
     constraints: Sequence[slo_mod.Constraint],
     confidence: float,
+    as_bench: bool,
 ) -> tuple[BenchRow, list[Verdict], JudgedFrom]:
-    """The row with its SLO fields under ``text`` (see the module docstring)."""
+    """The row under ``text`` (see the module docstring); ``as_bench``: the bench stage's own
+    profile, whose rows are kept as written (the records only give the verdicts' details)."""
     if not row.measured:
-        reasons = row.slo_reasons or ([row.error] if row.error else ["no completed request"])
-        update = {"slo_passed": False if constraints else None, "slo_reasons": reasons}
-        return row.model_copy(update=update), [], "not measured"
-    repeats = inputs.records.get(PointKey(summary.pair, row.server_point, row.load_point), [])
-    results: list[PointResult] = []
-    if repeats and len(repeats) == row.repeats:
-        for rep in repeats:
-            results.append(
-                summarize(
-                    rep.records,
-                    point=row.load_point,
-                    scenario=rep.scenario or "",
-                    shape=row.shape or {},
-                    percentiles=rep.percentiles or list(DEFAULT_PERCENTILES),
-                    constraints=constraints,
-                )
-            )
-    same_as_bench = text.strip() == summary.slo.strip()
-    if same_as_bench:
+        return row, [], "not measured"
+    confidence = row_confidence(row, confidence)
+    results = resummarize(inputs, summary.pair, row, constraints, confidence)
+    if as_bench:
         verdicts = _verdicts(_worst(results).slo) if results and constraints else []
         return row, verdicts, "bench"
     if results:
-        folded = fold_repeats(results, confidence=confidence, price_per_hour=summary.price_per_hour)
-        update = {
-            "goodput": folded["goodput"],
-            "slo_passed": folded["slo_passed"],
-            "slo_passes": folded.get("slo_passes"),
-            "slo_reasons": folded["slo_reasons"],
-        }
-        if "goodput" in folded.get("intervals", {}):
-            goodput = Interval.model_validate(folded["intervals"]["goodput"])
-            update["intervals"] = {**row.intervals, "goodput": goodput}
         verdicts = _verdicts(_worst(results).slo) if constraints else []
-        source: JudgedFrom = "records"
-    else:
-        checked = slo_mod.evaluate(constraints, _aggregate_lookup(row)) if constraints else []
-        update = {
-            "goodput": None,
-            "slo_passed": all(c.passed for c in checked) if constraints else None,
-            "slo_passes": None,
-            "slo_reasons": [c.reason for c in checked],
-        }
-        verdicts = _verdicts(checked)
-        source = "aggregates"
-    if row.error:  # the server died during the point: never a pass (as the bench stage says)
-        update["slo_passed"] = False
-        update["slo_reasons"] = [*update["slo_reasons"], row.error]
-    return row.model_copy(update=update), verdicts, source
+        return refold(results, row, summary, confidence), verdicts, "records"
+    judged, verdicts = _from_aggregates(row, summary, constraints)
+    return judged, verdicts, "aggregates"
+
+
+# ---------------------------------------------------------------------------------------------
+# every workload under every profile
 
 
 def quality_gate(report: QualityReport | None, settings: ReportSettings) -> str | None:
@@ -258,41 +429,119 @@ def quality_gate(report: QualityReport | None, settings: ReportSettings) -> str 
 
 
 def profile_texts(slo: str, settings: ReportSettings) -> dict[str, str]:
-    """Profile name -> constraint text; ``default`` (params `slo:`) first."""
+    """Profile name -> constraint text for one workload: ``default`` (its own SLO) first."""
     return {DEFAULT_PROFILE: slo, **settings.profiles}
 
 
+def judge_workload(
+    inputs: ReportInputs,
+    workload: str,
+    name: str,
+    text: str,
+    settings: ReportSettings,
+    confidence: float,
+) -> Profile:
+    """One workload under one profile: every pair's rows judged, the winner picked."""
+    constraints = slo_mod.parse_slo(text) if text.strip() else []
+    profile = Profile(workload=workload, name=name, slo=text, constraints=constraints)
+    index = 0
+    for pair_name, summary in sorted(inputs.pairs.items()):
+        quality = inputs.quality.get(summary.variant)
+        for row in summary.rows:
+            if row.workload != workload:
+                continue
+            as_bench = name == DEFAULT_PROFILE and summary.slos.get(workload, text) == text
+            judged, verdicts, source = judge_row(
+                inputs, summary, row, text, constraints, confidence, as_bench
+            )
+            server = summary.server(row.server_point)
+            profile.rows.append(
+                JudgedRow(
+                    pair=pair_name,
+                    variant=summary.variant,
+                    engine=summary.engine,
+                    row=judged,
+                    verdicts=verdicts,
+                    judged_from=source,
+                    peak_rss_bytes=server.report.peak_rss_bytes if server else None,
+                    perplexity_ratio=quality.perplexity_ratio if quality else None,
+                    served_check=(
+                        server.served_check.verdict if server and server.served_check else None
+                    ),
+                    index=index,
+                )
+            )
+            index += 1
+    for variant in sorted({r.variant for r in profile.rows}):
+        reason = quality_gate(inputs.quality.get(variant), settings)
+        if reason:
+            profile.gated[variant] = reason
+    allowed = [r for r in profile.rows if r.variant not in profile.gated]
+    profile.best, profile.ties, profile.decided_by = pick(allowed, profile.rank_by_goodput)
+    return profile
+
+
+def workload_texts(
+    inputs: ReportInputs, slo: str, configured: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Workload -> SLO text: the configured workloads (params order) then any other one a bench
+    stage ran; each judged by the SLO its bench stages used (``configured``, else ``slo``, for a
+    workload no stage ran)."""
+    ran = workload_slos(inputs.pairs, slo)
+    out = {w: ran.get(w, text) for w, text in (configured or {}).items()}
+    for w, text in ran.items():
+        out.setdefault(w, text)
+    return out
+
+
+def stale_slos(inputs: ReportInputs, configured: dict[str, str] | None) -> list[str]:
+    """A note per workload whose SLO in params differs from the one its bench stages used."""
+    ran = workload_slos(inputs.pairs)
+    return [
+        f"workload {w}: params now says SLO {text!r} but the bench stages judged it by "
+        f"{ran[w]!r}; the report uses theirs (rerun the bench stages to judge by the new one)"
+        for w, text in (configured or {}).items()
+        if w in ran and ran[w].strip() != text.strip()
+    ]
+
+
 def judge_profiles(
-    inputs: ReportInputs, slo: str, settings: ReportSettings, confidence: float = 0.95
+    inputs: ReportInputs,
+    slo: str,
+    settings: ReportSettings,
+    confidence: float = 0.95,
+    workloads: dict[str, str] | None = None,
 ) -> list[Profile]:
-    """Every profile with every row judged and its winner picked."""
-    profiles = []
-    for name, text in profile_texts(slo, settings).items():
-        constraints = slo_mod.parse_slo(text) if text.strip() else []
-        profile = Profile(name=name, slo=text, constraints=constraints)
-        index = 0
-        for pair_name, summary in sorted(inputs.pairs.items()):
-            for row in summary.rows:
-                judged, verdicts, source = judge_row(
-                    inputs, summary, row, text, constraints, confidence
-                )
-                profile.rows.append(
-                    JudgedRow(
-                        pair=pair_name,
-                        variant=summary.variant,
-                        engine=summary.engine,
-                        row=judged,
-                        verdicts=verdicts,
-                        judged_from=source,
-                        index=index,
-                    )
-                )
-                index += 1
-        for variant in sorted({r.variant for r in profile.rows}):
-            reason = quality_gate(inputs.quality.get(variant), settings)
-            if reason:
-                profile.gated[variant] = reason
-        allowed = [r for r in profile.rows if r.variant not in profile.gated]
-        profile.best = _pick(allowed, profile.rank_by_goodput)
-        profiles.append(profile)
-    return profiles
+    """Every workload under its own SLO (first), then every workload under each extra profile.
+
+    ``workloads`` are the configured workloads and their SLO texts (params order; a workload
+    no stage ran still gets its profile, with no winner); ``slo`` is the SLO of a workload
+    nothing else names one for."""
+    texts = workload_texts(inputs, slo, workloads)
+    defaults = [
+        judge_workload(inputs, w, DEFAULT_PROFILE, text, settings, confidence)
+        for w, text in texts.items()
+    ]
+    extras = [
+        judge_workload(inputs, w, name, text, settings, confidence)
+        for w in texts
+        for name, text in settings.profiles.items()
+    ]
+    return defaults + extras
+
+
+__all__ = [
+    "JudgedRow",
+    "Profile",
+    "Verdict",
+    "judge_profiles",
+    "judge_row",
+    "judge_workload",
+    "pick",
+    "quality_gate",
+    "refold",
+    "resummarize",
+    "served_mismatch",
+    "stale_slos",
+    "workload_texts",
+]

@@ -1,4 +1,6 @@
-"""The recommendation per profile, in words: what to deploy and what it costs in quality."""
+"""The recommendation per workload and profile, in words: what to deploy, how sure that is (the
+figures' intervals, the configurations it could not be told apart from, the rule that decided),
+and what it costs in quality."""
 
 from __future__ import annotations
 
@@ -7,16 +9,60 @@ from dataclasses import dataclass
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
 from quantbench.report.tables import (
+    METRICS,
     PairLine,
     QualityDelta,
     QualityReference,
     command_line,
+    figure_text,
     mib,
     money,
-    ms,
     num,
     pair_lines,
 )
+
+# What a recommendation shows of its row, in order (the rank metric comes first).
+SHOWN = (
+    "good_output_throughput",
+    "output_throughput",
+    "goodput",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p90_ms",
+    "tpot_p99_ms",
+    "e2e_p99_ms",
+    "error_rate",
+)
+
+
+@dataclass
+class TieLine:
+    """A configuration the winner could not be told apart from, with what the rules compared."""
+
+    judged: JudgedRow
+    figure: str
+    perplexity_ratio: float | None
+    peak_rss_bytes: int | None
+    e2e_p99: str
+
+    def text(self) -> str:
+        ratio = num(self.perplexity_ratio, 4) if self.perplexity_ratio is not None else "–"
+        return (
+            f"{self.judged.label}: {self.figure}; perplexity ratio {ratio}; peak memory "
+            f"{mib(self.peak_rss_bytes)}; E2E p99 {self.e2e_p99}"
+        )
+
+
+def tie_line(judged: JudgedRow, metric: str) -> TieLine:
+    return TieLine(
+        judged,
+        figure_text(judged.row, metric),
+        judged.perplexity_ratio,
+        judged.peak_rss_bytes,
+        figure_text(judged.row, "e2e_p99_ms"),
+    )
 
 
 @dataclass
@@ -25,24 +71,36 @@ class Recommendation:
     winner: JudgedRow | None
     lines: list[PairLine]
     headline: str
+    figures: list[tuple[str, str]]
+    """(label, value with its interval or 'too few requests for pNN') of the winner."""
     given_up: str
     command: str
     env: dict[str, str]
     verdicts: list[Verdict]
+    ties: list[TieLine]
+    winner_tie: TieLine | None
+    """The winner's own values of what the tie rules compare."""
+    decided_by: str
     misses: list[str]
-    """Without a winner: per pair, why its nearest point misses."""
+    """Without a winner: per pair, why its nearest point is not ranked."""
+
+    @property
+    def title(self) -> str:
+        p = self.profile
+        return f"workload {p.workload}" + ("" if p.is_default else f", profile {p.name}")
 
 
-def _figures(j: JudgedRow, currency: str) -> str:
+def figures(j: JudgedRow, rank_metric: str, currency: str) -> list[tuple[str, str]]:
     r = j.row
-    parts = [f"{num(r.output_throughput)} output tok/s"]
-    if r.goodput is not None:
-        parts.append(f"goodput {num(r.goodput)} req/s")
-    parts.append(f"TTFT p50/p99 {ms(r.ttft_p50_ms)} / {ms(r.ttft_p99_ms)}")
-    parts.append(f"TPOT p50/p99 {ms(r.tpot_p50_ms)} / {ms(r.tpot_p99_ms)}")
+    names = [rank_metric, *(m for m in SHOWN if m != rank_metric)]
+    out = [
+        (METRICS[m].label, figure_text(r, m))
+        for m in names
+        if r.metric(m) is not None or m in r.too_few
+    ]
     if r.cost_per_million_tokens is not None:
-        parts.append(f"{money(r.cost_per_million_tokens, currency)} per 1M output tokens")
-    return ", ".join(parts)
+        out.append(("Cost per 1M output tokens", money(r.cost_per_million_tokens, currency)))
+    return out
 
 
 def recommend(
@@ -50,36 +108,51 @@ def recommend(
 ) -> Recommendation:
     lines = pair_lines(inputs, profile, reference)
     best = profile.best
+    metric = profile.ranked_by
     if best is None:
         misses = []
         for line in lines:
             gated = profile.gated.get(line.variant)
-            why = "; ".join(line.reasons) if not line.passes else "meets the SLO"
+            why = "; ".join(line.reasons) if not line.passes else "ranked"
             misses.append(f"{line.pair}: {why}" + (f" (also excluded: {gated})" if gated else ""))
         if not lines:
             headline = "No benchmark results yet: nothing to recommend."
         else:
             headline = (
-                f"No measured configuration meets profile {profile.name!r}"
+                f"No measured configuration of workload {profile.workload!r} meets "
+                + (f"profile {profile.name!r}" if not profile.is_default else "its SLO")
                 + (f" ({profile.slo})" if profile.slo else "")
-                + "."
+                + " and every check."
             )
-        return Recommendation(profile, None, lines, headline, "", "", {}, [], misses)
+        return Recommendation(
+            profile, None, lines, headline, [], "", "", {}, [], [], None, profile.decided_by,
+            misses,
+        )  # fmt: skip
     summary = inputs.pairs[best.pair]
     row = best.row
     server = summary.server(row.server_point)
     argv = row.command or (server.command if server else [])
     env = row.env or (server.env if server else {})
     setting = row.server_point if row.server_point != "default" else "default settings"
-    rss = server.report.peak_rss_bytes if server else None
     headline = (
         f"Deploy {best.variant} on {best.engine} ({setting}; measured at load {row.load_point}): "
-        f"{_figures(best, summary.currency)}"
-        + (f"; peak server memory {mib(rss)}" if rss else "")
+        f"{figure_text(row, metric)} {METRICS[metric].label.lower()}"
+        + (f"; peak server memory {mib(best.peak_rss_bytes)}" if best.peak_rss_bytes else "")
         + "."
     )
     delta = QualityDelta(best.variant, inputs.quality.get(best.variant), reference)
-    given_up = delta.given_up()
     return Recommendation(
-        profile, best, lines, headline, given_up, command_line(argv), env, best.verdicts, []
+        profile=profile,
+        winner=best,
+        lines=lines,
+        headline=headline,
+        figures=figures(best, metric, summary.currency),
+        given_up=delta.given_up(),
+        command=command_line(argv),
+        env=env,
+        verdicts=best.verdicts,
+        ties=[tie_line(t, metric) for t in profile.ties],
+        winner_tie=tie_line(best, metric),
+        decided_by=profile.decided_by,
+        misses=[],
     )

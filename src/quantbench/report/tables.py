@@ -1,4 +1,5 @@
-"""The report's tables: one line per pair and profile, quality deltas, formatting of numbers.
+"""The report's tables: one line per pair and profile, the ranking across workloads, every row
+with its intervals and checks, quality deltas, and the formatting of numbers.
 
 Everything here is computed from the loaded stage outputs and the judged profiles; the HTML,
 Markdown and JSON writers only lay it out.
@@ -13,7 +14,7 @@ from typing import Any, Literal
 
 from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
-from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
+from quantbench.schemas.bench import BenchRow, Interval, PairSummary, ServerPoint
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.variant import VariantRecord
 
@@ -34,12 +35,15 @@ class MetricDef:
 
 METRICS: dict[str, MetricDef] = {
     "output_throughput": MetricDef("Output throughput", "tok/s", "max"),
+    "good_output_throughput": MetricDef("Good output throughput", "tok/s", "max"),
     "request_throughput": MetricDef("Request throughput", "req/s", "max"),
     "goodput": MetricDef("Goodput", "req/s", "max"),
     "error_rate": MetricDef("Error rate", "", "min"),
     "ttft_p50_ms": MetricDef("TTFT p50", "ms", "min"),
+    "ttft_p90_ms": MetricDef("TTFT p90", "ms", "min"),
     "ttft_p99_ms": MetricDef("TTFT p99", "ms", "min"),
     "tpot_p50_ms": MetricDef("TPOT p50", "ms", "min"),
+    "tpot_p90_ms": MetricDef("TPOT p90", "ms", "min"),
     "tpot_p99_ms": MetricDef("TPOT p99", "ms", "min"),
     "itl_p50_ms": MetricDef("ITL p50", "ms", "min"),
     "itl_p99_ms": MetricDef("ITL p99", "ms", "min"),
@@ -109,6 +113,135 @@ def money(value: float | None, currency: str) -> str:
 
 def command_line(argv: list[str]) -> str:
     return shlex.join(argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# a figure with its interval, or "too few requests for p99"
+
+
+def too_few_text(name: str) -> str:
+    """'too few requests for p99' for a headline percentile such as 'ttft_p99_ms'."""
+    parts = name.split("_")
+    stat = next((p for p in parts if p.startswith("p") and p[1:].replace(".", "").isdigit()), "")
+    return f"too few requests for {stat or name}"
+
+
+def interval_text(value: float | None, iv: Interval | None, unit: str) -> str:
+    """'84.3 [80.0, 88.6] tok/s' (the interval where there is one); '–' for no value.
+
+    ``unit`` is 'ms' (shown in s from 10 s up), '%' for a share, or any unit written after."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    scale, shown = 1.0, unit
+    if unit == "ms" and abs(value) >= 10000:
+        scale, shown = 1000.0, "s"
+    elif unit == "%":
+        scale = 0.01
+    text = num(value / scale)
+    if iv is not None and math.isfinite(iv.low) and math.isfinite(iv.high):
+        text += f" [{num(iv.low / scale)}, {num(iv.high / scale)}]"
+    return f"{text} {shown}".rstrip() if shown else text
+
+
+FIGURE_UNITS = {
+    "output_throughput": "tok/s",
+    "good_output_throughput": "tok/s",
+    "request_throughput": "req/s",
+    "goodput": "req/s",
+    "error_rate": "%",
+}
+
+
+def figure_text(row: BenchRow | None, name: str) -> str:
+    """A headline figure of a row with its interval, or 'too few requests for pNN'."""
+    if row is None or not row.measured:
+        return "–"
+    if name in row.too_few:
+        return too_few_text(name)
+    unit = FIGURE_UNITS.get(name, "ms" if name.endswith("_ms") else "")
+    return interval_text(row.metric(name), row.intervals.get(name), unit)
+
+
+def half_width(iv: Interval | None) -> float | None:
+    if iv is None or not (math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return None
+    return (iv.high - iv.low) / 2
+
+
+def _count(value: float | None) -> str:
+    """A load as configured: '4', '2.5'."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    return f"{value:g}" if float(value).is_integer() else num(value)
+
+
+def load_parts(row: BenchRow) -> list[str]:
+    """Offered against achieved load, one phrase each."""
+    load = row.load
+    if load is None:
+        return ["–"]
+    if row.load_kind == "rate":
+        parts = [
+            f"offered {_count(load.offered)}/s, achieved {num(load.achieved_rate)}/s",
+            f"arrival lag p95 {ms(load.arrival_lag_p95_ms)}",
+        ]
+    else:
+        parts = [f"offered {_count(load.offered)} streams"]
+    parts.append(f"in flight: mean {num(load.mean_in_flight)}, peak {load.peak_in_flight}")
+    if not load.reached:
+        parts.append(f"not reached: {load.note or 'below its load'}")
+    elif load.note:
+        parts.append(load.note)
+    return parts
+
+
+def harness_text(row: BenchRow) -> str:
+    if not row.measured:
+        return "–"
+    return "client kept up" if row.harness_ok else f"client-bound: {row.harness_note}"
+
+
+def cache_text(row: BenchRow) -> str:
+    """Prompt share a prefix cache could serve (from the prompts) against what it served."""
+    cache = row.cache
+    if cache is None:
+        return "–"
+    served = pct(cache.served_share) if cache.served_share is not None else "not reported"
+    return f"possible {pct(cache.possible_share)}, served {served}"
+
+
+def sample_text(row: BenchRow) -> str:
+    """How many repeats and requests the figures are from."""
+    repeats = f"{row.repeats} repeat{'' if row.repeats == 1 else 's'}"
+    detail = f"{row.completed} ok, {row.failed} failed, {row.not_served} not served"
+    return f"{repeats}, {row.requests} requests ({detail})"
+
+
+def why_not(judged: JudgedRow) -> list[str]:
+    """Why a row is not ranked: its flags, the SLO's naming the constraints that failed or could
+    not be decided."""
+    row = judged.row
+    missed = [v.reason for v in judged.verdicts if not v.passed]
+    if not missed and not judged.verdicts:
+        missed = [r for r in row.slo_reasons if r not in (row.error,)]
+    out = []
+    for flag in row.flags:
+        if flag.startswith(("misses its SLO", "SLO undecided")) and missed:
+            head = "misses its SLO" if flag.startswith("misses") else "SLO undecided"
+            flag = f"{head}: {'; '.join(missed)}"
+        out.append(flag)
+    return out
+
+
+def status_of(row: BenchRow | None) -> str:
+    """pass (ranked), fail, undecided, flagged (met its SLO, failed a check), error, no SLO."""
+    if row is None or not row.measured:
+        return "error"
+    if row.rankable:
+        return "no SLO" if row.slo_verdict is None else "pass"
+    if row.slo_verdict in ("fail", "undecided"):
+        return str(row.slo_verdict)
+    return "flagged"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +385,7 @@ def quality_value(report: QualityReport | None, key: str) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# one line per pair and profile
+# one line per pair under one workload's profile
 
 
 @dataclass
@@ -271,7 +404,7 @@ class PairLine:
     server: ServerPoint | None
     currency: str
     failure: str | None = None
-    """Why the pair has no measurement at all (its server never came up), if so."""
+    """Why the pair has no measurement for this workload (its server never came up), if so."""
 
     @property
     def row(self) -> BenchRow | None:
@@ -286,38 +419,42 @@ class PairLine:
         return self.server.report.peak_gpu_bytes if self.server else None
 
     @property
+    def served_check(self) -> str:
+        check = self.server.served_check if self.server else None
+        return check.verdict if check is not None else "not checked"
+
+    @property
     def verdicts(self) -> list[Verdict]:
         return self.judged.verdicts if self.judged else []
 
     @property
     def reasons(self) -> list[str]:
-        """Failed constraints (or the error) for a miss; all constraints for a pass."""
+        """Every constraint's verdict for a ranked row; the flags (why not) otherwise."""
         if self.failure:
             return [self.failure]
         if self.judged is None:
             return ["no rows"]
-        if self.verdicts:
-            picked = (
-                [v for v in self.verdicts if not v.passed] if not self.passes else self.verdicts
-            )
-            return [v.reason for v in picked]
-        return list(self.judged.row.slo_reasons)
+        row = self.judged.row
+        if self.passes:
+            return [v.reason for v in self.verdicts] or list(row.slo_reasons)
+        return why_not(self.judged) or list(row.slo_reasons)
 
     @property
     def status(self) -> str:
-        if self.failure or self.judged is None or not self.judged.row.measured:
+        if self.failure:
             return "error"
-        if self.judged.row.slo_passed is None:
-            return "no SLO"
-        return "pass" if self.passes else "fail"
+        return status_of(self.row)
 
 
-def _server_failure(summary: PairSummary) -> str | None:
-    """The error that left the pair without a single measured point, if that happened."""
-    if any(r.measured for r in summary.rows):
+def _server_failure(summary: PairSummary, workload: str) -> str | None:
+    """The error that left the pair without a single measured point of the workload, if so."""
+    rows = [r for r in summary.rows if r.workload == workload]
+    if not rows:
+        return f"did not run workload {workload} (rerun `dvc repro bench@{summary.pair}`)"
+    if any(r.measured for r in rows):
         return None
     errors = [s.error for s in summary.servers if s.error]
-    errors += [r.error for r in summary.rows if r.error]
+    errors += [r.error for r in rows if r.error]
     return errors[0] if errors else "no request completed"
 
 
@@ -344,14 +481,95 @@ def pair_lines(
                 size_bytes=size,
                 server=server,
                 currency=summary.currency,
-                failure=_server_failure(summary),
+                failure=_server_failure(summary, profile.workload),
             )
         )
     return lines
 
 
 # ---------------------------------------------------------------------------------------------
-# every measured point, flat: the charts' and the plots' data
+# how the ranking changes between workloads
+
+
+@dataclass
+class RankCell:
+    """One pair under one workload: its rank (1: the winner's pair), its figure, or why not."""
+
+    judged: JudgedRow | None
+    rank: int | None
+    winner: bool
+    tie: bool
+    metric: str
+    note: str = ""
+
+    @property
+    def value(self) -> float | None:
+        return self.judged.row.metric(self.metric) if self.judged else None
+
+    @property
+    def interval(self) -> Interval | None:
+        return self.judged.row.intervals.get(self.metric) if self.judged else None
+
+    def figure(self) -> str:
+        if self.judged is None or self.rank is None:
+            return "–"
+        return interval_text(self.value, self.interval, "tok/s")
+
+
+@dataclass
+class RankingRow:
+    pair: str
+    variant: str
+    engine: str
+    cells: dict[str, RankCell]
+
+
+def ranking(inputs: ReportInputs, profiles: list[Profile]) -> list[RankingRow]:
+    """Pairs (rows) by workloads (columns, one per profile given): each pair at its best ranked
+    point, ranked within the workload; the winner's pair is 1, the others follow by their value.
+    A pair tied with the winner (not separable beyond noise) is marked as such."""
+    cells: dict[str, dict[str, RankCell]] = {name: {} for name in inputs.pairs}
+    for profile in profiles:
+        metric = profile.ranked_by
+        tied_pairs = {t.pair for t in profile.ties}
+        ranked: list[JudgedRow] = []
+        for name in sorted(inputs.pairs):
+            judged, passes = profile.representative(name)
+            if judged is not None and passes and judged.variant not in profile.gated:
+                ranked.append(judged)
+                continue
+            if judged is None:
+                note = "no rows"
+            elif passes:
+                note = f"not recommended for quality: {profile.gated[judged.variant]}"
+            elif not judged.row.measured:
+                note = "no measurement"
+            else:
+                note = "not ranked: " + "; ".join(why_not(judged) or ["no ranked row"])
+            cells[name][profile.workload] = RankCell(judged, None, False, False, metric, note)
+        winner = profile.best
+        ranked.sort(
+            key=lambda j: (
+                not (winner is not None and j.pair == winner.pair),
+                -(j.row.metric(metric) or 0.0),
+            )
+        )
+        for position, judged in enumerate(ranked, 1):
+            is_winner = winner is not None and judged.key == winner.key
+            tie = not is_winner and judged.pair in tied_pairs
+            cells[judged.pair][profile.workload] = RankCell(
+                judged, position, is_winner, tie, metric
+            )
+    out = []
+    for name, summary in sorted(inputs.pairs.items()):
+        out.append(RankingRow(name, summary.variant, summary.engine, cells[name]))
+    worst = len(inputs.pairs) + 1
+    out.sort(key=lambda r: (sum(c.rank or worst for c in r.cells.values()), r.pair))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# every measured row, flat: the charts' and the plots' data
 
 
 @dataclass
@@ -359,14 +577,18 @@ class PointRow:
     pair: str
     variant: str
     engine: str
+    workload: str
     server_point: str
     load_point: str
     load_kind: str | None
     load: float | None
     passed: bool | None
+    """Whether the row may be ranked (met its SLO and every check); None: no SLO, no flag."""
+    slo_verdict: str | None = None
+    flags: list[str] = field(default_factory=list)
     values: dict[str, float | None] = field(default_factory=dict)
     intervals: dict[str, float | None] = field(default_factory=dict)
-    """metric -> confidence half-width (repeats > 1)."""
+    """metric -> half-width of its confidence interval."""
 
     @property
     def label(self) -> str:
@@ -377,10 +599,12 @@ class PointRow:
             "pair": self.pair,
             "variant": self.variant,
             "engine": self.engine,
+            "workload": self.workload,
             "server_point": self.server_point,
             "load_point": self.load_point,
             "load_kind": self.load_kind,
             "passed": self.passed,
+            "flags": "; ".join(self.flags),
             **{k: v for k, v in self.values.items()},
         }
 
@@ -396,45 +620,45 @@ QUALITY_METRICS = (
 )
 
 
-def point_rows(inputs: ReportInputs, profile: Profile) -> list[PointRow]:
-    """Every measured (pair, server point, load point) with its quality and memory joined."""
+def point_rows(inputs: ReportInputs, profiles: list[Profile]) -> list[PointRow]:
+    """Every measured (pair, server point, workload, load point) of the given profiles (one per
+    workload), with its quality and memory joined."""
     out = []
-    for judged in profile.rows:
-        row = judged.row
-        if not row.measured:
-            continue
-        summary = inputs.pairs[judged.pair]
-        server = summary.server(row.server_point)
-        quality = inputs.quality.get(judged.variant)
-        recipe = inputs.variants.get(judged.variant)
-        values: dict[str, float | None] = {m: row.metric(m) for m in ROW_METRICS}
-        values["load"] = row.load_value
-        rss = server.report.peak_rss_bytes if server else None
-        values["peak_rss_mib"] = rss / MIB if rss else None
-        size = (recipe.size_bytes if recipe else None) or (quality.size_bytes if quality else None)
-        values["size_mib"] = size / MIB if size else None
-        for key in QUALITY_METRICS:
-            values[key] = quality_value(quality, key)
-        intervals = {
-            m: (
-                iv.half_width
-                if iv.half_width is not None and math.isfinite(iv.half_width)
-                else None
+    for profile in profiles:
+        for judged in profile.rows:
+            row = judged.row
+            if not row.measured:
+                continue
+            quality = inputs.quality.get(judged.variant)
+            recipe = inputs.variants.get(judged.variant)
+            values: dict[str, float | None] = {m: row.metric(m) for m in ROW_METRICS}
+            values["load"] = row.load_value
+            rss = judged.peak_rss_bytes
+            values["peak_rss_mib"] = rss / MIB if rss else None
+            size = (recipe.size_bytes if recipe else None) or (
+                quality.size_bytes if quality else None
             )
-            for m, iv in row.intervals.items()
-        }
-        out.append(
-            PointRow(
-                pair=judged.pair,
-                variant=judged.variant,
-                engine=judged.engine,
-                server_point=row.server_point,
-                load_point=row.load_point,
-                load_kind=row.load_kind,
-                load=row.load_value,
-                passed=row.slo_passed,
-                values=values,
-                intervals=intervals,
+            values["size_mib"] = size / MIB if size else None
+            for key in QUALITY_METRICS:
+                values[key] = quality_value(quality, key)
+            passed: bool | None = row.rankable
+            if row.slo_verdict is None and row.rankable:
+                passed = None
+            out.append(
+                PointRow(
+                    pair=judged.pair,
+                    variant=judged.variant,
+                    engine=judged.engine,
+                    workload=profile.workload,
+                    server_point=row.server_point,
+                    load_point=row.load_point,
+                    load_kind=row.load_kind,
+                    load=row.load_value,
+                    passed=passed,
+                    slo_verdict=row.slo_verdict,
+                    flags=list(row.flags),
+                    values=values,
+                    intervals={m: half_width(iv) for m, iv in row.intervals.items()},
+                )
             )
-        )
     return out

@@ -15,53 +15,106 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.base import Migrations, StageOutput, Strict, version
+from quantbench.schemas.session import Figure
+
+# A figure with its interval: over repeats (Student t), or within one run (order statistics for
+# percentiles, batch means for rates, Clopper-Pearson for the error rate).
+Interval = Figure
+
+HEADLINE_FIGURES = (
+    "output_throughput", "good_output_throughput", "request_throughput", "goodput", "error_rate",
+    "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
+    "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
+)  # fmt: skip
 
 
-class Interval(Strict):
-    """A metric over n repeats: mean ± half_width is the confidence interval."""
+class LoadSummary(Strict):
+    """Offered against achieved load, over the repeats (the worst repeat's flags)."""
 
-    mean: float
-    std: float = Field(description="Sample standard deviation (0 for one repeat).")
-    n: int
-    half_width: float = Field(description="Student-t half width (NaN for one repeat).")
-    confidence: float
+    offered: float | None
+    mean_in_flight: float | None
+    peak_in_flight: int | None
+    achieved_rate: float | None
+    arrival_lag_p95_ms: float | None
+    reached: bool
+    note: str = ""
+
+
+class CacheSummary(Strict):
+    possible_share: float | None = Field(
+        description="Prompt tokens a prefix cache could serve, computed from the prompts."
+    )
+    served_share: float | None = Field(description="What the engine says it served from cache.")
 
 
 class BenchRow(Strict):
-    """One (server point, load point) of one pair: repeats folded, SLO verdict, cost."""
+    """One (server point, workload, load point) of one pair: repeats folded, SLO verdict, cost,
+    and every check that decides whether the row may be ranked."""
 
     OMIT_WHEN_NONE = frozenset({"slo_passes"})
 
+    workload: str = Field(description="The workload (its traffic and SLO profile) of this row.")
     server_point: str = Field(description="The server setting's label ('default' without sweep).")
     settings: dict[str, Any] = Field(description="The engine settings this server point changed.")
     command: list[str] = Field(description="The server's command line (secrets redacted).")
     env: dict[str, str] = Field(description="The server's extra environment (redacted).")
     load_point: str = Field(description="The load point's label (c4, r2, ...; 'search').")
     shape: dict[str, Any] | None = Field(description="The load point as configured.")
-    output_throughput: float | None = Field(description="Output tokens per second.")
+    output_throughput: float | None = Field(description="Window output tokens per second.")
+    good_output_throughput: float | None = Field(
+        description="Output tokens per second of requests meeting every per-request SLO: what "
+        "the best configuration is chosen by."
+    )
     request_throughput: float | None = Field(description="Completed requests per second.")
     goodput: float | None = Field(description="Requests per second meeting per-request SLOs.")
-    error_rate: float | None
+    error_rate: float | None = Field(description="(failed + not served) / measured requests.")
     ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
     ttft_p99_ms: float | None
     tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
     tpot_p99_ms: float | None
     itl_p50_ms: float | None
     itl_p99_ms: float | None
     e2e_p50_ms: float | None
     e2e_p99_ms: float | None
-    intervals: dict[str, Interval] = Field(description="Headline metric -> interval (repeats > 1).")
+    intervals: dict[str, Interval] = Field(
+        description="Headline figure -> its interval (over repeats when there are several)."
+    )
+    too_few: list[str] = Field(
+        default_factory=list,
+        description="Headline percentiles the sample is too small for ('too few requests').",
+    )
     repeats: int
     requests: int
     completed: int
     failed: int
     incomplete: int
+    unsent: int = 0
+    not_served: int = 0
     errors: dict[str, int] = Field(description="Error message -> count, over all repeats.")
-    slo_passed: bool | None = Field(description="Every repeat met every SLO (None: no SLO).")
+    slo_verdict: Literal["pass", "fail", "undecided"] | None = Field(
+        None, description="The worst repeat's verdict (None: no SLO)."
+    )
+    slo_passed: bool | None = Field(description="Every repeat's verdict is pass (None: no SLO).")
     slo_passes: str | None = Field(None, description="'k/n' repeats that met the SLO.")
     slo_reasons: list[str] = Field(description="Each constraint's verdict (the worst repeat).")
+    load: LoadSummary | None = None
+    lengths_ok: bool = True
+    length_note: str = ""
+    harness_ok: bool = True
+    harness_note: str = ""
+    cache: CacheSummary | None = None
+    stop_reason: str = ""
     cost_per_million_tokens: float | None = Field(description="At bench.price_per_hour.")
+    rankable: bool = Field(
+        False,
+        description="Whether this row may be recommended: it met the SLO (decided), ran the load "
+        "it claims, delivered the lengths asked for, the client kept up, and the server serves "
+        "what was evaluated.",
+    )
+    flags: list[str] = Field(default_factory=list, description="Why it may not be ranked.")
     error: str | None = Field(description="Why this point has no (complete) measurement.")
 
     @property
@@ -80,6 +133,10 @@ class BenchRow(Strict):
     def measured(self) -> bool:
         """Whether this point produced numbers (its server ran and requests completed)."""
         return not self.error and self.completed > 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.server_point}/{self.workload}/{self.load_point}"
 
     def metric(self, name: str) -> float | None:
         """A numeric field by name, None where absent or not finite."""
@@ -119,6 +176,18 @@ class SearchInfo(Strict):
     grid_size: int = Field(description="Runs a grid at the same resolution would take.")
 
 
+class ServedCheck(Strict):
+    """The server's greedy answers against the variant's offline reference (quantbench.fidelity):
+    a server that answers otherwise where the reference is certain serves something else."""
+
+    verdict: Literal["match", "mismatch", "undecided", "not checked"]
+    decided: int = 0
+    mismatched: int = 0
+    prompts: int = 0
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+    note: str = ""
+
+
 class ServerPoint(Strict):
     server_point: str
     settings: dict[str, Any]
@@ -127,6 +196,10 @@ class ServerPoint(Strict):
     report: ServerReport
     error: str | None = Field(description="Why the server failed (None: it ran).")
     search: SearchInfo | None
+    served_check: ServedCheck | None = None
+    is_default: bool = Field(
+        False, description="Whether this is the engine's default setting (tuned vs default)."
+    )
 
 
 class PairSummary(StageOutput):
@@ -134,9 +207,10 @@ class PairSummary(StageOutput):
 
     OUTPUT: ClassVar[str] = "reports/bench/{pair}/summary.json"
     STAGE: ClassVar[str] = "bench@{pair}"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+    # version 2: rows per workload with intervals and checks, best per workload, ties
+    MIGRATIONS: ClassVar[Migrations] = {}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     pair: str
     variant: str
     format: str
@@ -144,13 +218,26 @@ class PairSummary(StageOutput):
     engine_version: str
     mode: Literal["grid", "search"]
     slo: str = Field(description="The SLO text the rows were judged by.")
-    ranked_by: Literal["goodput", "output_throughput"]
+    ranked_by: Literal["good_output_throughput", "output_throughput"]
+    workloads: list[str] = Field(description="The workloads run, in order.")
+    slos: dict[str, str] = Field(description="Each workload's SLO profile.")
     price_per_hour: float
     currency: str
     server_points: int
     rows: list[BenchRow]
     servers: list[ServerPoint]
-    best: BenchRow | None = Field(description="The row to deploy (None: none met the SLO).")
+    best: dict[str, BenchRow | None] = Field(
+        description="Per workload, the row to deploy (None: none met its SLO and checks)."
+    )
+    ties: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per workload, the rows (server/workload/load keys) the best could not be "
+        "separated from beyond noise.",
+    )
+    decided_by: dict[str, str] = Field(
+        default_factory=dict, description="Per workload, the rule that picked the best."
+    )
+    resumed_points: int = Field(0, description="Points reused from an interrupted earlier run.")
     wall_seconds: float
 
     def server(self, label: str) -> ServerPoint | None:
@@ -158,10 +245,14 @@ class PairSummary(StageOutput):
 
 
 __all__ = [
+    "HEADLINE_FIGURES",
     "BenchRow",
+    "CacheSummary",
     "Interval",
+    "LoadSummary",
     "PairSummary",
     "SearchInfo",
+    "ServedCheck",
     "ServerPoint",
     "ServerReport",
     "TriedLoad",

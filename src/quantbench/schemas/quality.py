@@ -95,11 +95,13 @@ class QualityReport(StageOutput):
     OUTPUT: ClassVar[str] = "reports/quality/{name}.json"
     STAGE: ClassVar[str] = "evaluate@{name}"
     MIGRATIONS: ClassVar[Migrations] = {
-        0: stamp(1, drop=("report_version",), nested=lambda d: _stamp_quantize(d))
+        0: stamp(1, drop=("report_version",), nested=lambda d: _stamp_quantize(d)),
+        # version 2 adds the reference answers of the served check (none in a version-1 file)
+        1: stamp(2, nested=lambda d: d.setdefault("served_reference", [])),
     }
     OMIT_WHEN_NONE = frozenset({"quantize"})
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     name: str
     format: str
     recipe: dict[str, Any] = Field(description="The variant's recipe, from its variant.json.")
@@ -125,6 +127,11 @@ class QualityReport(StageOutput):
     libraries: dict[str, str]
     quantize: QuantizeTiming | None = Field(
         None, description="The quantize stage's timing report, when there is one."
+    )
+    served_reference: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The variant's own greedy answers, token by token with the margin each won "
+        "by (quantbench.fidelity.ReferenceAnswer): what its servers must answer where certain.",
     )
 
     @property

@@ -43,28 +43,39 @@
   var charts = document.querySelectorAll(".qb-chart");
   state.expected = charts.length;
 
-  // Figures drawn once.
-  document.querySelectorAll(".qb-chart[data-figure]").forEach(function (el) {
-    var fig = data.figures[el.dataset.figure];
-    if (fig) draw(el, fig);
-    else state.failures.push(el.id + ": no figure " + el.dataset.figure);
-  });
+  // One view (figures, groups, explorer points) per workload; the workload select swaps them.
+  var wlSel = document.getElementById("qb-workload");
+  function view() {
+    var name = wlSel ? wlSel.value : data.workloads[0];
+    return data.views[name] || { figures: {}, groups: {}, explorer: null };
+  }
 
-  // Figures chosen with a <select>: one precomputed figure per option.
+  // Figures drawn per workload.
+  function drawFigures() {
+    document.querySelectorAll(".qb-chart[data-figure]").forEach(function (el) {
+      var fig = view().figures[el.dataset.figure];
+      if (fig) draw(el, fig);
+      else state.failures.push(el.id + ": no figure " + el.dataset.figure);
+    });
+  }
+
+  // Figures chosen with a <select>: one precomputed figure per option and workload.
+  var groupShows = [];
   document.querySelectorAll("select[data-group]").forEach(function (sel) {
-    var group = data.groups[sel.dataset.group];
     var el = document.getElementById(sel.dataset.target);
     function show() {
+      var group = view().groups[sel.dataset.group] || {};
       var fig = group[sel.value];
       if (fig) draw(el, fig);
     }
     sel.addEventListener("change", show);
-    show();
+    groupShows.push(show);
   });
 
   // Explorer: any two measures, Pareto front recomputed for the chosen directions.
   var ex = data.explorer;
   var exEl = document.getElementById("chart-explorer");
+  var renderExplorer = function () {};
   if (ex && exEl) {
     var selX = document.getElementById("explorer-x");
     var selY = document.getElementById("explorer-y");
@@ -79,10 +90,11 @@
       return ge && gt;
     };
 
-    var render = function () {
+    renderExplorer = function () {
       var x = selX.value, y = selY.value, by = selC.value;
       var mx = ex.metrics[x], my = ex.metrics[y];
-      var pts = ex.points.filter(function (p) {
+      var points = (view().explorer || { points: [] }).points;
+      var pts = points.filter(function (p) {
         return p[x] !== null && p[x] !== undefined && p[y] !== null && p[y] !== undefined;
       });
       var groups = {};
@@ -103,10 +115,11 @@
             symbol: g.map(function (p) { return p.passed === false ? "circle-open" : "circle"; }),
           },
           hovertext: g.map(function (p) {
-            return "<b>" + esc(p.pair) + "</b><br>setting " + esc(p.server_point) + ", load " +
-              esc(p.load_point) + "<br>" + esc(mx.label) + ": " + fmt(p[x]) + "<br>" +
-              esc(my.label) + ": " + fmt(p[y]) + "<br>" +
-              (p.passed === false ? "misses SLO" : p.passed === true ? "meets SLO" : "no SLO");
+            return "<b>" + esc(p.pair) + "</b><br>" + esc(p.workload) + ": setting " +
+              esc(p.server_point) + ", load " + esc(p.load_point) + "<br>" + esc(mx.label) +
+              ": " + fmt(p[x]) + "<br>" + esc(my.label) + ": " + fmt(p[y]) + "<br>" +
+              (p.passed === false ? "not ranked: " + esc(p.flags) :
+               p.passed === true ? "ranked" : "no SLO");
           }),
           hoverinfo: "text",
         };
@@ -140,9 +153,21 @@
         },
       });
     };
-    [selX, selY, selC].forEach(function (s) { s.addEventListener("change", render); });
-    render();
+    [selX, selY, selC].forEach(function (s) { s.addEventListener("change", renderExplorer); });
   }
+
+  function drawAll() {
+    if (wlSel) {
+      document.querySelectorAll(".qb-workload-name").forEach(function (el) {
+        el.textContent = wlSel.value;
+      });
+    }
+    drawFigures();
+    groupShows.forEach(function (show) { show(); });
+    renderExplorer();
+  }
+  if (wlSel) wlSel.addEventListener("change", drawAll);
+  drawAll();
 
   // Sortable tables: click a header; numbers sort by their data-sort value.
   document.querySelectorAll("table.sortable th").forEach(function (th, col) {
