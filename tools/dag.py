@@ -98,6 +98,20 @@ def closure(roots: Iterable[str], src: Path = SRC, stop: set[str] | None = None)
     return seen
 
 
+def template_only(kind: str, src: Path = SRC) -> set[str]:
+    """The built-in modules of a registry that a stage keyed by it reaches only through its
+    template (``${item.format}``): all of them, except those another built-in one imports
+    (formats/w8a8.py uses formats/awq.py's CPU workaround, so every variant depends on awq.py)."""
+    registry, pattern, _ = REGISTRIES[kind]
+    plugin_modules = {pattern.format(n) for n in builtin_modules(registry, src)}
+    imported_by_another = set()
+    for name in plugin_modules:
+        path = module_file(name, src)
+        assert path is not None, name
+        imported_by_another |= (closure(imported(path, src), src) & plugin_modules) - {name}
+    return plugin_modules - imported_by_another
+
+
 def builtin_modules(registry: str, src: Path = SRC) -> dict[str, str]:
     """name -> module of a registry's BUILTIN table, read from its source (not imported)."""
     path = module_file(registry, src)
@@ -126,26 +140,17 @@ def code_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
     for kind, (registry, pattern, template) in REGISTRIES.items():
         if registry not in modules:
             continue
-        builtins = builtin_modules(registry, src)
-        plugin_modules = {pattern.format(n) for n in builtins}
+        plugin_modules = {pattern.format(n) for n in builtin_modules(registry, src)}
         reach = closure(plugin_modules, src)
         if kind in keyed_by:
             templated.append(pattern.format("").replace(".", "/") + template + ".py")
-            extra |= reach - plugin_modules
+            extra |= reach - template_only(kind, src)
         else:
             extra |= reach
     modules |= extra
     # a module loaded only through the template must not also be listed by name
-    if "engines" in keyed_by:
-        modules -= {
-            REGISTRIES["engines"][1].format(n)
-            for n in builtin_modules(REGISTRIES["engines"][0], src)
-        }
-    if "formats" in keyed_by:
-        modules -= {
-            REGISTRIES["formats"][1].format(n)
-            for n in builtin_modules(REGISTRIES["formats"][0], src)
-        }
+    for kind in keyed_by & set(REGISTRIES):
+        modules -= template_only(kind, src)
     files = {module_file(m, src) for m in modules}
     rel = sorted(p.relative_to(repo).as_posix() for p in files if p is not None)
     return [script.relative_to(repo).as_posix(), *rel, *("src/" + t for t in templated)]

@@ -129,3 +129,53 @@ def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> Non
     launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
     report = run_and_check(launch, tmp_path / "server.log", base_refs)
     assert report["ready_seconds"] is not None
+
+
+@pytest.fixture(scope="module")
+def w8a8_variant(prepared_base: Path, tmp_path_factory) -> Path:
+    """An int8 W8A8 variant of the prepared model (SmoothQuant + GPTQ on 6 short passages)."""
+    from quantbench.formats.registry import recipe
+    from quantbench.quantize import build_variant
+
+    out = tmp_path_factory.mktemp("w8a8") / "w8a8"
+    spec = recipe({"format": "w8a8", "calibration": {"samples": 6, "max_tokens": 128}})
+    calibration = Path(__file__).resolve().parents[2] / "data" / "calibration.txt"
+    build_variant("w8a8", spec, prepared_base, out, calibration, 1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def w8a8_refs(w8a8_variant: Path) -> list:
+    """The W8A8 variant's own answers through the quality harness's backend (transformers:
+    int8 weights dequantized, activations rounded to int8 per token)."""
+    from quantbench.quality.backends import HFBackend
+
+    return references(HFBackend.load(w8a8_variant, "w8a8", "float32"), w8a8_variant)
+
+
+@pytest.mark.server
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_serves_w8a8_on_int8_kernels(w8a8_variant: Path, w8a8_refs: list, tmp_path) -> None:
+    from quantbench.engines.vllm import VllmSettings
+
+    settings = VllmSettings(device="cpu", max_model_len=1024, kv_cache_gb=1)
+    if not settings.python.exists():
+        pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
+    artifact = load_artifact(w8a8_variant)
+    assert artifact.format == "w8a8"
+    launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
+    run_and_check(launch, tmp_path / "server.log", w8a8_refs)
+    # vLLM's int8 W8A8 linear method on CPU, not a dequantizing fallback
+    log = (tmp_path / "server.log").read_text(errors="replace")
+    assert "Selected CPUInt8ScaledMMLinearKernel for CompressedTensorsW8A8Int8" in log
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_transformers_serves_w8a8(w8a8_variant: Path, w8a8_refs: list, tmp_path) -> None:
+    artifact = load_artifact(w8a8_variant)
+    launch = get_engine("transformers").launch(
+        artifact, TransformersSettings(), "127.0.0.1", free_port()
+    )
+    run_and_check(launch, tmp_path / "server.log", w8a8_refs)

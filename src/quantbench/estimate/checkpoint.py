@@ -16,6 +16,7 @@ from pathlib import Path
 from quantbench.estimate.arch import Architecture
 from quantbench.estimate.errors import EstimateInputError, MissingInputError
 from quantbench.estimate.formats import (
+    W8A8_COMPUTE,
     WeightBytes,
     activation_dtype,
     gguf_compute_dtype,
@@ -141,7 +142,8 @@ def variant_weight_bytes(
     if variant.format == "gguf":
         gguf_path = path if path.is_file() else _single_gguf(path)
         return gguf_weight_bytes(gguf_path, arch)
-    compute = None if variant.format in ("gptq", "awq") else variant.format
+    # weight-only formats compute in the activation dtype (None); w8a8 in int8
+    compute = {"gptq": None, "awq": None, "w8a8": W8A8_COMPUTE}.get(variant.format, variant.format)
     return safetensors_weight_bytes(path, arch, compute_dtype=compute)
 
 

@@ -11,6 +11,10 @@ real files). Three quantities matter and are kept apart:
 Group-quantised formats (GPTQ, AWQ) store per group of ``g`` input weights a 16-bit scale
 and, when they have zero points, a ``bits``-wide zero: ``bits + (16 + zero_bits) / g`` bits
 per weight. Embedding and head stay in 16-bit, as the project's quantisers leave them.
+
+int8 W8A8 (compressed-tensors "int-quantized", llm-compressor's SmoothQuant + GPTQ) stores one
+byte per weight and one 16-bit scale per output row, and multiplies int8 by int8 (activations
+quantized per token at run time): VNNI/AMX on x86 CPUs, int8 tensor cores on GPUs.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ DENSE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0}
 GROUP_SCALE_BITS = 16
 # fp8 checkpoints (vLLM/llm-compressor W8A8) keep one fp32 scale per output row.
 FP8_ROW_SCALE_BYTES = 4
+# int8 W8A8 checkpoints keep one 16-bit (the model's dtype) scale per output row.
+W8A8_ROW_SCALE_BYTES = 2
+W8A8_COMPUTE = "int8"
 # Bytes per element of norm weights: 16-bit in HF checkpoints, F32 in GGUF files.
 HF_NORM_BYTES = 2.0
 GGUF_NORM_BYTES = 4.0
@@ -88,6 +95,10 @@ def _tensor_bytes(
             return "bf16", tensor.elements * DENSE_BYTES["bf16"]
         scales = tensor.rows * FP8_ROW_SCALE_BYTES if fmt == "fp8" else 0.0
         return fmt, tensor.elements * DENSE_BYTES[fmt] + scales
+    if fmt == "w8a8":
+        if is_edge:
+            return "bf16", tensor.elements * DENSE_BYTES["bf16"]
+        return "int8", tensor.elements + tensor.rows * W8A8_ROW_SCALE_BYTES
     if fmt in ("gptq", "awq"):
         if is_edge:
             return "bf16", tensor.elements * DENSE_BYTES["bf16"]
@@ -107,6 +118,8 @@ def _compute_dtype(variant: EstimatedVariant, arch: Architecture, types: dict[st
         return variant.format
     if variant.format in ("gptq", "awq"):
         return activation_dtype(arch)
+    if variant.format == "w8a8":
+        return W8A8_COMPUTE
     return gguf_compute_dtype(types)
 
 
@@ -138,6 +151,7 @@ def nominal_weight_bytes(arch: Architecture, variant: EstimatedVariant) -> Weigh
         "gguf": "llama.cpp mix rules with block-size fallbacks (approximate)",
         "gptq": "packed weights + fp16 scale + packed zero per group; embedding/head bf16",
         "awq": "packed weights + bf16 scale (+ zero if asymmetric) per group; head bf16",
+        "w8a8": "int8 weights + 16-bit scale per output row; embedding/head bf16",
     }.get(variant.format, f"{variant.format} everywhere")
     return WeightBytes(
         stored_bytes=sum(stored.values()),

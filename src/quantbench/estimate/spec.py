@@ -17,7 +17,7 @@ from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.hardware import check_hardware_name
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
 
-WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "gptq", "awq", "gguf"]
+WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "gptq", "awq", "w8a8", "gguf"]
 GROUP_QUANT_FORMATS = ("gptq", "awq")
 GROUP_QUANT_BITS = (2, 3, 4, 8)
 # Defaults of the group-quantised formats, as the project produces them: GPTQ with 128-weight

@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
     "gguf": "quantbench.formats.gguf",
     "gptq": "quantbench.formats.gptq",
     "awq": "quantbench.formats.awq",
+    "w8a8": "quantbench.formats.w8a8",
     "bf16": "quantbench.formats.bf16",
 }
 _REGISTERED: dict[str, Format] = {}
