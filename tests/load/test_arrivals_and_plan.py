@@ -109,7 +109,7 @@ def test_shares_partition_the_conversations() -> None:
 def test_a_share_never_stops_on_precision() -> None:
     from quantbench.load.plan import Precision
 
-    plan = _plan(precision=Precision([("ttft", 50.0)], 0.05, 0.95, 12))
+    plan = _plan(precision=Precision([("ttft", 50.0, 0.05)], 0.05, 0.95, 12))
     assert plan.adaptive and not plan.share(0, 2).adaptive
 
 
@@ -117,6 +117,6 @@ def test_plan_round_trips_through_json(tmp_path) -> None:  # type: ignore[no-unt
     from quantbench.load.plan import Precision
 
     plan = _plan(mode="open", rate=2.0, headers={"a": "b"},
-                 precision=Precision([("ttft", 50.0)], 0.05, 0.95, 12))  # fmt: skip
+                 precision=Precision([("ttft", 50.0, 0.05)], 0.05, 0.95, 12))  # fmt: skip
     plan.save(tmp_path / "p.json")
     assert LoadPlan.load(tmp_path / "p.json") == plan

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from quantbench.load.session import build_traffic, plan_point
 from quantbench.load.spec import WorkloadSpec
 
@@ -64,3 +66,16 @@ def test_a_precision_sized_point_measures_what_its_slo_needs() -> None:
     assert minimum("ttft:p90<=1s") == 36  # a p90 interval needs 36 requests at 95 %
     assert minimum("ttft:p95<=1s; error_rate<=0.1") == 72
     assert minimum("ttft:p99<=1s", cap=100) == 100  # capped: the row will say "too few"
+
+
+def test_precision_targets_may_each_have_their_own_width() -> None:
+    from pydantic import ValidationError
+
+    from quantbench.load.spec import PrecisionSpec
+
+    spec = PrecisionSpec(
+        targets=["ttft:p50 ±15%", "tpot:p50", "e2e:p90 +-10%"], rel_half_width=0.05
+    )
+    assert spec.parsed() == [("ttft", 50.0, 0.15), ("tpot", 50.0, 0.05), ("e2e", 90.0, 0.10)]
+    with pytest.raises(ValidationError, match="ttft:p50 ±15%"):
+        PrecisionSpec(targets=["ttft:median"])

@@ -382,17 +382,22 @@ class Dispatcher:
         ):
             self._stop_measuring(f"measured the most allowed ({self.plan.measured_conversations})")
             return
+        if p.max_measured is not None and self._completed_measured >= p.max_measured:
+            # multi-turn conversations: the cap is on requests, whatever their conversations
+            self._stop_measuring(f"measured the most allowed ({p.max_measured} requests)")
+            return
         if self._completed_measured < p.min_measured or self._completed_measured % p.check_every:
             return
         from quantbench.precision import quantile_interval
 
-        for metric, pct in p.targets:
+        for metric, pct, width in p.targets:
             interval = quantile_interval(self.values[metric], pct, p.confidence)
-            if interval is None or interval.relative_half_width > p.rel_half_width:
+            if interval is None or interval.relative_half_width > width:
                 return
         self._stop_measuring(
-            f"precision met: {', '.join(f'{m} p{q:g}' for m, q in p.targets)} within "
-            f"±{p.rel_half_width:.0%} after {self._completed_measured} measured requests"
+            "precision met: "
+            + ", ".join(f"{m} p{q:g} within ±{w:.0%}" for m, q, w in p.targets)
+            + f" after {self._completed_measured} measured requests"
         )
 
 

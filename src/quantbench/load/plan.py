@@ -61,15 +61,18 @@ class BodyRules:
 
 @dataclass(frozen=True)
 class Precision:
-    """Measure until every target percentile is known to within ``rel_half_width`` of itself
-    (an order-statistic interval at ``confidence``), at least ``min_measured`` requests."""
+    """Measure until every target percentile is known to within its relative half-width (an
+    order-statistic interval at ``confidence``), at least ``min_measured`` requests."""
 
-    targets: list[tuple[str, float]]
-    """(metric, percentile): metric one of ttft, tpot, itl, e2e."""
+    targets: list[tuple[str, float, float]]
+    """(metric, percentile, relative half-width): metric one of ttft, tpot, itl, e2e."""
     rel_half_width: float
     confidence: float
     min_measured: int
     check_every: int = 4
+    max_measured: int | None = None
+    """Stop measuring once this many measured requests completed (turns of multi-turn
+    conversations count one each)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ class LoadPlan:
         data["rules"] = BodyRules(**rules)
         if data.get("precision") is not None:
             p = dict(data["precision"])
-            p["targets"] = [tuple(t) for t in p["targets"]]
+            p["targets"] = [tuple(t) for t in p["targets"]]  # JSON made the tuples lists
             data["precision"] = Precision(**p)
         return cls(**data)
 

@@ -161,6 +161,7 @@ def plan_point(
             rel_half_width=spec.precision.rel_half_width,
             confidence=spec.precision.confidence,
             min_measured=min(max(spec.precision.min_requests, needed), spec.precision.max_requests),
+            max_measured=spec.precision.max_requests,
         )
     warmup = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):

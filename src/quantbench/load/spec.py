@@ -18,6 +18,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# A precision target: metric:pNN, optionally with its own half-width (ttft:p50 ±15%).
+_TARGET = re.compile(
+    r"(ttft|tpot|itl|e2e):p(\d{1,2}(?:\.\d+)?)(?:\s*(±|\+-|\+/-)\s*(\d+(?:\.\d+)?)%)?"
+)
+
 # A point's label names its result folder: one plain path component, never '..' or a separator.
 SAFE_LABEL = re.compile(r"(?!\.\.?$)[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}")
 
@@ -104,7 +109,8 @@ class PrecisionSpec(_Strict):
 
     targets: list[str] = Field(
         default_factory=lambda: ["ttft:p50", "tpot:p50"],
-        description="metric:percentile pairs (metric ttft, tpot, itl or e2e).",
+        description="metric:percentile pairs (metric ttft, tpot, itl or e2e), each optionally with "
+        "its own half-width: 'ttft:p50 ±15%' (or '+-15%'); without one, rel_half_width.",
     )
     rel_half_width: float = Field(
         default=0.05,
@@ -126,13 +132,10 @@ class PrecisionSpec(_Strict):
     @classmethod
     def _targets_parse(cls, values: list[str]) -> list[str]:
         for text in values:
-            metric, _, stat = text.partition(":")
-            if metric not in ("ttft", "tpot", "itl", "e2e") or not re.fullmatch(
-                r"p\d{1,2}(\.\d+)?", stat
-            ):
+            if not _TARGET.fullmatch(text.strip()):
                 raise ValueError(
                     f"precision target {text!r}: write metric:pNN with metric ttft, tpot, itl "
-                    "or e2e (e.g. ttft:p50)"
+                    "or e2e (e.g. ttft:p50), optionally with its own half-width (ttft:p50 ±15%)"
                 )
         return values
 
@@ -142,8 +145,15 @@ class PrecisionSpec(_Strict):
             raise ValueError("precision.min_requests is above precision.max_requests")
         return self
 
-    def parsed(self) -> list[tuple[str, float]]:
-        return [(t.split(":")[0], float(t.split(":")[1][1:])) for t in self.targets]
+    def parsed(self) -> list[tuple[str, float, float]]:
+        """(metric, percentile, relative half-width) per target."""
+        out = []
+        for text in self.targets:
+            m = _TARGET.fullmatch(text.strip())
+            assert m is not None
+            width = float(m.group(4)) / 100 if m.group(4) else self.rel_half_width
+            out.append((m.group(1), float(m.group(2)), width))
+        return out
 
 
 class _PointSize(_Strict):
