@@ -56,9 +56,11 @@ from quantbench.schemas.session import (
 )
 
 # The client is the bottleneck when its event loop typically wakes later than a tenth of the gap
-# between two tokens (at least 1 ms; p50), or its worst wake-ups reach half that gap (at least
-# 5 ms; p99), or it spends this much of the wall time on the CPU (it shares a 2-core machine with
-# the server): then the client, not only the server, set the figures.
+# between two tokens (at least 1 ms; p50: that delay is in every figure), or when it spends this
+# much of the wall time on the CPU. Its worst wake-ups (p99) are reported, not flagged: on a
+# 2-core machine a busy server preempts the client now and then (vLLM's CPU engine did, 18-21 ms
+# at p99 with the client using 5-9 % of a core), which moves tail figures by that much and
+# leaves the medians, the window's token count and the verdicts on them as they are.
 CLIENT_LAG_P50_MS = 1.0
 CLIENT_LAG_LIMIT_MS = 5.0
 CLIENT_LAG_SHARE = 0.1
@@ -297,20 +299,23 @@ def summarize(
     # against the finest figure the point reports, the gap between tokens.
     itl_ms = float(np.median(itls)) * 1000 if itls else None
     p50_limit = max(CLIENT_LAG_P50_MS, CLIENT_LAG_SHARE * itl_ms) if itl_ms else CLIENT_LAG_P50_MS
-    p99_limit = (
-        max(CLIENT_LAG_LIMIT_MS, 5 * CLIENT_LAG_SHARE * itl_ms) if itl_ms else (CLIENT_LAG_LIMIT_MS)
-    )
     client_bound = bool(
-        (lag is not None and lag > p99_limit)
-        or (lag_p50 is not None and lag_p50 > p50_limit)
+        (lag_p50 is not None and lag_p50 > p50_limit)
         or (cpu_share is not None and cpu_share > CLIENT_CPU_LIMIT)
+    )
+    tail_note = (
+        f"the client's loop woke up to {lag:.0f} ms late at p99 (the server shared its cores): "
+        "tail latencies may be that much high"
+        if lag is not None and lag > max(CLIENT_LAG_LIMIT_MS, 5 * CLIENT_LAG_SHARE * (itl_ms or 0))
+        else ""
     )
     harness = HarnessCheck(
         loop_lag_p99_ms=lag, client_cpu_share=cpu_share, client_bound=client_bound,
         note=(
-            f"the load generator ran behind (loop lag p99 {lag or 0:.1f} ms, CPU "
-            f"{(cpu_share or 0):.0%}): the client, not only the server, set these figures"
-            if client_bound else ""
+            f"the load generator ran behind (loop lag p50 {lag_p50 or 0:.1f} ms, p99 "
+            f"{lag or 0:.1f} ms, CPU {(cpu_share or 0):.0%}): the client, not only the server, set "
+            "these figures"
+            if client_bound else tail_note
         ),
     )  # fmt: skip
 
