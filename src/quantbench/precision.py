@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+
+from quantbench.schemas.base import Strict
 
 Verdict = Literal["pass", "fail", "undecided"]
 # Time slices the window is cut into for the batch-means interval of a rate.
@@ -38,10 +39,10 @@ RATE_SLICES = 10
 BOOTSTRAP_RESAMPLES = 2000
 
 
-@dataclass(frozen=True)
-class Interval:
+class Figure(Strict):
     """A figure with its confidence interval: [low, high] holds the true value with probability
-    ``confidence``, from a sample of ``n`` by ``method``."""
+    ``confidence``, from a sample of ``n`` by ``method``. The one form every interval takes, in
+    memory and in the stage outputs (``schemas.session`` and ``schemas.bench`` store it)."""
 
     value: float
     low: float
@@ -59,8 +60,11 @@ class Interval:
         """Half the interval's width over the value (inf for a value of 0)."""
         return self.half_width / abs(self.value) if self.value else math.inf
 
-    def to_dict(self) -> dict[str, float | int | str]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+Interval = Figure
 
 
 def t_quantile(confidence: float, df: int) -> float:
@@ -79,7 +83,10 @@ def t_interval(values: Sequence[float], confidence: float, method: str = "t") ->
         return None
     mean = float(xs.mean())
     half = t_quantile(confidence, xs.size - 1) * float(xs.std(ddof=1)) / math.sqrt(xs.size)
-    return Interval(mean, mean - half, mean + half, confidence, int(xs.size), method)
+    return Interval(
+        value=mean, low=mean - half, high=mean + half, confidence=confidence, n=int(xs.size),
+        method=method,
+    )  # fmt: skip
 
 
 def min_samples(q: float, confidence: float) -> int:
@@ -123,7 +130,10 @@ def quantile_interval(
     if r < 1 or s > n:
         return None
     value = percentile_of_sorted(xs, percentile)
-    return Interval(value, float(xs[r - 1]), float(xs[s - 1]), confidence, n, "order statistics")
+    return Interval(
+        value=value, low=float(xs[r - 1]), high=float(xs[s - 1]), confidence=confidence, n=n,
+        method="order statistics",
+    )  # fmt: skip
 
 
 def percentile_of_sorted(xs: np.ndarray, percentile: float) -> float:
@@ -153,8 +163,9 @@ def bootstrap_mean_interval(
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return Interval(
-        float(xs.mean()), float(low), float(high), confidence, int(xs.size), "bootstrap"
-    )
+        value=float(xs.mean()), low=float(low), high=float(high), confidence=confidence,
+        n=int(xs.size), method="bootstrap",
+    )  # fmt: skip
 
 
 def rate_interval(
@@ -182,7 +193,10 @@ def rate_interval(
     if t_int is None:
         return None
     del edges
-    return Interval(value, t_int.low, t_int.high, confidence, slices, t_int.method)
+    return Interval(
+        value=value, low=t_int.low, high=t_int.high, confidence=confidence, n=slices,
+        method=t_int.method,
+    )  # fmt: skip
 
 
 def judge(op: str, limit: float, interval: Interval | None, value: float | None) -> Verdict:

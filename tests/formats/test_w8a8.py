@@ -248,7 +248,7 @@ def test_build_is_deterministic_and_the_harness_loads_it(
         names = set(handle.keys())
     assert "lm_head.weight" not in names  # tied to the embeddings, left in bf16
     assert str(q.dtype) == "torch.int8" and tuple(scale.shape) == (q.shape[0], 1)
-    assert infos[0].data["libraries"]["llmcompressor"].startswith("0.14")
+    assert infos[0].record.libraries["llmcompressor"].startswith("0.14")
 
     backend = HFBackend.load(folder, "w8a8", "float32")
     ids = [1, 504, 3458, 314, 1135, 22]

@@ -263,7 +263,7 @@ PINNED: dict[str, str] = {
     "QuantizeTiming": "v1:72ba24b86566e577",
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
-    "EstimatesFile": "v1:98821dffa8a5ae88",
+    "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
     "SessionSummary": "v2:800e22c09c4f5abb",
     "PairSummary": "v2:48a73f7785023fa1",
 }

@@ -134,10 +134,6 @@ def _proportion(k: int, n: int, confidence: float) -> Figure | None:
                   method="Clopper-Pearson")  # fmt: skip
 
 
-def _figure(interval: Any) -> Figure | None:
-    return None if interval is None else Figure(**interval.to_dict())
-
-
 def _window(measured: Sequence[RequestRecord]) -> tuple[float, float]:
     starts = [r.scheduled_time if r.scheduled_time is not None else r.send_time for r in measured]
     start = min(starts, default=0.0)
@@ -195,7 +191,7 @@ def summarize(
     ]
     window_tokens = int(sum(n for _, n in events))
     out_tps = rate(window_tokens)
-    tps_interval = _figure(rate_interval(events, start, end, confidence)) if duration > 0 else None
+    tps_interval = rate_interval(events, start, end, confidence) if duration > 0 else None
 
     per_request = slo_mod.per_request(constraints)
     goodput = good_tps = None

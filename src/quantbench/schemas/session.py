@@ -16,32 +16,15 @@ import numpy as np
 from pydantic import Field
 
 from quantbench import slo as slo_mod
+
+# Every interval's one form (defined beside the code that computes intervals).
+from quantbench.precision import Figure
 from quantbench.schemas.base import Migrations, StageOutput, Strict, version
 
 
 def pct_key(p: float) -> str:
     """'p50', 'p99', 'p99.9': how a percentile is named in results."""
     return f"p{int(p)}" if float(p).is_integer() else f"p{p:g}"
-
-
-class Figure(Strict):
-    """A figure with its confidence interval: [low, high] holds the true value with probability
-    ``confidence``, from ``n`` samples by ``method`` (quantbench.precision)."""
-
-    value: float
-    low: float
-    high: float
-    confidence: float
-    n: int
-    method: str
-
-    @property
-    def half_width(self) -> float:
-        return (self.high - self.low) / 2
-
-    @property
-    def relative_half_width(self) -> float:
-        return (self.high - self.low) / 2 / abs(self.value) if self.value else float("inf")
 
 
 class LatencyStats(Strict):
@@ -80,7 +63,7 @@ class LatencyStats(Strict):
             if interval is None:
                 too_few.append(pct_key(p))
             else:
-                intervals[pct_key(p)] = Figure(**interval.to_dict())
+                intervals[pct_key(p)] = interval
         return cls(
             count=len(ms),
             mean_ms=float(finite.mean()) if finite.size else float("inf"),
