@@ -12,7 +12,12 @@ import pytest
 
 from quantbench.engines.base import LaunchSpec
 from quantbench.engines.ports import PortInUseError, check_port_free, free_port
-from quantbench.engines.server import Server, ServerExitedError, ServerTimeoutError
+from quantbench.engines.server import (
+    Server,
+    ServerError,
+    ServerExitedError,
+    ServerTimeoutError,
+)
 
 FAKE = Path(__file__).with_name("fake_engine.py")
 
@@ -108,3 +113,58 @@ def test_interrupt_during_use_still_stops_the_server(tmp_path) -> None:
         pid = server.process.pid
         raise KeyboardInterrupt
     assert not alive({pid})
+
+
+# --- warm-up and check requests read the stream as the load harness does ------------------------
+
+
+def _mock_spec(tmp_path: Path, behaviour: dict, **script: object) -> LaunchSpec:
+    """The scripted server as the engine: our lifecycle and stream reading, its known answers."""
+    from quantbench.mock_server import Script
+
+    path = tmp_path / "script.json"
+    path.write_text(Script.model_validate({"behaviours": [behaviour], **script}).model_dump_json())
+    port = free_port()
+    return LaunchSpec(
+        engine="mock",
+        argv=[sys.executable, "-m", "quantbench.mock_server", "--port", str(port),
+              "--script", str(path)],
+        env={"OMP_NUM_THREADS": "1"},
+        host="127.0.0.1",
+        port=port,
+        ready_path="/health",
+        metrics_path=None,
+        model_name="mock-model",
+        startup_timeout_s=20,
+    )  # fmt: skip
+
+
+def test_a_sound_stream_warms_up(tmp_path) -> None:
+    with Server(_mock_spec(tmp_path, {"output_tokens": 4}), tmp_path / "log.txt") as server:
+        assert server.warmup(timeout_s=10).strip()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "script", "reason"),
+    [
+        # Once escaped the warm-up as an AttributeError and lost the whole pair.
+        ({"wrong_shape_after_tokens": 1}, {}, "'delta' is a str"),
+        ({"output_tokens": 0}, {}, "empty stream"),
+        ({"output_tokens": 3, "close_after_tokens": 2}, {}, "failed its warm-up"),
+    ],
+    ids=["wrong-shape", "no-tokens", "closed-mid-stream"],
+)
+def test_a_broken_warm_up_stream_is_a_server_error(tmp_path, behaviour, script, reason) -> None:
+    spec = _mock_spec(tmp_path, behaviour, **script)
+    with Server(spec, tmp_path / "log.txt") as server, pytest.raises(ServerError, match=reason):
+        server.warmup(timeout_s=10)
+
+
+def test_keep_alive_comments_cannot_hold_the_warm_up_forever(tmp_path) -> None:
+    # Each read gets bytes in time, so only a deadline on the whole request stops it.
+    behaviour = {"stall_after_tokens": 1, "keepalive_ms": 50}
+    with Server(_mock_spec(tmp_path, behaviour), tmp_path / "log.txt") as server:
+        start = time.monotonic()
+        with pytest.raises(ServerError, match="no complete answer within 2 s"):
+            server.warmup(timeout_s=2)
+        assert time.monotonic() - start < 8

@@ -32,6 +32,8 @@ from typing import Any
 from quantbench.engines.base import LaunchSpec
 from quantbench.engines.ports import check_port_free
 from quantbench.errors import UserError
+from quantbench.load.records import RequestRecord
+from quantbench.load.streaming import StreamError, StreamParser
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +306,13 @@ class Server:
             time.sleep(0.25)
 
     def chat(self, content: str, max_tokens: int = 16, timeout_s: float = 120) -> str:
-        """One streaming chat request; returns the streamed text (used for warm-up and checks)."""
+        """One streaming chat request; returns the streamed text (used for warm-up and checks).
+
+        The stream is read by the load harness's own parser, so what fails a measured request
+        fails here too, as a ValueError naming why (an event of the wrong shape, no content, a
+        stream cut short); ``timeout_s`` bounds the whole request, not only each read, so a
+        server that sends keep-alive comments forever cannot hold the caller (TimeoutError).
+        """
         body = {
             "model": self.spec.model_name,
             "messages": [{"role": "user", "content": content}],
@@ -317,19 +325,28 @@ class Server:
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
-        parts: list[str] = []
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            for raw in response:
-                line = raw.decode("utf-8", errors="replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[len("data:") :].strip()
-                if data == "[DONE]":
-                    break
-                event = json.loads(data)
-                for choice in event.get("choices") or []:
-                    parts.append((choice.get("delta") or {}).get("content") or "")
-        return "".join(parts)
+        started = time.monotonic()
+        record = RequestRecord(
+            request_id="check", index=0, point="check", scenario="check", prompt_id="check",
+            phase="warmup", worker=0, send_time=started,
+        )  # fmt: skip
+        parser = StreamParser(record, "chat")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                for raw in response:
+                    now = time.monotonic()
+                    if now - started > timeout_s:
+                        raise TimeoutError(
+                            f"no complete answer within {timeout_s:g} s "
+                            f"({len(record.chunk_times)} chunks so far)"
+                        )
+                    parser.feed_line(raw, now)
+                    if parser.done:
+                        break
+            parser.finish()
+        except StreamError as exc:
+            raise ValueError(f"unusable answer stream: {exc}") from None
+        return record.output_text or ""
 
     def warmup(self, timeout_s: float = 120) -> str:
         """A first request, so one-time costs (lazy loading, kernel selection) are not measured.
