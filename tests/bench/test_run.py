@@ -100,6 +100,21 @@ def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
     assert len({tuple(o) for o in orders}) == 3
 
 
+def test_one_run_gives_every_headline_figure_its_interval(fake_engine, fake_artifact, tmp_path):
+    # At one repeat, request throughput and goodput had no interval; every other figure has its
+    # own (batch means, order statistics, Wilson) or says its sample is too small.
+    from quantbench.bench.results import HEADLINE
+
+    summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), slo="e2e<=5s"), tmp_path)
+    row = summary.rows[0]
+    assert row.repeats == 1 and row.completed == 8
+    for name in HEADLINE:
+        if getattr(row, name, None) is None or name in row.too_few:
+            continue
+        assert name in row.intervals, f"{name} has no interval"
+    assert {"request_throughput", "goodput"} <= set(row.intervals)
+
+
 def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_artifact, tmp_path):
     settings = FakeSettings(sweep={"crash": [True, False]})
     summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p50<=5s"), tmp_path)

@@ -282,3 +282,18 @@ def test_a_client_that_ran_behind_is_flagged() -> None:
     # a late p99 alone (the server preempted the client now and then) is said, not flagged
     tail = summary(records, meta={"loop_lag": {"p50_ms": 0.3, "p99_ms": 20.0}})
     assert not tail.harness.client_bound and "20 ms late at p99" in tail.harness.note
+
+
+def test_request_rates_carry_their_interval_within_one_run() -> None:
+    # Request throughput and goodput had a value and no interval at one repeat: a row showed
+    # them with no precision at all. 4 streams, 2 s a request: 2 requests per second.
+    records = _steady(4, 40, 2.0, 8, warmup=4)
+    p = summary(records, "e2e<=3s", shape={"kind": "concurrency", "concurrency": 4})
+    for value, figure in (
+        (p.request_throughput, p.request_throughput_interval),
+        (p.goodput, p.goodput_interval),
+    ):
+        assert value == pytest.approx(2.0, rel=0.05)
+        assert figure is not None and figure.value == value
+        assert figure.low <= value <= figure.high and figure.n == 10
+    assert summary(records).goodput_interval is None  # no per-request SLO, no goodput

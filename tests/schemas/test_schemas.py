@@ -264,7 +264,7 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
-    "SessionSummary": "v2:800e22c09c4f5abb",
+    "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
     "PairSummary": "v2:48a73f7785023fa1",
 }
 

@@ -43,8 +43,11 @@ HEADLINE: dict[str, tuple[Reader, OwnInterval]] = {
         lambda p: p.good_output_throughput,
         lambda p: p.good_output_throughput_interval,
     ),
-    "request_throughput": (lambda p: p.request_throughput, lambda p: None),
-    "goodput": (lambda p: p.goodput, lambda p: None),
+    "request_throughput": (
+        lambda p: p.request_throughput,
+        lambda p: p.request_throughput_interval,
+    ),
+    "goodput": (lambda p: p.goodput, lambda p: p.goodput_interval),
     "error_rate": (lambda p: p.error_rate, lambda p: p.error_rate_interval),
     **{
         f"{m}_{k}_ms": _pct(m, k)

@@ -134,6 +134,20 @@ def _proportion(k: int, n: int, confidence: float) -> Figure | None:
                   method="Clopper-Pearson")  # fmt: skip
 
 
+def _count_rate_interval(
+    requests: Sequence[RequestRecord], value: float, start: float, end: float, confidence: float
+) -> Figure | None:
+    """Requests per second over the window with its batch-means interval: each request counts
+    in the time slice where it ended (the rate's value is the one reported beside it)."""
+    if end <= start:
+        return None
+    events = [(r.end_time, 1.0) for r in requests if r.end_time is not None]
+    iv = rate_interval(events, start, end, confidence)
+    if iv is None:
+        return None
+    return iv.model_copy(update={"value": value, "low": max(0.0, iv.low)})
+
+
 def _window(measured: Sequence[RequestRecord]) -> tuple[float, float]:
     starts = [r.scheduled_time if r.scheduled_time is not None else r.send_time for r in measured]
     start = min(starts, default=0.0)
@@ -193,12 +207,15 @@ def summarize(
     out_tps = rate(window_tokens)
     tps_interval = rate_interval(events, start, end, confidence) if duration > 0 else None
 
+    rps_interval = _count_rate_interval(done, rate(len(done)), start, end, confidence)
+
     per_request = slo_mod.per_request(constraints)
     goodput = good_tps = None
-    good_interval = None
+    good_interval = goodput_interval = None
     if per_request:
         good = [r for r in done if slo_mod.request_meets(per_request, r)]
         goodput = rate(len(good))
+        goodput_interval = _count_rate_interval(good, goodput, start, end, confidence)
         good_tokens = sum(r.output_tokens or 0 for r in good)
         # the share of every token the measured requests delivered (a failed or cut request's
         # partial answer included) that went to requests users would call good
@@ -347,10 +364,12 @@ def summarize(
         total_output_tokens=out_tokens,
         window_output_tokens=window_tokens,
         request_throughput=rate(len(done)),
+        request_throughput_interval=rps_interval,
         output_throughput=out_tps,
         output_throughput_interval=tps_interval,
         total_token_throughput=out_tps + rate(in_tokens),
         goodput=goodput,
+        goodput_interval=goodput_interval,
         good_output_throughput=good_tps,
         good_output_throughput_interval=good_interval,
         error_rate=bad / len(measured) if measured else 0.0,

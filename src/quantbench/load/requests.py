@@ -3,8 +3,8 @@
 Servers differ in what they tolerate: vLLM takes ``ignore_eos``, ``min_tokens`` and
 ``stream_options``; llama-server takes ``ignore_eos``; ``transformers serve`` answers HTTP 422 to any
 field it does not know, but takes a ``generation_config`` (a JSON string that replaces the model's
-generation config: ``min_new_tokens`` equal to ``max_new_tokens`` suppresses EOS until the length
-is reached). A generic OpenAI-compatible server gets only the standard ``stream_options``.
+generation config: an ``eos_token_id`` of -1 means EOS never stops the answer before
+``max_new_tokens``). A generic OpenAI-compatible server gets only the standard ``stream_options``.
 
 Each engine declares its profile in its own module (``quantbench.engines.<engine>``); this module
 holds the generic one and the lookup by name. It imports nothing heavy: the load harness uses it.

@@ -177,11 +177,17 @@ class PointResult(Strict):
         description="Tokens of every request (all phases) that arrived inside the window."
     )
     request_throughput: float = Field(description="Completed measured requests per second.")
+    request_throughput_interval: Figure | None = Field(
+        default=None, description="Batch means over the window, by when requests ended."
+    )
     output_throughput: float = Field(description="Window output tokens per second.")
     output_throughput_interval: Figure | None = Field(description="Batch means over the window.")
     total_token_throughput: float = Field(description="Prompt + output tokens per second.")
     goodput: float | None = Field(
         description="Measured requests per second meeting all per-request SLOs; None without."
+    )
+    goodput_interval: Figure | None = Field(
+        default=None, description="Batch means over the window, by when good requests ended."
     )
     good_output_throughput: float | None = Field(
         description="Output tokens per second of requests meeting all per-request SLOs: the "
