@@ -30,6 +30,12 @@ class FakeEngine(Engine):
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self.resets: list[str] = []
+        self.reset_answer = "reset"
+
+    def reset_prefix_cache(self, base_url: str, settings: FakeSettings) -> str:
+        self.resets.append(base_url)
+        return self.reset_answer
 
     def launch(
         self, artifact: Artifact, settings: FakeSettings, host: str, port: int

@@ -115,6 +115,25 @@ def test_one_run_gives_every_headline_figure_its_interval(fake_engine, fake_arti
     assert {"request_throughput", "goodput"} <= set(row.intervals)
 
 
+def test_the_prefix_cache_is_reset_before_every_run_and_the_row_says_so(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    # The bench asked the engine to reset its cache and threw the answer away: a reset that
+    # failed (or an engine that offers none) was invisible in the row and the report.
+    bench = BenchSettings(repeats=2)
+    summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), bench=bench), tmp_path)
+    assert len(summary.rows) == 2 and len(fake_engine.resets) == 2 * 2  # points x repeats
+    assert all(r.cache is not None and r.cache.reset == "reset" for r in summary.rows)
+
+    fake_engine.reset_answer = "POST /reset_prefix_cache answered 404"
+    summary = run_pair(job(fake_engine, fake_artifact, FakeSettings()), tmp_path / "again")
+    row = summary.rows[0]
+    assert row.cache.reset == "POST /reset_prefix_cache answered 404"
+    from quantbench.report.tables import cache_text
+
+    assert "answered 404" in cache_text(row)
+
+
 def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_artifact, tmp_path):
     settings = FakeSettings(sweep={"crash": [True, False]})
     summary = run_pair(job(fake_engine, fake_artifact, settings, slo="ttft:p50<=5s"), tmp_path)

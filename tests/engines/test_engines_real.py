@@ -48,11 +48,50 @@ def base_refs(prepared_base: Path) -> list:
     return references(HFBackend.load(prepared_base, "bf16", "float32"), prepared_base)
 
 
-def run_and_check(launch, log_path: Path, refs: list) -> dict:
+def cached_tokens_of_a_repeat(server: Server) -> int | None:
+    """The same long prompt twice; what the engine says its prefix cache served the second
+    time, read by the load harness's own stream parser (None: the engine did not say)."""
+    import json
+    import time
+    import urllib.request
+
+    from quantbench.load.records import RequestRecord
+    from quantbench.load.streaming import StreamParser
+
+    prompt = " ".join(f"Island fact {i}: the harbour has {i} boats." for i in range(20))
+    body = {
+        "model": server.spec.model_name, "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 4, "stream": True, "temperature": 0,
+        "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    record = None
+    for _ in range(2):
+        record = RequestRecord(
+            request_id="r", index=0, point="p", scenario="s", prompt_id="p", phase="measured",
+            worker=0, send_time=time.monotonic(),
+        )  # fmt: skip
+        parser = StreamParser(record, "chat")
+        request = urllib.request.Request(
+            server.url + "/v1/chat/completions", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=120) as response:
+            for line in response:
+                parser.feed_line(line, time.monotonic())
+        parser.finish()
+    assert record is not None and record.prompt_tokens and record.prompt_tokens > 200
+    return record.cached_tokens
+
+
+def run_and_check(launch, log_path: Path, refs: list, cache_reported: bool = False) -> dict:
     server = Server(launch, log_path)
     with server:
         server.warmup()
         answers = [server.chat(r.prompt, max_tokens=MAX_NEW) for r in refs]
+        if cache_reported:
+            # the second time, all but the prompt's last block comes from the prefix cache
+            cached = cached_tokens_of_a_repeat(server)
+            assert cached is not None and cached >= 128, cached
         tree = {
             server.process.pid,
             *(p.pid for p in psutil.Process(server.process.pid).children(True)),
@@ -112,7 +151,7 @@ def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel
     launch = get_engine("llamacpp").launch(
         artifact, LlamaCppSettings(parallel=parallel), "127.0.0.1", free_port()
     )
-    report = run_and_check(launch, tmp_path / "server.log", q8_refs)
+    report = run_and_check(launch, tmp_path / "server.log", q8_refs, cache_reported=True)
     assert report["argv"][report["argv"].index("-np") + 1] == str(parallel)
 
 
@@ -127,7 +166,7 @@ def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> Non
         pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
     artifact = load_artifact(prepared_base, "bf16")
     launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
-    report = run_and_check(launch, tmp_path / "server.log", base_refs)
+    report = run_and_check(launch, tmp_path / "server.log", base_refs, cache_reported=True)
     assert report["ready_seconds"] is not None
 
 

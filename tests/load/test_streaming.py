@@ -180,3 +180,27 @@ def test_load_process_modules_import_no_model_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("last", "cached"),
+    [
+        # vLLM with --enable-prompt-tokens-details
+        ({"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 1,
+                                   "prompt_tokens_details": {"cached_tokens": 288}}}, 288),
+        # llama-server's own timings
+        ({"choices": [{"delta": {}, "finish_reason": "length"}],
+          "timings": {"cache_n": 250, "prompt_n": 50}}, 250),
+        # an engine that says nothing about its cache
+        ({"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 1}}, None),
+    ],
+    ids=["vllm", "llama-server", "silent"],
+)  # fmt: skip
+def test_what_the_prefix_cache_served_is_read_from_either_dialect(last: dict, cached) -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    _feed(p, [(_chat("Hi"), 100.1), (b"\n", 100.1),
+              (b"data: " + json.dumps(last).encode() + b"\n", 100.2), (b"\n", 100.2),
+              (b"data: [DONE]\n", 100.3), (b"\n", 100.3)])  # fmt: skip
+    p.finish()
+    assert rec.cached_tokens == cached

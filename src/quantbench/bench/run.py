@@ -113,7 +113,6 @@ class _PointRunner:
             model=server.spec.model_name,
             tokenizer=job.tokenizer,
         )
-        self.cache_resets: list[str] = []
 
     def run(self, workload: str, spec: WorkloadSpec, index: int) -> dict[str, Any]:
         """Every repeat of point ``index`` of ``spec``, folded into a row."""
@@ -121,12 +120,11 @@ class _PointRunner:
         label = _label(point)
         results: list[PointResult] = []
         slo = self.job.slo_for(workload)
+        resets: list[str] = []
         for repeat in range(self.job.bench.repeats):
             self.server.check_alive(f"before load point {label}")
             # a point's prompts must not be served from the previous point's cache
-            self.cache_resets.append(
-                self.job.engine.reset_prefix_cache(self.server.url, self.server_settings)
-            )
+            resets.append(self.job.engine.reset_prefix_cache(self.server.url, self.server_settings))
             run_dir = self.server_dir / workload / label / f"r{repeat}"
             log.info("%s: %s %s, repeat %d", self.job.name, workload, label, repeat + 1)
             summary = run_session(
@@ -145,6 +143,8 @@ class _PointRunner:
             possible_cache_share=traffic.summary.get("prefix_reuse_share"),
         )
         row.update(load_point=label, shape=point.model_dump(mode="json"))
+        # what was done to the engine's prefix cache before each repeat, as the row's record
+        row["cache"] = {**row["cache"], "reset": "; ".join(dict.fromkeys(resets)) or None}
         code = self.server.exit_code_now()
         if code is not None:
             row["error"] = f"server {describe_exit(code)} during this point"

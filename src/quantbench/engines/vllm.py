@@ -90,6 +90,9 @@ class VllmEngine(Engine):
             argv.append("--enforce-eager")
         if settings.device != "cpu":
             argv += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
+        # usage.prompt_tokens_details.cached_tokens: how much of each prompt the prefix cache
+        # served, which the harness records per request (cache.served_share)
+        argv.append("--enable-prompt-tokens-details")
         argv += settings.extra_args
         env = {
             **self.base_env(settings),

@@ -207,7 +207,8 @@ def cache_text(row: BenchRow) -> str:
     if cache is None:
         return "–"
     served = pct(cache.served_share) if cache.served_share is not None else "not reported"
-    return f"possible {pct(cache.possible_share)}, served {served}"
+    reset = f"; cache before the point: {cache.reset}" if cache.reset else ""
+    return f"possible {pct(cache.possible_share)}, served {served}{reset}"
 
 
 def sample_text(row: BenchRow) -> str:

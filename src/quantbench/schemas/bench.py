@@ -46,6 +46,11 @@ class CacheSummary(Strict):
         description="Prompt tokens a prefix cache could serve, computed from the prompts."
     )
     served_share: float | None = Field(description="What the engine says it served from cache.")
+    reset: str | None = Field(
+        default=None,
+        description="What was done to the engine's prefix cache before the point's runs: 'reset', "
+        "'none' (the engine keeps no cache across requests), 'not supported', or why it failed.",
+    )
 
 
 class BenchRow(Strict):
