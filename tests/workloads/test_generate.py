@@ -117,3 +117,27 @@ def test_corpus_text_is_cut_exactly_with_a_tokenizer() -> None:
     assert len(corpus.text(37, random.Random(1)).split()) == 37
     convs = conversations(NAMED["chat"].shape, 3, 1, corpus, scenario="x")
     assert [c.prompt_id for c in convs] == ["x-00000", "x-00001", "x-00002"]
+
+
+# Each named workload's documented output distribution (builtin.py, docs/LOAD.md): the mean and
+# the log-normal spread, and the prompt mean (instruction or question words included).
+DOCUMENTED = {
+    # name: (output mean, output sigma, input mean)
+    "chat": (338, 0.8, 161 + 4),
+    "rag": (48, 0.5, 3 * 480 + 20),
+    "long-generation": (1024, 0.3, 64 + 9),
+    "multi-turn": (215, 0.8, None),  # prompts grow with the history: see the test above
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_each_workload_matches_its_documented_distribution(name: str) -> None:
+    """Means within 10 % and spreads (sd of log length) within 15 % over 1,500 conversations;
+    the clips (a minimum, a context maximum) trim the spread a little, never this much."""
+    out_mean, out_sigma, in_mean = DOCUMENTED[name]
+    traffic = materialize(spec(name, conversations=1500), CORPUS)
+    outputs = np.array([t.max_tokens for c in traffic.conversations for t in c.turns])
+    assert outputs.mean() == pytest.approx(out_mean, rel=0.10)
+    assert np.log(outputs).std() == pytest.approx(out_sigma, rel=0.15)
+    if in_mean is not None:
+        assert traffic.summary["input_tokens"]["mean"] == pytest.approx(in_mean, rel=0.10)
