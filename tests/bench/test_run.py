@@ -174,3 +174,47 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     info = search.servers[0].search
     assert info.edge == grid_edge
     assert info.runs < info.grid_size == 8
+
+
+def test_an_interrupted_pair_resumes_without_measuring_again(
+    fake_engine, fake_artifact, tmp_path, monkeypatch
+) -> None:
+    # The bench stage wrote its folder whole or not at all: Ctrl-C threw away every point.
+    from dataclasses import replace
+
+    from quantbench.bench import run as bench_run
+    from quantbench.bench.resume import PartialStore
+
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 4.0]})
+    store = PartialStore("tiny-fake", "key-1", root=tmp_path / "partial")
+    store.open()
+    pair = replace(job(fake_engine, fake_artifact, settings), store=store)
+    real_run, calls = bench_run._PointRunner.run, []
+
+    def interrupted(self, workload, spec, index):  # the third point: Ctrl-C
+        calls.append(index)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_run(self, workload, spec, index)
+
+    monkeypatch.setattr(bench_run._PointRunner, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_pair(pair, tmp_path / "out")
+    assert no_fake_servers_left()
+    monkeypatch.setattr(bench_run._PointRunner, "run", real_run)
+    kept = {k: store.row("itl_ms=2.0", "chat", k) for k in ("c1", "c4")}
+    assert all(row is not None for row in kept.values())
+
+    launched = []
+    real_launch = fake_engine.launch
+    monkeypatch.setattr(
+        fake_engine, "launch", lambda *a: launched.append(a[1].itl_ms) or real_launch(*a)
+    )
+    resumed = PartialStore("tiny-fake", "key-1", root=tmp_path / "partial")
+    assert resumed.open() == 2
+    summary = run_pair(replace(pair, store=resumed), tmp_path / "out")
+    assert summary.resumed_points == 2 and len(summary.rows) == 4
+    assert launched == [4.0]  # the finished server setting was not started again
+    first = {r.load_point: r for r in summary.rows if r.server_point == "itl_ms=2.0"}
+    for label, row in kept.items():
+        assert first[label].output_throughput == row["output_throughput"]
