@@ -335,7 +335,13 @@ def _point_row(out: Path, name: str, spec: dict[str, Any], server: Server, workl
             url="http://127.0.0.1:41001", engine=spec["engine"], model=spec["variant"],
             workload={"name": workload, "percentiles": PERCENTILES, "fixed_output_length": True},
             slo=wl.slo, created_at=1_700_000_100.0, points=[result],
-            workload_summary={"prefix_reuse_share": wl.possible_cache},
+            workload_summary={
+                "prefix_reuse_share": wl.possible_cache, "conversations": wl.conversations,
+                "requests": wl.conversations * wl.turns, "counted_with": "tokenizer",
+                "input_tokens": {"mean": float(wl.prompt), "p90": float(wl.prompt)},
+                "output_tokens": {"mean": float(wl.output), "p90": float(wl.output)},
+                "context": 2048, "turns_dropped_to_fit": 2 if wl.turns > 1 else 0,
+            },
         )  # fmt: skip
         schema_io.write(run_dir / "summary.json", session)
         results.append(result)

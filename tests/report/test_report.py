@@ -439,6 +439,12 @@ def test_summary_markdown(files, by_key) -> None:
     assert "- tied gguf-q4\\_k\\_m-llamacpp · default · c4: 106" not in chat
     assert "- tied gguf-q4_k_m-llamacpp · default · c4: " in chat
     assert "Decided by: the highest good output throughput, separable from the rest." in multi
+    # what the traffic was, and the turns the context could not hold (never dropped silently)
+    assert "Traffic: 40 conversations, 40 requests; prompts 40 tokens on average" in chat
+    assert "every turn fits the 2048-token context" in chat
+    assert "a prefix cache could serve 62% of prompts" in multi
+    assert "2 turns dropped to fit the 2048-token context" in multi
+    assert "2 turns dropped to fit the 2048-token context" in files.files[Path("index.html")]
     assert "tied" not in multi.split("### Profile")[0]
     # the ranking across workloads
     ranking_md = _section(text, "## Ranking across workloads")

@@ -88,6 +88,42 @@ def _json_text(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+def traffic_text(inputs: ReportInputs, workload: str) -> str:
+    """The workload's traffic as the bench stages sent it (the workloads stage's summary, kept in
+    each run's summary.json): size, mean lengths, the prompt share a prefix cache could serve,
+    and the turns dropped because they would not fit the engines' context ('' if unknown)."""
+    for key in sorted(inputs.records, key=lambda k: (k.pair, k.server_point, k.load_point)):
+        if key.workload != workload:
+            continue
+        for rep in inputs.records[key]:
+            s = rep.session.workload_summary if rep.session is not None else {}
+            if not s:
+                continue
+            parts = [
+                f"{s.get('conversations', '?')} conversations, {s.get('requests', '?')} requests"
+            ]
+            ins, outs = s.get("input_tokens") or {}, s.get("output_tokens") or {}
+            if ins.get("mean") is not None and outs.get("mean") is not None:
+                unit = "tokens" if s.get("counted_with") == "tokenizer" else "words"
+                parts.append(
+                    f"prompts {ins['mean']:.0f} {unit} on average (p90 {ins.get('p90', 0):.0f}), "
+                    f"answers {outs['mean']:.0f} (p90 {outs.get('p90', 0):.0f})"
+                )
+            if s.get("prefix_reuse_share") is not None:
+                parts.append(f"a prefix cache could serve {s['prefix_reuse_share']:.0%} of prompts")
+            dropped = s.get("turns_dropped_to_fit") or 0
+            context = s.get("context")
+            parts.append(
+                f"{dropped} turns dropped to fit the {context}-token context"
+                if dropped
+                else f"every turn fits the {context}-token context"
+                if context
+                else "no context limit checked"
+            )
+            return "Traffic: " + "; ".join(parts) + "."
+    return ""
+
+
 @dataclass
 class WorkloadSection:
     """What the page shows of one workload: its own profile, the extra ones, every row."""
@@ -96,6 +132,8 @@ class WorkloadSection:
     rec: Recommendation
     extra: list[Recommendation] = field(default_factory=list)
     estimate_rows: list[EstimateRow] = field(default_factory=list)
+    traffic: str = ""
+    """What the workload's requests were made of (traffic_text)."""
 
     @property
     def name(self) -> str:
@@ -239,7 +277,9 @@ def build_report(
             inputs, by_key[profile.key], mine, settings, colors, currency, est_rows, hardware
         )
         extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
-        sections.append(WorkloadSection(profile, by_key[profile.key], extra, est_rows))
+        sections.append(
+            WorkloadSection(profile, by_key[profile.key], extra, est_rows, traffic_text(inputs, w))
+        )
     _fill(views)
 
     keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
@@ -314,7 +354,9 @@ def build_report(
     metrics = metrics_json(inputs, profiles, lines_by_profile, points, ranks)
     files = {
         INDEX_HTML: html,
-        SUMMARY_MD: summary_markdown(recs, ranks, defaults, problems, title),
+        SUMMARY_MD: summary_markdown(
+            recs, ranks, defaults, problems, title, {x.name: x.traffic for x in sections}
+        ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),
         POINTS_CSV: points_csv(points),

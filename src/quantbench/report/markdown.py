@@ -132,6 +132,7 @@ def summary_markdown(
     profiles: list[Profile],
     problems: list[str],
     title: str,
+    traffic: dict[str, str] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -141,6 +142,8 @@ def summary_markdown(
         slo = code(profile.slo) if profile.slo.strip() else "no constraints"
         parts += [f"## Workload `{md(profile.workload)}`: {slo}", ""]
         _decision(rec, parts)
+        if (traffic or {}).get(profile.workload):
+            parts += [md((traffic or {})[profile.workload]), ""]
         if rec.winner is not None:
             parts.append(f"What you give up: {md(rec.given_up)}.")
             parts.append("")
