@@ -113,6 +113,7 @@ def test_one_run_gives_every_headline_figure_its_interval(fake_engine, fake_arti
             continue
         assert name in row.intervals, f"{name} has no interval"
     assert {"request_throughput", "goodput"} <= set(row.intervals)
+    assert summary.host == "127.0.0.1"  # where the servers bound, for the report
 
 
 def test_the_prefix_cache_is_reset_before_every_run_and_the_row_says_so(

@@ -634,3 +634,22 @@ def test_stage_writes_every_file(tmp_path: Path, fixture_tree: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "workload chat: params now says SLO 'ttft:p90<=1s'" in done.stdout
+
+
+def test_servers_bound_beyond_loopback_are_named_in_the_report(tmp_path: Path, fixture_tree):
+    # bench.host 0.0.0.0 (with bench.allow_non_loopback) exposed every server to the network,
+    # and nothing in the report said so.
+    import json
+
+    tree = tmp_path / "exposed"
+    shutil.copytree(fixture_tree, tree)
+    path = next((tree / "reports/bench").glob("*/summary.json"))
+    data = json.loads(path.read_text())
+    assert data.get("host", "127.0.0.1") == "127.0.0.1"
+    data["host"] = "0.0.0.0"
+    path.write_text(json.dumps(data))
+    out = build_report(load_inputs(tree), slo=FIXTURE_SLO, settings=SETTINGS)
+    note = f"bench@{path.parent.name}: its servers bound 0.0.0.0, reachable from other machines"
+    assert note in out.files[Path("summary.md")] and note in out.files[Path("index.html")]
+    clean = build_report(load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=SETTINGS)
+    assert "reachable from other machines" not in clean.files[Path("summary.md")]

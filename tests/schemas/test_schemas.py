@@ -265,7 +265,7 @@ PINNED: dict[str, str] = {
     "EnvInfo": "v1:1be72700c057534e",
     "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
-    "PairSummary": "v2:ecfacf7f60b3f861",  # + optional cache.reset: old files still valid
+    "PairSummary": "v2:a25bae3f21a3296a",  # + optional cache.reset, host: old files still valid
 }
 
 

@@ -338,6 +338,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         slos={w: job.slo_for(w) for w in job.workloads},
         price_per_hour=job.bench.price_per_hour,
         currency=job.bench.currency,
+        host=job.bench.host,
         server_points=len(server_points),
         rows=[BenchRow.model_validate(row) for row in rows],
         servers=servers,

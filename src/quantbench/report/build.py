@@ -15,7 +15,13 @@ from quantbench.report.estimates import EstimateRow, estimate_rows, preferred_ha
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
-from quantbench.report.profiles import JudgedRow, Profile, judge_profiles, stale_slos
+from quantbench.report.profiles import (
+    JudgedRow,
+    Profile,
+    exposed_servers,
+    judge_profiles,
+    stale_slos,
+)
 from quantbench.report.recommend import Recommendation, recommend
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import METRICS, PointRow, point_rows, quality_reference, ranking
@@ -247,7 +253,7 @@ def build_report(
     settings = settings or ReportSettings()
     profiles = judge_profiles(inputs, slo, settings, confidence, workloads)
     defaults = [p for p in profiles if p.is_default]
-    problems = [*inputs.problems, *stale_slos(inputs, workloads)]
+    problems = [*inputs.problems, *stale_slos(inputs, workloads), *exposed_servers(inputs)]
     reference = quality_reference(inputs)
     recs = [recommend(inputs, p, reference) for p in profiles]
     by_key = {rec.profile.key: rec for rec in recs}

@@ -228,6 +228,9 @@ class PairSummary(StageOutput):
     slos: dict[str, str] = Field(description="Each workload's SLO profile.")
     price_per_hour: float
     currency: str
+    host: str = Field(
+        "127.0.0.1", description="Where the servers bound (bench.host; loopback unless opted out)."
+    )
     server_points: int
     rows: list[BenchRow]
     servers: list[ServerPoint]
