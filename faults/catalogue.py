@@ -127,8 +127,9 @@ def summary_lines(f: Figures) -> list[str]:
         f"faults injected: {f.faults} ({groups})",
         f"requests recorded: {f.requests} ({f.failed_requests} failed or incomplete, each with "
         "its reason)",
-        f"orphans found: {f.orphans}",
-        f"results lost: {f.lost}",
+        f"processes left behind: {f.orphans}",
+        f"finished results lost (answered requests or measured points missing from the "
+        f"outputs): {f.lost}",
         f"rows: {f.passed} pass, {f.failed} fail, {f.missing} missing validation; "
         f"{f.seconds:.0f} s",
     ]

@@ -72,7 +72,7 @@ def test_table_figures_and_exit_status(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(cli, "SCENARIOS", rows)
     assert cli.main([]) == 1  # a missing validation (an input accepted silently) fails the run
     out = capsys.readouterr().out
-    assert "orphans found: 0" in out and "results lost: 0" in out
+    assert "processes left behind: 0" in out and "missing from the outputs): 0" in out
     rows.append(_scenario("bad", lambda ctx: Outcome("fail", "wrong")))
     assert cli.main(["--only", "ok,bad"]) == 1
 

@@ -175,3 +175,19 @@ def test_engine_errors() -> None:
         ValueError, match="unknown server profile 'tgi'; choose one of openai, mock"
     ):
         get_profile("tgi")
+
+
+def test_a_named_workload_without_a_size_measures_to_its_default_precision() -> None:
+    # `use: rag` alone (and `quantbench bench --workload rag`) was refused: "has no size".
+    spec = WorkloadSpec.model_validate({"name": "rag", "use": "rag"})
+    assert spec.precision is not None
+    assert [t.split()[0] for t in spec.precision.targets] == ["ttft:p50", "tpot:p50"]
+    assert spec.points and spec.num_requests is None
+    # a size the user gave is kept as it is
+    sized = WorkloadSpec.model_validate({"name": "rag", "use": "rag", "num_requests": 8})
+    assert sized.precision is None and sized.num_requests == 8
+    with pytest.raises(ValueError, match="has no size"):  # traffic of one's own still needs one
+        WorkloadSpec.model_validate(
+            {"prompts": {"source": "random", "input_len": 8, "output_len": 8},
+             "load": [{"kind": "concurrency", "concurrency": 1}]}
+        )  # fmt: skip

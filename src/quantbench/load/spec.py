@@ -230,6 +230,8 @@ DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 
 
 NAMED_WORKLOADS = ("chat", "rag", "long-generation", "multi-turn", "bursty")
+# What a named workload given no size measures to (its lengths vary per request, so TTFT does).
+DEFAULT_NAMED_PRECISION = ("ttft:p50 ±15%", "tpot:p50 ±5%")
 
 
 class WorkloadSpec(_Strict):
@@ -365,6 +367,24 @@ class WorkloadSpec(_Strict):
         if bad:
             raise ValueError(f"percentiles must lie strictly between 0 and 100, got {bad}")
         return sorted(set(value))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_named_workload_sizes_itself(cls, data: Any) -> Any:
+        """A named workload given no size (``use: rag`` alone, or ``quantbench bench --workload
+        rag``) measures each point to its default precision: TTFT p50 within ±15 % and TPOT p50
+        within ±5 % (12 to 200 requests), rather than being refused for having no size."""
+        if not isinstance(data, dict) or not data.get("use") or data.get("workers"):
+            return data
+        if any(data.get(k) is not None for k in ("num_requests", "duration_s", "precision")):
+            return data
+        points = data.get("load")
+        points = [points] if isinstance(points, dict) else (points or [])
+        if any(
+            isinstance(p, dict) and (p.get("num_requests") or p.get("duration_s")) for p in points
+        ):
+            return data
+        return {**data, "precision": {"targets": list(DEFAULT_NAMED_PRECISION)}}
 
     @model_validator(mode="after")
     def _named_or_given(self) -> WorkloadSpec:
