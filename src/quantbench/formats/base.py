@@ -121,6 +121,13 @@ class Format(ABC):
     def needs_calibration(self, recipe: Recipe) -> bool:
         return False
 
+    def load_hf_model(self, model_dir: Path, dtype: Any) -> Any:
+        """The checkpoint as a transformers causal LM, for the quality harness's ``hf`` backend
+        (a format whose checkpoint transformers cannot load alone overrides this)."""
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+
     def validate_against_model(self, name: str, recipe: Recipe, arch: Any) -> None:
         """Checks that need the model's widths (``arch`` has hidden_size, intermediate_size)."""
         check_group_size_fits(name, recipe, arch)

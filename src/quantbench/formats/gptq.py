@@ -66,6 +66,14 @@ class GptqSpec(Recipe):
 
 class Gptq(Format):
     name: ClassVar[str] = "gptq"
+
+    def load_hf_model(self, model_dir: Path, dtype: Any) -> Any:
+        # transformers' own GPTQ path needs optimum on top of gptqmodel; GPTQModel's loader
+        # reads the same checkpoint and picks its CPU kernel.
+        from gptqmodel import GPTQModel
+
+        return GPTQModel.load(str(model_dir), device="cpu", dtype=dtype).model
+
     recipe_model: ClassVar[type[Recipe]] = GptqSpec
 
     def build(self, request: BuildRequest) -> BuildResult:

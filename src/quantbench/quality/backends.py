@@ -41,18 +41,10 @@ class HFBackend:
     def load(cls, model_dir: Path, fmt: str, compute_dtype: str) -> HFBackend:
         import torch
 
-        dtype = getattr(torch, compute_dtype)
-        if fmt == "gptq":
-            # transformers' own GPTQ path needs optimum on top of gptqmodel; GPTQModel's loader
-            # reads the same checkpoint and picks its CPU kernel.
-            from gptqmodel import GPTQModel
+        from quantbench.formats.registry import get_format
 
-            wrapper = GPTQModel.load(str(model_dir), device="cpu", dtype=dtype)
-            model = wrapper.model
-        else:
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        # the format knows how its checkpoint loads (GPTQ through GPTQModel, the rest plainly)
+        model = get_format(fmt).load_hf_model(model_dir, getattr(torch, compute_dtype))
         model.eval()
         return cls(model)
 

@@ -19,6 +19,7 @@ from typing import Any
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
 from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
+from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
 from quantbench.qa import QAItem, load_qa
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
@@ -158,7 +159,7 @@ def evaluate_variant(
     prompts = [chat_ids(tokenizer, [{"role": "user", "content": q}], True) for q in questions]
     stop_ids = _stop_ids(reference_dir, tokenizer)
 
-    backend = "gguf" if info.format == "gguf" else "hf"
+    backend = get_format(info.format).quality_backend  # the format says which backend reads it
     model_path = info.weights_path if backend == "gguf" else variant_dir
     with tempfile.TemporaryDirectory(prefix="quantbench-eval-") as tmp:
         ref_file, var_file = Path(tmp) / "reference.f32", Path(tmp) / "variant.f32"

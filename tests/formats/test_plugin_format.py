@@ -1,0 +1,67 @@
+"""A format defined outside src/ reaches the quality harness through its own module: which
+backend reads it, and how its checkpoint loads (GPTQ's GPTQModel path lives in formats/gptq.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import pytest
+
+from quantbench.formats import registry
+from quantbench.formats.base import Format, Recipe
+from quantbench.quantize.common import BuildRequest, BuildResult
+
+
+class TinySpec(Recipe):
+    format: Literal["tinyfmt"]
+
+
+class Loaded:
+    """What the format's loader returns: the harness only needs eval() here."""
+
+    evaluated = False
+
+    def eval(self) -> Loaded:
+        self.evaluated = True
+        return self
+
+
+class TinyFormat(Format):
+    name: ClassVar[str] = "tinyfmt"
+    recipe_model: ClassVar[type[Recipe]] = TinySpec
+    quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    loaded: ClassVar[list[tuple[Path, Any]]] = []
+
+    def build(self, request: BuildRequest) -> BuildResult:  # pragma: no cover - not built here
+        raise NotImplementedError
+
+    def matches(self, folder: Path, config: dict[str, Any] | None) -> bool:
+        return False
+
+    def load_hf_model(self, model_dir: Path, dtype: Any) -> Any:
+        self.loaded.append((model_dir, dtype))
+        return Loaded()
+
+
+@pytest.fixture
+def tiny_format():
+    fmt = registry.register_format(TinyFormat())
+    yield fmt
+    registry._REGISTERED.pop(fmt.name, None)
+
+
+def test_the_quality_backend_loads_a_checkpoint_the_way_its_format_says(tmp_path, tiny_format):
+    import torch
+
+    from quantbench.quality.backends import HFBackend
+
+    backend = HFBackend.load(tmp_path, "tinyfmt", "float32")
+    assert isinstance(backend.model, Loaded) and backend.model.evaluated
+    assert TinyFormat.loaded == [(tmp_path, torch.float32)]
+
+
+def test_each_builtin_format_names_the_backend_that_reads_it() -> None:
+    # evaluate picks the backend from the format (it was a hard-coded 'gguf or hf')
+    backends = {name: fmt.quality_backend for name, fmt in registry.all_formats().items()}
+    assert backends == {"gguf": "gguf", "gptq": "hf", "awq": "hf", "w8a8": "hf", "bf16": "hf"}
