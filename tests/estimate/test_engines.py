@@ -9,7 +9,8 @@ from quantbench.estimate.engines import resolve_engine, step_overhead
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.hardware import EngineOverhead, resolve_hardware
+from quantbench.estimate.hardware import EngineOverhead
+from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 
 from .conftest import fake_cpu

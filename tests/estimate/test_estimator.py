@@ -6,7 +6,7 @@ import pytest
 
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.hardware import resolve_hardware
+from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 
 

@@ -14,8 +14,8 @@ from quantbench.estimate.hardware import (
     check_hardware_name,
     interpolate_log2,
     known_hardware,
-    resolve_hardware,
 )
+from quantbench.estimate.lookup import resolve_hardware
 
 from .conftest import fake_cpu
 

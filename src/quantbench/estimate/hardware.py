@@ -11,14 +11,12 @@ figures come from measuring the machine (``--hardware this``, see
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quantbench.estimate.errors import EstimateInputError, MissingInputError
+from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.roofline import Rates
 
 # Fraction of a datasheet's dense tensor peak that serving engines reach on the large GEMMs
@@ -294,7 +292,7 @@ THIS_MACHINE = "this"
 
 
 def known_hardware() -> list[str]:
-    """Names accepted by :func:`resolve_hardware` (besides a path to a saved JSON)."""
+    """Names accepted by :func:`quantbench.estimate.lookup.resolve_hardware` (besides a path to a saved JSON)."""
     return [THIS_MACHINE, *(spec.name for spec in GPU_TABLE.values())]
 
 
@@ -308,24 +306,3 @@ def check_hardware_name(name: str) -> str:
         f"hardware {name!r} is not known; use one of {known_hardware()} "
         "or the path of a saved hardware JSON"
     )
-
-
-def resolve_hardware(
-    name: str,
-    threads: int | None = None,
-    cache_dir: Path | None = None,
-    remeasure: bool = False,
-) -> HardwareSpec:
-    """Look up a datasheet GPU, load a saved JSON, or measure (and cache) this machine."""
-    check_hardware_name(name)
-    if name.lower() == THIS_MACHINE:
-        # Imported here: measuring needs torch, which the table lookups do not.
-        from quantbench.estimate.machine import measured_this_machine
-
-        return measured_this_machine(threads=threads, cache_dir=cache_dir, remeasure=remeasure)
-    if name.upper() in GPU_TABLE:
-        return GPU_TABLE[name.upper()].model_copy(deep=True)
-    path = Path(name)
-    if not path.is_file():
-        raise MissingInputError(f"hardware file {path} does not exist")
-    return HardwareSpec.model_validate(json.loads(path.read_text()))

@@ -26,7 +26,8 @@ from quantbench.estimate.engines import (
 )
 from quantbench.estimate.estimator import EstimateResult, build_estimate, serving_model
 from quantbench.estimate.formats import WeightBytes
-from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec, resolve_hardware
+from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec
+from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.machine import with_shape_probes
 from quantbench.estimate.serving import ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings

@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from quantbench.load.export import to_vllm_result
+from quantbench.load.profiles import profile_names
 from quantbench.load.prompts import DatasetError
 from quantbench.load.records import read_records
-from quantbench.load.requests import profile_names
 from quantbench.load.session import SessionSummary, Target, run_session
 from quantbench.load.spec import WorkloadSpec
 from quantbench.slo import SLOParseError

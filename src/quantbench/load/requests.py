@@ -7,7 +7,7 @@ generation config: an ``eos_token_id`` of -1 means EOS never stops the answer be
 ``max_new_tokens``). A generic OpenAI-compatible server gets only the standard ``stream_options``.
 
 Each engine declares its profile in its own module (``quantbench.engines.<engine>``); this module
-holds the generic one and the lookup by name. It imports nothing heavy: the load harness uses it.
+holds the generic one (``quantbench.load.profiles`` finds any of them by name). It imports nothing heavy: the load harness uses it.
 """
 
 from __future__ import annotations
@@ -32,33 +32,6 @@ class RequestProfile:
 
 
 GENERIC = RequestProfile("openai", {"stream_options": {"include_usage": True}}, ())
-
-
-def profile_names() -> list[str]:
-    """Every profile name ``get_profile`` accepts: 'openai', 'mock' and each engine's."""
-    from quantbench.engines.registry import engine_names
-
-    return ["openai", "mock", *engine_names()]
-
-
-def get_profile(name: str) -> RequestProfile:
-    """'openai' (any OpenAI-compatible server), 'mock' (``quantbench mock-server``) or the name
-    of a registered engine."""
-    if name == GENERIC.name:
-        return GENERIC
-    if name == "mock":
-        from quantbench.mock_server import PROFILE
-
-        return PROFILE
-    from quantbench.engines.registry import get_engine
-    from quantbench.errors import UserError
-
-    try:
-        return get_engine(name).profile
-    except UserError:
-        raise ValueError(
-            f"unknown server profile {name!r}; choose one of {', '.join(profile_names())}"
-        ) from None
 
 
 def endpoint_path(api: str) -> str:

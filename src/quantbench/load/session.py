@@ -32,8 +32,9 @@ from quantbench.load.distributed import run_distributed
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.plan import LoadPlan, Precision
 from quantbench.load.procs import spawn_module, stop_group
+from quantbench.load.profiles import get_profile
 from quantbench.load.records import RequestRecord, read_records
-from quantbench.load.requests import body_rules, endpoint_path, get_profile
+from quantbench.load.requests import body_rules, endpoint_path
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
