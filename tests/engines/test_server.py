@@ -149,15 +149,21 @@ def test_a_sound_stream_warms_up(tmp_path) -> None:
     [
         # Once escaped the warm-up as an AttributeError and lost the whole pair.
         ({"wrong_shape_after_tokens": 1}, {}, "'delta' is a str"),
-        ({"output_tokens": 0}, {}, "empty stream"),
+        ({"output_tokens": 3, "close_after_tokens": 0}, {}, "failed its warm-up"),
         ({"output_tokens": 3, "close_after_tokens": 2}, {}, "failed its warm-up"),
     ],
-    ids=["wrong-shape", "no-tokens", "closed-mid-stream"],
+    ids=["wrong-shape", "closed-before-a-token", "closed-mid-stream"],
 )
 def test_a_broken_warm_up_stream_is_a_server_error(tmp_path, behaviour, script, reason) -> None:
     spec = _mock_spec(tmp_path, behaviour, **script)
     with Server(spec, tmp_path / "log.txt") as server, pytest.raises(ServerError, match=reason):
         server.warmup(timeout_s=10)
+
+
+def test_an_empty_answer_that_ends_properly_warms_up(tmp_path) -> None:
+    # A model may answer 'Hello!' with EOS at once: a whole, empty answer, not a broken server.
+    with Server(_mock_spec(tmp_path, {"output_tokens": 0}), tmp_path / "log.txt") as server:
+        assert server.warmup(timeout_s=10) == ""
 
 
 def test_keep_alive_comments_cannot_hold_the_warm_up_forever(tmp_path) -> None:

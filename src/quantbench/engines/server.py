@@ -309,8 +309,8 @@ class Server:
         """One streaming chat request; returns the streamed text (used for warm-up and checks).
 
         The stream is read by the load harness's own parser, so what fails a measured request
-        fails here too, as a ValueError naming why (an event of the wrong shape, no content, a
-        stream cut short); ``timeout_s`` bounds the whole request, not only each read, so a
+        fails here too, as a ValueError naming why (an event of the wrong shape, a stream cut
+        short), except an empty answer that ends properly, which a model may give; ``timeout_s`` bounds the whole request, not only each read, so a
         server that sends keep-alive comments forever cannot hold the caller (TimeoutError).
         """
         body = {
@@ -345,6 +345,10 @@ class Server:
                         break
             parser.finish()
         except StreamError as exc:
+            if not record.chunk_times and (parser.done or record.finish_reason is not None):
+                # A whole, well-formed answer that happens to be empty (the model chose EOS at
+                # once): nothing wrong with the server; a served check judges the answer.
+                return ""
             raise ValueError(f"unusable answer stream: {exc}") from None
         return record.output_text or ""
 
