@@ -103,13 +103,9 @@ class BenchSettings(_Strict):
 
     @model_validator(mode="after")
     def _loopback_unless_asked(self) -> BenchSettings:
-        import ipaddress
+        from quantbench.engines.ports import is_loopback
 
-        try:
-            loopback = self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback and not self.allow_non_loopback:
+        if not is_loopback(self.host) and not self.allow_non_loopback:
             raise ValueError(
                 f"host {self.host!r} is not a loopback address: servers would be reachable from "
                 "other machines. Use 127.0.0.1, or set bench.allow_non_loopback: true if you mean "

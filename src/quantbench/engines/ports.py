@@ -1,4 +1,5 @@
-"""Ports: pick a free one safely, and say clearly when a chosen one is taken."""
+"""Ports and hosts: pick a free port safely, say clearly when a chosen one is taken, tell a
+loopback host from one other machines reach."""
 
 from __future__ import annotations
 
@@ -33,3 +34,13 @@ def check_port_free(host: str, port: int) -> None:
                 f"port {port} on {host} is already in use ({exc.strerror}); stop whatever holds "
                 f"it (`ss -ltnp 'sport = :{port}'` shows it) or choose another port"
             ) from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -310,8 +310,9 @@ class Server:
 
         The stream is read by the load harness's own parser, so what fails a measured request
         fails here too, as a ValueError naming why (an event of the wrong shape, a stream cut
-        short), except an empty answer that ends properly, which a model may give; ``timeout_s`` bounds the whole request, not only each read, so a
-        server that sends keep-alive comments forever cannot hold the caller (TimeoutError).
+        short), except an empty answer that ends properly, which a model may give. ``timeout_s``
+        bounds the whole request, not only each read, so a server that sends keep-alive comments
+        forever cannot hold the caller (TimeoutError).
         """
         body = {
             "model": self.spec.model_name,

@@ -508,15 +508,11 @@ def stale_slos(inputs: ReportInputs, configured: dict[str, str] | None) -> list[
 def exposed_servers(inputs: ReportInputs) -> list[str]:
     """A note per pair whose servers bound a non-loopback address (bench.allow_non_loopback):
     reachable from other machines while they ran, which a reader of the figures should know."""
-    import ipaddress
+    from quantbench.engines.ports import is_loopback
 
     notes = []
     for name, summary in sorted(inputs.pairs.items()):
-        try:
-            loopback = summary.host == "localhost" or ipaddress.ip_address(summary.host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
+        if not is_loopback(summary.host):
             notes.append(
                 f"bench@{name}: its servers bound {summary.host}, reachable from other machines "
                 "while they ran (bench.allow_non_loopback is on)"
