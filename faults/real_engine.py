@@ -115,12 +115,16 @@ def real_workload() -> Any:
     )
 
 
-def run_real_pair(ctx: Context, fault: str, inject: Any = None) -> tuple[PairRun, ProxiedLlamaCpp]:
+def run_real_pair(
+    ctx: Context, fault: str, inject: Any = None, spec: Any = None
+) -> tuple[PairRun, ProxiedLlamaCpp]:
+    """run_pair with a faulty then a healthy proxied llama-server; ``inject(engine, out, notes)``
+    runs in a thread beside it (to kill the engine at the right moment)."""
     import threading
 
     engine = ProxiedLlamaCpp(ctx.dir / "engine", fault)
     settings = ProxiedSettings(parallel=2, ctx_size=2048, sweep={"faulty": [True, False]})
-    job = job_for(engine, embedded_artifact(), settings, real_workload(), BenchSettings())
+    job = job_for(engine, embedded_artifact(), settings, spec or real_workload(), BenchSettings())
     out = ctx.dir / "out"
     notes: list[str] = []
     with ctx.tagged():
@@ -185,26 +189,14 @@ def killed_mid_stream(ctx: Context) -> Outcome:
                 return
             time.sleep(0.02)
 
-    engine = ProxiedLlamaCpp(ctx.dir / "engine", "none")
     # a slower answer (64 tokens) so the kill lands while requests stream
     spec = workload(
         prompts={"source": "random", "input_len": 8, "output_len": 64, "num_prompts": 4},
         load=[{"kind": "concurrency", "concurrency": 2, "num_requests": 8}],
         timeout_s=10,
     )
-    settings = ProxiedSettings(parallel=2, ctx_size=2048, sweep={"faulty": [True, False]})
-    job = job_for(engine, embedded_artifact(), settings, spec, BenchSettings())
-    out = ctx.dir / "out"
-    notes: list[str] = []
-    import threading
-
-    with ctx.tagged():
-        thread = threading.Thread(target=inject, args=(engine, out, notes), daemon=True)
-        thread.start()
-        summary = run_pair(job, out)
-        thread.join(timeout=5)
-    schema_io.write(out / "summary.json", summary)
-    result = PairRun(summary.model_dump(mode="json"), out, engine, notes)  # type: ignore[arg-type]
+    result, _ = run_real_pair(ctx, "none", inject=inject, spec=spec)
+    notes = result.injector_note
     chk = Checks()
     chk.that(bool(notes), "llama-server was never killed")
     faulty = result.records(True)
