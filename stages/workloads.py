@@ -20,7 +20,7 @@ from quantbench.fsutil import atomic_dir
 from quantbench.load.spec import workloads_section
 from quantbench.load.tokens import load_counter
 from quantbench.model import model_context as read_model_context
-from quantbench.params import read_params, section
+from quantbench.params import overlay, read_params, section
 from quantbench.progress import setup_logging
 from quantbench.workloads.traffic import materialize
 
@@ -36,14 +36,17 @@ def main() -> None:
     workloads = workloads_section(params, args.params)
     data = section(params, "data", DataSettings)
     bench = section(params, "bench", BenchSettings)
-    engines = {
-        pair.engine: section(
-            params, f"engines.{pair.engine}", get_engine(pair.engine).settings_model
+    engines = {  # each pair's own settings: the smallest context over them bounds the prompts
+        name: overlay(
+            section(params, f"engines.{pair.engine}", get_engine(pair.engine).settings_model),
+            pair.settings,
+            f"bench.pairs.{name}.settings",
         )
-        for pair in bench.pairs.values()
+        for name, pair in bench.pairs.items()
     }
     model_context = read_model_context(args.model)
-    limit = smallest_context(engines)
+    limits = [smallest_context(bench.pairs[n].engine, s) for n, s in engines.items()]
+    limit = min((x for x in limits if x is not None), default=None)
     context = min(model_context, limit[0]) if limit else model_context
     counter = load_counter(args.model)
     with atomic_dir(args.out) as tmp:

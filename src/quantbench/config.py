@@ -34,6 +34,7 @@ from quantbench.params import (
     describe,
     describe_errors,
     import_plugins,
+    overlay,
     read_params,
 )
 from quantbench.quality.spec import EvaluateSettings
@@ -146,7 +147,16 @@ class Config(Settings):
                     f"{where}: engine {pair.engine} cannot serve {pair.variant} (format {fmt}); "
                     f"engines that serve {fmt}: {', '.join(engines_for(fmt))}"
                 )
+            try:
+                self.pair_settings(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc).split("\n", 1)[-1].strip()) from None
         return self
+
+    def pair_settings(self, name: str) -> EngineSettings:
+        """The engine settings a bench pair runs with: its engine's, with its own laid over."""
+        pair = self.bench.pairs[name]
+        return overlay(self.engine(pair.engine), pair.settings, f"bench.pairs.{name}.settings")
 
     def variant(self, name: str) -> Recipe:
         return self.variants[name]  # type: ignore[no-any-return]

@@ -190,3 +190,16 @@ def section(raw: Mapping[str, Any], key: str, model: type[M], origin: str = "par
     except ValidationError as exc:
         lines = describe_errors(exc, key, model)
         raise ConfigError(f"{origin} is not valid:\n  " + "\n  ".join(lines)) from None
+
+
+def overlay(base: M, overrides: Mapping[str, Any], key: str, origin: str = "params.yaml") -> M:
+    """``base`` with ``overrides`` laid over it and validated again (a bench pair's own engine
+    settings over its engine's); ``key`` names where the overrides come from in errors."""
+    if not overrides:
+        return base
+    model = type(base)
+    try:
+        return model.model_validate({**base.model_dump(), **overrides})
+    except ValidationError as exc:
+        lines = describe_errors(exc, key, model)
+        raise ConfigError(f"{origin} is not valid:\n  " + "\n  ".join(lines)) from None

@@ -12,7 +12,6 @@ at what the params point to, so they run where a run begins (`make repro` calls
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +54,9 @@ def embedded_widths() -> Widths:
 
 
 def folder_widths(folder: Path) -> Widths:
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    config = config.get("text_config", config)  # multimodal configs nest the language model
+    from quantbench.hfconfig import read_hf_config, text_config
+
+    config = text_config(read_hf_config(folder))
     return Widths(
         hidden_size=int(config["hidden_size"]),
         intermediate_size=int(config["intermediate_size"]),
@@ -113,21 +113,14 @@ def data_problems(config: Config) -> list[str]:
 
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
-    """Per engine used by a bench pair: the smallest per-request context over its sweep."""
-    from quantbench.engines.registry import get_engine
+    """Per bench pair: the smallest per-request context over its settings' sweep."""
+    from quantbench.engines.registry import smallest_context
 
-    used = sorted({pair.engine for pair in config.bench.pairs.values()})
     contexts: dict[str, tuple[int, str]] = {}
-    for name in used:
-        engine = get_engine(name)
-        limits = []
-        for label, settings in config.engines[name].sweep_points():
-            limit = engine.context_limit(settings)
-            if limit is not None:
-                where = limit[1] + (f" (sweep point {label})" if label != "default" else "")
-                limits.append((limit[0], where))
-        if limits:
-            contexts[name] = min(limits)
+    for name, pair in config.bench.pairs.items():
+        limit = smallest_context(pair.engine, config.pair_settings(name))
+        if limit is not None:
+            contexts[name] = limit
     return contexts
 
 

@@ -149,6 +149,35 @@ def test_engine_sweep_is_validated() -> None:
     assert points[1][1].parallel == 4 and points[1][1].sweep == {}
 
 
+def test_a_pair_lays_its_own_settings_over_its_engines() -> None:
+    raw = {
+        "variants": VARIANTS,
+        "engines": {"llamacpp": {"parallel": 1, "ctx_size": 4096, "sweep": {"parallel": [1, 4]}}},
+        "bench": {
+            "pairs": {
+                "gguf-q8_0-llamacpp": {
+                    "variant": "gguf-q8_0",
+                    "engine": "llamacpp",
+                    "settings": {"parallel": 4, "sweep": {}},
+                }
+            }
+        },
+    }
+    config = parse_config(raw)
+    own = config.pair_settings("gguf-q8_0-llamacpp")
+    assert own.parallel == 4 and own.sweep == {} and own.ctx_size == 4096
+    assert [label for label, _ in own.sweep_points()] == ["default"]
+    assert config.engines["llamacpp"].parallel == 1  # the engine's own section is untouched
+    # the context a request may hold follows the pair's settings (4096 tokens over 4 slots)
+    from quantbench.preflight import engine_contexts
+
+    assert engine_contexts(config)["gguf-q8_0-llamacpp"][0] == 1024
+    bad = raw | {"bench": {"pairs": {"gguf-q8_0-llamacpp": {
+        "variant": "gguf-q8_0", "engine": "llamacpp", "settings": {"paralel": 4}}}}}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"bench\.pairs\.gguf-q8_0-llamacpp\.settings.*paralel"):
+        parse_config(bad)
+
+
 def test_a_tie_across_variants_is_settled_by_quality_first() -> None:
     rows = [
         _row("awq-vllm", 84.3, low=80.0, high=88.6, mem=3.4e9, ppl=1.26),

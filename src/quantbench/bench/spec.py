@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from quantbench.settings import Settings
 
 PAIR_NAME = re.compile(r"^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Pair(_Strict):
+class Pair(Settings):
     """One benchmark stage: a variant on an engine."""
 
     variant: str = Field(description="A variant name from `variants:`.")
     engine: str = Field(description="transformers | vllm | llamacpp")
+    settings: dict[str, Any] = Field(
+        {},
+        description="This pair's own engine settings, laid over `engines.<engine>` (its sweep "
+        "included), e.g. {parallel: 4, sweep: {}} to run one llama.cpp pair at 4 slots only.",
+    )
 
 
-class SearchSettings(_Strict):
+class SearchSettings(Settings):
     """SLO-edge search: the highest load that still meets every SLO, by growing then bisecting."""
 
     kind: Literal["concurrency", "rate"] = Field(
@@ -70,7 +73,7 @@ class SearchSettings(_Strict):
         return self
 
 
-class BenchSettings(_Strict):
+class BenchSettings(Settings):
     mode: Literal["grid", "search"] = Field(
         "grid",
         description="grid: every load point of `workload.load` on every server setting; "

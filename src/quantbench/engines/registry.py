@@ -84,15 +84,14 @@ def valid_pairs(
     return pairs
 
 
-def smallest_context(settings: Mapping[str, EngineSettings]) -> tuple[int, str] | None:
-    """The fewest tokens one request may hold on any of these engines, over every point of its
-    sweep, and the setting that says so (None where no engine sets a limit)."""
+def smallest_context(engine_name: str, settings: EngineSettings) -> tuple[int, str] | None:
+    """The fewest tokens one request may hold on this engine with these settings, over every
+    point of their sweep, and the setting that says so (None where the engine sets no limit)."""
+    engine = get_engine(engine_name)
     limits = []
-    for name, engine_settings in settings.items():
-        engine = get_engine(name)
-        for label, point in engine_settings.sweep_points():
-            limit = engine.context_limit(point)
-            if limit is not None:
-                where = limit[1] + (f" (sweep point {label})" if label != "default" else "")
-                limits.append((limit[0], where))
+    for label, point in settings.sweep_points():
+        limit = engine.context_limit(point)
+        if limit is not None:
+            where = limit[1] + (f" (sweep point {label})" if label != "default" else "")
+            limits.append((limit[0], where))
     return min(limits) if limits else None
