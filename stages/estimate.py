@@ -1,7 +1,10 @@
 """DVC stage `estimate`: roofline estimates of every variant on the configured hardware.
 
 Writes reports/estimate/estimates.json (full results and one summary row per variant x hardware).
-Bytes are read from each variant's built files where they exist.
+Bytes are read from each variant's built files where they exist; `hardware: this` is the
+`calibrate` stage's measurement (reports/calibrate/this.json), checked to be of this machine.
+The SLO and the workload are the pipeline's (`slo:`, `workloads:` as generated) unless
+`estimate.slo` / `estimate.workload` say otherwise.
 """
 
 from __future__ import annotations
@@ -10,12 +13,20 @@ import argparse
 from pathlib import Path
 
 from quantbench.errors import run_main
+from quantbench.estimate.calibrate import check_calibration
+from quantbench.estimate.hardware import THIS_MACHINE
+from quantbench.estimate.pipeline import follow_pipeline
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variant_from_recipe
 from quantbench.formats.registry import variant_recipe
+from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.machine import MachineCalibration
+from quantbench.slo import slo_section
+from quantbench.workloads.traffic import Traffic
 
 
 def main() -> None:
@@ -23,6 +34,8 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--model", type=Path, default=Path("models/base"))
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
+    parser.add_argument("--calibration", type=Path, default=Path(MachineCalibration.OUTPUT))
+    parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
     parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
     args = parser.parse_args()
     setup_logging()
@@ -31,7 +44,21 @@ def main() -> None:
         name: variant_from_recipe(name, variant_recipe(params, name), args.variants / name)
         for name in params.get("variants") or {}
     }
-    write_estimates(args.model, variants, section(params, "estimate", EstimateSettings), args.out)
+    workloads = workloads_section(params, args.params)
+    settings = follow_pipeline(  # slo: and workloads: unless estimate: sets its own
+        section(params, "estimate", EstimateSettings),
+        slo_section(params),
+        workloads,
+        {name: Traffic.read(args.workloads, name).summary for name in workloads},
+    )
+    calibration = None
+    if any(h.lower() == THIS_MACHINE for h in settings.hardware):
+        stored = schema_io.read(args.calibration, MachineCalibration)
+        where = args.calibration.as_posix()
+        calibration = check_calibration(
+            stored.hardware, args.model, settings.measure.threads, where
+        )
+    write_estimates(args.model, variants, settings, args.out, calibration=calibration)
 
 
 if __name__ == "__main__":

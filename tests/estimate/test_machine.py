@@ -23,7 +23,7 @@ def counting_measure(monkeypatch):
         )
 
     monkeypatch.setattr(machine, "measure_machine", fake_measure)
-    monkeypatch.setattr(machine, "_cpu_model", lambda: "test cpu")
+    monkeypatch.setattr(machine, "cpu_model", lambda: "test cpu")
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch, "__version__", "0")
     return calls

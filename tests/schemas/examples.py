@@ -37,6 +37,7 @@ from quantbench.schemas.env import (
 )
 from quantbench.schemas.estimate import EstimatesFile
 from quantbench.schemas.finetune import FinetuneReport, TrainData
+from quantbench.schemas.machine import MachineCalibration
 from quantbench.schemas.merge import LogitComparison, MergeReport, Probe
 from quantbench.schemas.model_info import (
     Architecture,
@@ -233,6 +234,45 @@ def env_info() -> EnvInfo:
     )  # fmt: skip
 
 
+def machine_calibration() -> MachineCalibration:
+    """A calibration of a 2-core CPU for the embedded model, every probe given."""
+    from quantbench.estimate.hardware import CpuMeasurement, EngineOverhead, HardwareSpec
+
+    measurement = CpuMeasurement(
+        threads=2,
+        copy_gbs=14.2,
+        read_gbs=19.5,
+        gemv_gbs={"bf16": {576: 6.1, 1536: 8.3}, "fp32": {576: 7.0, 1536: 9.9}},
+        gemv_shape_gbs={"bf16": {"576x576": 4.2, "1536x576": 7.7}, "fp32": {"576x576": 5.0}},
+        gemm_tflops={"bf16": 0.61, "fp32": 0.33, "int8": 0.9},
+        engine_overheads={
+            "transformers": EngineOverhead(
+                per_layer_ms=0.6,
+                per_step_ms=3.1,
+                version="transformers 5.17.0, torch 2.13.0",
+                method="greedy generate, tiny Llama (hidden 64) at (2, 6) layers",
+            )
+        },
+        load_average=0.2,
+        cpu_model="Intel(R) Xeon(R) Processor",
+        torch_version="2.13.0+cpu",
+        measured_at="2026-11-24T06:00:00+00:00",
+        seconds=4.2,
+    )
+    hardware = HardwareSpec(
+        name="this (Intel(R) Xeon(R) Processor, 2 threads)",
+        kind="cpu",
+        memory_gb=25.2,
+        memory_bandwidth_gbs=14.2,
+        matmul_tflops={"bf16": 0.61, "fp32": 0.33, "int8": 0.9},
+        compute_efficiency=0.9,
+        bandwidth_efficiency={"default": 0.8},
+        source="measured",
+        measurement=measurement,
+    )
+    return MachineCalibration(hardware=hardware, model="models/base")  # fmt: skip
+
+
 def estimates_file(root: Path) -> EstimatesFile:
     """The estimate stage's own output for three variants on a 2-core CPU entry, under root."""
     from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
@@ -380,6 +420,7 @@ def every_output(root: Path) -> list[StageOutput]:
         quantize_timing(),
         quality_report(),
         env_info(),
+        machine_calibration(),
         estimates_file(root),
         session_summary([point]),
         pair_summary(),

@@ -18,6 +18,7 @@ from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput, stamp, version
 from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.catalog import STAGE_OUTPUTS
+from quantbench.schemas.machine import MachineCalibration
 from quantbench.schemas.model_info import BaseModelInfo
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.session import SessionSummary
@@ -153,9 +154,10 @@ def test_which_outputs_read_version_zero() -> None:
     """variant.json carried schema_version 1 before the schemas; every other output had none and
     is migrated, except the load results: version 2 measures over another window (warm-up out,
     cool-down in, unanswered requests counted), so an older file cannot be converted, only
-    measured again (reading it says which stage to rerun)."""
+    measured again (reading it says which stage to rerun). The machine calibration was born
+    versioned: there is no older file of it."""
     unreadable = [m for m in STAGE_OUTPUTS if 0 not in m.readable_versions()]
-    assert unreadable == [VariantRecord, SessionSummary, PairSummary]
+    assert unreadable == [VariantRecord, MachineCalibration, SessionSummary, PairSummary]
 
 
 def test_a_real_version_zero_model_info_is_migrated(tmp_path: Path) -> None:
@@ -263,6 +265,7 @@ PINNED: dict[str, str] = {
     "QuantizeTiming": "v1:72ba24b86566e577",
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
+    "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
     "PairSummary": "v2:a25bae3f21a3296a",  # + optional cache.reset, host: old files still valid

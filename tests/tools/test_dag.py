@@ -72,12 +72,36 @@ def test_foreach_stages_depend_on_their_own_engine_or_format_module() -> None:
     assert not any(d.startswith("src/quantbench/estimate/") for d in quantize)
 
 
+def test_each_bench_stage_depends_on_its_own_pair_entry() -> None:
+    """A pair's own `settings:` change its server: editing them must rerun that pair's stage
+    (and only it), as editing its engine's section does."""
+    import yaml
+
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["bench"]["do"]
+    assert "bench.pairs.${key}" in stage["params"]
+    assert "engines.${item.engine}" in stage["params"]
+
+
+def test_the_estimate_depends_on_a_tracked_calibration_not_a_user_cache() -> None:
+    """The measurement of `hardware: this` is the `calibrate` stage's output, which reruns when
+    the machine's fingerprint changes; the estimate stage's code never reaches the user cache."""
+    import yaml
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert "reports/calibrate/this.json" in stages["estimate"]["deps"]
+    assert {"reports/env.json", "models/base/config.json"} <= set(stages["calibrate"]["deps"])
+    assert stages["calibrate"]["outs"] == [{"reports/calibrate/this.json": {"cache": False}}]
+    source = (REPO / "stages/estimate.py").read_text()
+    assert "calibration=" in source and "cache_dir" not in source
+
+
 def test_the_first_stages_import_little() -> None:
     """prepare's closure used to be 56 modules (config.py imported every package's settings).
 
-    Nine, plus the five small modules of its output's schema (quantbench.schemas)."""
+    Ten (the one config.json reader, quantbench.hfconfig, among them), plus the five small
+    modules of its output's schema (quantbench.schemas)."""
     prepare = dag.code_deps(REPO / "stages/prepare.py", set())
-    assert len(prepare) <= 14, prepare
+    assert len(prepare) <= 15, prepare
     assert not any("/estimate/" in d or "/engines/" in d for d in prepare)
 
 

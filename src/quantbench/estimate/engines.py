@@ -133,20 +133,26 @@ def measure_transformers_overhead(threads: int) -> EngineOverhead:
     )
 
 
-def with_engine_overhead(
-    hardware: HardwareSpec, engine: str, cache_dir: Path | None = None
-) -> HardwareSpec:
-    """Add the engine's measured overhead to a measured spec (once; cached with it)."""
+def add_engine_overhead(hardware: HardwareSpec, engine: str) -> HardwareSpec:
+    """A measured spec with the engine's overhead measured and added (nothing saved)."""
     engine = ENGINE_ALIASES.get(engine, engine)
     measurement = hardware.measurement
     if measurement is None or engine != "transformers" or engine in measurement.engine_overheads:
         return hardware
-    from quantbench.estimate.machine import save_measured
-
     overhead = measure_transformers_overhead(measurement.threads)
     overheads = {**measurement.engine_overheads, engine: overhead}
-    updated = hardware.model_copy(
+    return hardware.model_copy(
         update={"measurement": measurement.model_copy(update={"engine_overheads": overheads})}
     )
-    save_measured(updated, cache_dir)
+
+
+def with_engine_overhead(
+    hardware: HardwareSpec, engine: str, cache_dir: Path | None = None
+) -> HardwareSpec:
+    """:func:`add_engine_overhead`, and the result cached (``quantbench estimate`` on its own)."""
+    updated = add_engine_overhead(hardware, engine)
+    if updated is not hardware:
+        from quantbench.estimate.machine import save_measured
+
+        save_measured(updated, cache_dir)
     return updated

@@ -68,7 +68,8 @@ def _llc_bytes() -> int:
     return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (else what platform knows)."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text().splitlines():
@@ -190,7 +191,7 @@ def measure_machine(threads: int | None = None) -> HardwareSpec:
         gemv_gbs=gemv_gbs,
         gemm_tflops=gemm_tflops,
         load_average=os.getloadavg()[0],
-        cpu_model=_cpu_model(),
+        cpu_model=cpu_model(),
         torch_version=torch.__version__,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         seconds=time.perf_counter() - started,
@@ -251,7 +252,7 @@ def measured_this_machine(
         spec = HardwareSpec.model_validate(entries[key])
         same_setup = spec.measurement is not None and (
             spec.measurement.torch_version == torch.__version__
-            and spec.measurement.cpu_model == _cpu_model()
+            and spec.measurement.cpu_model == cpu_model()
         )
         if same_setup:
             return spec
@@ -260,17 +261,12 @@ def measured_this_machine(
     return spec
 
 
-def with_shape_probes(
-    spec: HardwareSpec,
-    dtype: str,
-    shapes: list[tuple[int, int]],
-    cache_dir: Path | None = None,
-) -> HardwareSpec:
-    """Add GEMV probes at a model's own matrix shapes to a measured spec, and cache them.
+def add_shape_probes(spec: HardwareSpec, dtype: str, shapes: list[tuple[int, int]]) -> HardwareSpec:
+    """A measured spec with GEMV probes at a model's own matrix shapes added (nothing saved).
 
     A model has only a few distinct shapes, so measuring them exactly is cheap, and it
     catches what the large-matrix probes cannot: per-call costs on small matrices and slow
-    kernels for short rows.
+    kernels for short rows. Shapes already probed are kept as they are.
     """
     measurement = spec.measurement
     if measurement is None or dtype not in PROBED_GEMV_DTYPES:
@@ -289,10 +285,21 @@ def with_shape_probes(
     finally:
         torch.set_num_threads(previous_threads)
     by_shape = {**measurement.gemv_shape_gbs, dtype: dict(sorted(probes.items()))}
-    updated = spec.model_copy(
+    return spec.model_copy(
         update={"measurement": measurement.model_copy(update={"gemv_shape_gbs": by_shape})}
     )
-    save_measured(updated, cache_dir)
+
+
+def with_shape_probes(
+    spec: HardwareSpec,
+    dtype: str,
+    shapes: list[tuple[int, int]],
+    cache_dir: Path | None = None,
+) -> HardwareSpec:
+    """:func:`add_shape_probes`, and the result cached (``quantbench estimate`` on its own)."""
+    updated = add_shape_probes(spec, dtype, shapes)
+    if updated is not spec:
+        save_measured(updated, cache_dir)
     return updated
 
 

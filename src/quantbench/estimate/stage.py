@@ -49,9 +49,13 @@ def _refined(
     weights: WeightBytes,
     settings: EstimateSettings,
     engines: Sequence[str],
+    calibrated: bool = False,
 ) -> HardwareSpec:
-    """For ``this`` machine: GEMV probes at the model's shapes, engine overheads (cached)."""
-    if name.lower() != THIS_MACHINE:
+    """For ``this`` machine: GEMV probes at the model's shapes, engine overheads (cached).
+
+    A calibration (the ``calibrate`` stage's output) holds them all already and is used as it
+    is: the stage never measures or writes a cache of its own."""
+    if name.lower() != THIS_MACHINE or calibrated:
         return hardware
     cache_dir = settings.measure.cache_dir
     shapes = list(arch.streamed_shape_shares())
@@ -93,16 +97,20 @@ def estimate_result(
     settings: EstimateSettings,
     hardware: HardwareSpec | None = None,
     extra_engines: Sequence[str] = (),
+    calibrated: bool = False,
 ) -> tuple[EstimateResult, Architecture, WeightBytes, HardwareSpec]:
     """The typed estimate and the pieces it was built from.
 
-    ``extra_engines`` (those of measured points) get their overheads probed too.
+    ``extra_engines`` (those of measured points) get their overheads probed too, unless
+    ``hardware`` is a calibration (``calibrated``), which is used as it is.
     """
     arch = read_architecture(model_dir)
     weights = variant_weight_bytes(arch, variant, Path(model_dir))
     spec = hardware or _hardware(hardware_name, settings, settings.measure.remeasure)
     engine = resolve_engine(settings.engine, variant.format, spec)
-    spec = _refined(spec, hardware_name, arch, weights, settings, [engine, *extra_engines])
+    spec = _refined(
+        spec, hardware_name, arch, weights, settings, [engine, *extra_engines], calibrated
+    )
     result = build_estimate(str(model_dir), arch, variant, weights, spec, settings, engine)
     return result, arch, weights, spec
 
@@ -114,6 +122,7 @@ def estimate_variant(
     settings: EstimateSettings | None = None,
     measured: Sequence[MeasuredPoint] = (),
     hardware_spec: HardwareSpec | None = None,
+    calibrated: bool = False,
 ) -> dict[str, Any]:
     """One variant on one hardware entry, as a JSON-serialisable dict.
 
@@ -129,6 +138,7 @@ def estimate_variant(
         settings,
         hardware=hardware_spec,
         extra_engines=sorted({p.engine for p in mine}),
+        calibrated=calibrated,
     )
     out = result.model_dump(mode="json")
     if mine:
@@ -167,21 +177,34 @@ def write_estimates(
     settings: EstimateSettings,
     out_path: Path,
     measured: Sequence[MeasuredPoint] = (),
+    calibration: HardwareSpec | None = None,
 ) -> EstimatesFile:
     """Every variant on every ``settings.hardware`` entry, written to one JSON file.
 
     The file (:class:`quantbench.schemas.estimate.EstimatesFile`) holds ``estimates`` (full
     results) and ``summary`` (one flat row each). Hardware is resolved once per entry, so
-    ``this`` is measured at most once per run.
+    ``this`` is measured at most once per run; with ``calibration`` (the ``calibrate`` stage's
+    output) ``this`` is that, and nothing is measured.
     """
     specs = list(variants.values()) if isinstance(variants, Mapping) else list(variants)
     estimates: list[VariantEstimate] = []
     summary: list[EstimateSummaryRow] = []
     for hardware_name in settings.hardware:
-        hardware = _hardware(hardware_name, settings, settings.measure.remeasure)
+        calibrated = calibration is not None and hardware_name.lower() == THIS_MACHINE
+        hardware = (
+            calibration
+            if calibrated and calibration is not None
+            else _hardware(hardware_name, settings, settings.measure.remeasure)
+        )
         for variant in specs:
             out = estimate_variant(
-                model_dir, variant, hardware_name, settings, measured, hardware_spec=hardware
+                model_dir,
+                variant,
+                hardware_name,
+                settings,
+                measured,
+                hardware_spec=hardware,
+                calibrated=calibrated,
             )
             estimates.append(
                 VariantEstimate.model_validate({"hardware_name": hardware_name, **out})
