@@ -13,7 +13,6 @@ template, and `model_info.json` with the weights' sha256 and an architecture sum
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from pydantic import Field, model_validator
 
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_file, sha256_tree, tree_size
+from quantbench.hfconfig import read_hf_config, text_config
 from quantbench.progress import step
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.common import AdapterProvenance
@@ -234,9 +234,8 @@ def model_context(model_dir: str | Path) -> int:
     if (folder / MODEL_INFO).is_file():
         return read_model_info(folder).architecture.max_position_embeddings
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        return int(config["max_position_embeddings"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return int(text_config(read_hf_config(folder))["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError, UserError) as exc:
         raise UserError(
             f"{folder}: no model_info.json and no readable max_position_embeddings in "
             f"config.json ({exc}); run `dvc repro prepare` or point --model at a model folder"

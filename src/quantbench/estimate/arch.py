@@ -9,13 +9,13 @@ and gated MLPs are all taken from the file instead of assumed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.estimate.errors import EstimateInputError, MissingInputError
+from quantbench.hfconfig import MissingConfigError, config_path, read_hf_config
 
 # Model types whose MLP is gated (gate_proj and up_proj, then down_proj: three matrices).
 GATED_MLP_MODEL_TYPES = frozenset(
@@ -283,9 +283,8 @@ def architecture_from_config(
 
 def read_architecture(path: Path | str, gated_mlp: bool | None = None) -> Architecture:
     """Read ``config.json`` (or a folder holding one) into an :class:`Architecture`."""
-    path = Path(path)
-    config_path = path / "config.json" if path.is_dir() else path
-    if not config_path.is_file():
-        raise MissingInputError(f"no config.json at {config_path}")
-    config = json.loads(config_path.read_text())
-    return architecture_from_config(config, source=str(config_path), gated_mlp=gated_mlp)
+    try:
+        config = read_hf_config(path)
+    except MissingConfigError as exc:
+        raise MissingInputError(str(exc)) from None
+    return architecture_from_config(config, source=str(config_path(path)), gated_mlp=gated_mlp)

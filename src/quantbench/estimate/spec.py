@@ -8,14 +8,15 @@ description.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from quantbench.estimate.engines import ENGINE_CHOICES
 from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.hardware import check_hardware_name
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
+from quantbench.settings import Settings
 
 WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "gptq", "awq", "w8a8", "gguf"]
 GROUP_QUANT_FORMATS = ("gptq", "awq")
@@ -29,10 +30,8 @@ GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
 }
 
 
-class EstimatedVariant(BaseModel):
+class EstimatedVariant(Settings):
     """How a model variant stores its weights."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="", description="variant name; defaults to the format label")
     format: WeightFormat = Field(description="weight storage format")
@@ -52,14 +51,25 @@ class EstimatedVariant(BaseModel):
         "when set, bytes are read from it instead of the nominal tables",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        """The format's defaults where a field is left out (settings are frozen once built)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        fmt = data.get("format")
+        if fmt in GROUP_QUANT_FORMATS:
+            for key, value in GROUP_QUANT_DEFAULTS[fmt].items():
+                if data.get(key) is None:
+                    data[key] = value
+        if fmt == "gguf" and isinstance(data.get("gguf_type"), str):
+            data["gguf_type"] = data["gguf_type"].upper()
+        return data
+
     @model_validator(mode="after")
     def _check_format_fields(self) -> EstimatedVariant:
         if self.format in GROUP_QUANT_FORMATS:
-            defaults = GROUP_QUANT_DEFAULTS[self.format]
-            self.bits = self.bits if self.bits is not None else int(defaults["bits"])
-            if self.group_size is None:
-                self.group_size = int(defaults["group_size"])
-            self.sym = self.sym if self.sym is not None else bool(defaults["sym"])
             if self.bits not in GROUP_QUANT_BITS:
                 raise ValueError(
                     f"{self.format} bits={self.bits} is not allowed; use one of {GROUP_QUANT_BITS}"
@@ -73,17 +83,19 @@ class EstimatedVariant(BaseModel):
         elif self.format == "gguf":
             if self.gguf_type is None and self.path is None:
                 raise ValueError("format gguf needs gguf_type (e.g. Q4_K_M) or the .gguf path")
-            if self.gguf_type is not None:
-                self.gguf_type = self.gguf_type.upper()
-                if self.gguf_type not in GGUF_MIXES:
-                    raise ValueError(
-                        f"gguf_type {self.gguf_type!r} is not known; use one of {list(GGUF_MIXES)}"
-                    )
+            if self.gguf_type is not None and self.gguf_type not in GGUF_MIXES:
+                raise ValueError(
+                    f"gguf_type {self.gguf_type!r} is not known; use one of {list(GGUF_MIXES)}"
+                )
             self._refuse(("bits", "group_size", "sym"))
         else:
             self._refuse(("bits", "group_size", "sym", "gguf_type"))
+        return self
+
+    @model_validator(mode="after")
+    def _name_defaults_to_label(self) -> EstimatedVariant:
         if not self.name:
-            self.name = self.label
+            object.__setattr__(self, "name", self.label)  # frozen: set once, while validating
         return self
 
     def _refuse(self, fields: tuple[str, ...]) -> None:
@@ -102,10 +114,8 @@ class EstimatedVariant(BaseModel):
         return self.format
 
 
-class EstimateWorkload(BaseModel):
+class EstimateWorkload(Settings):
     """Request shape and the concurrencies to report."""
-
-    model_config = ConfigDict(extra="forbid")
 
     input_len: int = Field(default=1024, ge=1, description="prompt tokens per request")
     output_len: int = Field(default=512, ge=1, description="generated tokens per request")
@@ -126,10 +136,8 @@ class EstimateWorkload(BaseModel):
         return sorted(set(values))
 
 
-class SloSpec(BaseModel):
+class SloSpec(Settings):
     """Latency targets that define the prefill and decode concurrency limits."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ttft_ms: float = Field(
         default=1000.0,
@@ -144,10 +152,8 @@ class SloSpec(BaseModel):
     )
 
 
-class EfficiencyOverrides(BaseModel):
+class EfficiencyOverrides(Settings):
     """Replace the hardware entry's efficiency factors (None keeps the entry's)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     compute: float | None = Field(
         default=None, gt=0, le=1, description="fraction of peak matmul throughput reached"
@@ -163,10 +169,8 @@ class EfficiencyOverrides(BaseModel):
     )
 
 
-class MeasureSettings(BaseModel):
+class MeasureSettings(Settings):
     """How ``--hardware this`` measures the current machine."""
-
-    model_config = ConfigDict(extra="forbid")
 
     threads: int | None = Field(default=None, ge=1, description="torch threads; None = all cores")
     cache_dir: Path | None = Field(
@@ -175,16 +179,23 @@ class MeasureSettings(BaseModel):
     remeasure: bool = Field(default=False, description="ignore the cache and measure again")
 
 
-class EstimateSettings(BaseModel):
+class EstimateSettings(Settings):
     """The ``estimate:`` section of params.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
 
     hardware: list[str] = Field(
         default=["this"], description="table names (H100, L4 ...), 'this', or saved JSON paths"
     )
-    workload: EstimateWorkload = EstimateWorkload()
-    slo: SloSpec = SloSpec()
+    workload: EstimateWorkload = Field(
+        default=EstimateWorkload(),
+        description="request shape and concurrencies; in the pipeline, unless set here: the "
+        "first workload's mean lengths at the concurrencies the workloads measure "
+        "(quantbench.estimate.pipeline)",
+    )
+    slo: SloSpec = Field(
+        default=SloSpec(),
+        description="TTFT and ITL targets; in the pipeline, unless set here: the tightest TTFT "
+        "and TPOT/ITL limits of `slo:`",
+    )
     efficiency: EfficiencyOverrides = EfficiencyOverrides()
     engine: str = Field(
         default="auto",

@@ -20,7 +20,8 @@ from quantbench.estimate.arch import Architecture, read_architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.spec import EstimatedVariant, WeightFormat
-from quantbench.formats.registry import all_formats, get_format, read_config
+from quantbench.formats.registry import all_formats, get_format
+from quantbench.hfconfig import maybe_hf_config
 
 _SETTING_KEYS = ("bits", "group_size", "sym")
 
@@ -128,6 +129,6 @@ def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> E
     if folder is not None and folder.is_dir():
         ggufs = sorted(folder.glob("*.gguf"))
         path = ggufs[0] if ggufs else folder
-        config = read_config(folder)
+        config = maybe_hf_config(folder)
     fields = get_format(recipe.format).estimator_fields(recipe, path, config)
     return EstimatedVariant(name=name, path=path, **fields)

@@ -14,12 +14,12 @@ from pydantic import Field
 
 from quantbench.formats.base import Format, Recipe
 from quantbench.formats.registry import register_format
+from quantbench.hfconfig import read_hf_config
 from quantbench.quantize.common import (
     BuildRequest,
     BuildResult,
     copy_file,
     hf_weights_file,
-    read_hf_config,
 )
 
 WEIGHT_SUFFIXES = (".safetensors", ".json", ".jinja", ".txt", ".model")

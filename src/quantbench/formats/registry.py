@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from quantbench.formats.base import VariantSpecError
+from quantbench.hfconfig import maybe_hf_config
 
 if TYPE_CHECKING:
     from quantbench.formats.base import Format, Recipe
@@ -90,20 +91,13 @@ def variant_recipe(raw: dict[str, Any], name: str, origin: str = "params.yaml") 
         raise ConfigError(f"{origin} is not valid:\n  variants.{name}: {exc}") from None
 
 
-def read_config(folder: Path) -> dict[str, Any] | None:
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        return None
-    return dict(json.loads(path.read_text(encoding="utf-8")))
-
-
 def detect(folder: Path) -> str:
     """The format of the checkpoint in ``folder`` (a variant folder, an HF folder, a GGUF's)."""
     folder = Path(folder)
     info = folder / "variant.json"
     if info.is_file():
         return str(json.loads(info.read_text(encoding="utf-8"))["format"])
-    config = read_config(folder)
+    config = maybe_hf_config(folder)
     for name, fmt in all_formats().items():
         if fmt.matches(folder, config):
             return name

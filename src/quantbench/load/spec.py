@@ -16,7 +16,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from quantbench.settings import Settings
 
 # A precision target: metric:pNN, optionally with its own half-width (ttft:p50 ±15%).
 _TARGET = re.compile(
@@ -27,11 +29,7 @@ _TARGET = re.compile(
 SAFE_LABEL = re.compile(r"(?!\.\.?$)[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DatasetPrompts(_Strict):
+class DatasetPrompts(Settings):
     """Prompts read from a JSONL file, one request per line."""
 
     source: Literal["dataset"] = "dataset"
@@ -53,7 +51,7 @@ class DatasetPrompts(_Strict):
     )
 
 
-class RandomPrompts(_Strict):
+class RandomPrompts(Settings):
     """Synthetic prompts of a given length, made of random common words."""
 
     source: Literal["random"] = "random"
@@ -74,7 +72,7 @@ class RandomPrompts(_Strict):
     )
 
 
-class ConversationsFile(_Strict):
+class ConversationsFile(Settings):
     """Conversations from a JSONL file of OpenAI messages (docs/LOAD.md has the format)."""
 
     source: Literal["conversations"] = "conversations"
@@ -84,7 +82,7 @@ class ConversationsFile(_Strict):
     )
 
 
-class TracePrompts(_Strict):
+class TracePrompts(Settings):
     """Requests replayed at the arrival times of a trace (Mooncake's JSONL fields)."""
 
     source: Literal["trace"] = "trace"
@@ -103,7 +101,7 @@ PromptSource = Annotated[
 ]
 
 
-class PrecisionSpec(_Strict):
+class PrecisionSpec(Settings):
     """Size each point from a precision target instead of a fixed count: measure until every
     target percentile is known to within ``rel_half_width`` (its interval at ``confidence``)."""
 
@@ -156,7 +154,7 @@ class PrecisionSpec(_Strict):
         return out
 
 
-class _PointSize(_Strict):
+class _PointSize(Settings):
     num_requests: int | None = Field(
         default=None,
         gt=0,
@@ -234,7 +232,7 @@ NAMED_WORKLOADS = ("chat", "rag", "long-generation", "multi-turn", "bursty")
 DEFAULT_NAMED_PRECISION = ("ttft:p50 ±15%", "tpot:p50 ±5%")
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(Settings):
     """Everything that defines the traffic of a benchmark, independent of the server."""
 
     name: str = Field(

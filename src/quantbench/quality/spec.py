@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from quantbench.settings import Settings
 
 
-class EvaluateSettings(BaseModel):
+class EvaluateSettings(Settings):
     """Perplexity/KL windows, held-out generation and the statistics reported."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     context_length: int = Field(
         512,

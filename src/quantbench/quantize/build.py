@@ -15,8 +15,9 @@ from typing import Any
 
 from quantbench.formats.base import VariantSpecError, validate_name
 from quantbench.formats.registry import get_format
+from quantbench.hfconfig import read_hf_config
 from quantbench.quantize.calibration import load_calibration
-from quantbench.quantize.common import BuildRequest, read_hf_config
+from quantbench.quantize.common import BuildRequest
 from quantbench.quantize.variant import (
     VariantInfo,
     library_versions,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,13 +56,6 @@ def copy_tokenizer(merged_dir: Path, out_dir: Path) -> None:
         src = merged_dir / name
         if src.is_file():
             copy_file(src, out_dir / name)
-
-
-def read_hf_config(model_dir: Path) -> dict[str, Any]:
-    path = Path(model_dir) / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{model_dir} has no config.json: not a Hugging Face model folder")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def hf_weights_file(model_dir: Path) -> str:

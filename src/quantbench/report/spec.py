@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from quantbench.settings import Settings
 
 DEFAULT_PROFILE = "default"
 PROFILE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
@@ -25,10 +27,8 @@ QualityColumn = Literal[
 ]
 
 
-class ReportSettings(BaseModel):
+class ReportSettings(Settings):
     """How the report stage judges and draws the measurements (nothing here is measured)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     profiles: dict[str, str] = Field(
         {},
