@@ -351,6 +351,19 @@ def requests_needed(constraints: Sequence[Constraint], confidence: float) -> tup
     return need, why
 
 
+def fail_limits(constraints: Sequence[Constraint]) -> list[tuple[str, float, float]]:
+    """(metric, percentile, upper limit in seconds) of each upper limit on a percentile of a
+    per-request latency over requests (TTFT, TPOT, E2E): the limits a point can be seen to fail
+    beyond noise before it is fully measured (the load runner stops such a point early)."""
+    return [
+        (c.metric, c.percentile, c.threshold / 1e3)
+        for c in constraints
+        if c.metric in ("ttft", "tpot", "e2e")
+        and c.percentile is not None
+        and c.op in ("<=", "<")
+    ]
+
+
 def request_meets(constraints: Sequence[Constraint], req: RequestLatencies) -> bool:
     """Whether one request meets every per-request constraint.
 

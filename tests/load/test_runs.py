@@ -285,6 +285,26 @@ def test_a_precision_target_sizes_the_point(bench) -> None:  # type: ignore[no-u
     assert capped.point.requests == 16
 
 
+def test_a_point_failing_its_slo_beyond_noise_stops_at_its_minimum(bench) -> None:  # type: ignore[no-untyped-def]
+    """A point whose TTFT p90 is known to be above its limit cannot be ranked whatever more
+    requests show; it stops at the SLO's minimum sample, with the reason and a fail verdict.
+    A point that meets its limit is measured on to its precision target."""
+    slow = Script(behaviours=[Behaviour(ttft_ms=[120, 150, 135, 160], itl_ms=2, output_tokens=3)])
+    workload = {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 2}],
+                "precision": {"targets": ["ttft:p50 ±1%"], "min_requests": 12,
+                              "max_requests": 60}}  # fmt: skip
+    failing = bench(slow, workload, slo="ttft:p90<=50ms")
+    p = failing.point
+    assert "fails its SLO beyond noise: ttft p90" in p.stop_reason
+    # a p90 needs 36 requests at 95 %: the first check decides it (plus what the other stream
+    # had in flight when it did)
+    assert 36 <= p.requests <= 36 + 1
+    assert [r.verdict for r in p.slo if r.constraint.metric == "ttft"] == ["fail"]
+    near = bench(slow, workload, slo="ttft:p90<=200ms")
+    assert "beyond noise" not in near.point.stop_reason
+    assert near.point.requests > 36
+
+
 def test_counts_without_usage_fall_back_to_chunks(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run = bench(
         Script(behaviours=[Behaviour(output_tokens=7)], usage="never", done_marker=False),

@@ -390,6 +390,17 @@ class Dispatcher:
             return
         from quantbench.precision import quantile_interval
 
+        for metric, pct, limit in p.fail_limits:
+            # Only completed requests are here; the unanswered would count as infinitely late,
+            # which can only raise the percentile: a fail decided on these is a fail.
+            found = quantile_interval(self.values[metric], pct, p.confidence)
+            if found is not None and found.low > limit:
+                self._stop_measuring(
+                    f"fails its SLO beyond noise: {metric} p{pct:g} in [{found.low * 1e3:.0f}, "
+                    f"{found.high * 1e3:.0f}] ms, above {limit * 1e3:.0f} ms, after "
+                    f"{self._completed_measured} measured requests"
+                )
+                return
         for metric, pct, width in p.targets:
             interval = quantile_interval(self.values[metric], pct, p.confidence)
             if interval is None or interval.relative_half_width > width:

@@ -73,6 +73,10 @@ class Precision:
     max_measured: int | None = None
     """Stop measuring once this many measured requests completed (turns of multi-turn
     conversations count one each)."""
+    fail_limits: list[tuple[str, float, float]] = field(default_factory=list)
+    """(metric, percentile, upper limit in seconds) of the SLO's per-request latency limits: once
+    ``min_measured`` requests are in and one percentile's interval lies wholly above its limit,
+    the point fails its SLO beyond noise and measuring more could not change that."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ class LoadPlan:
         if data.get("precision") is not None:
             p = dict(data["precision"])
             p["targets"] = [tuple(t) for t in p["targets"]]  # JSON made the tuples lists
+            p["fail_limits"] = [tuple(t) for t in p.get("fail_limits", [])]
             data["precision"] = Precision(**p)
         return cls(**data)
 

@@ -163,6 +163,7 @@ def plan_point(
             confidence=spec.precision.confidence,
             min_measured=min(max(spec.precision.min_requests, needed), spec.precision.max_requests),
             max_measured=spec.precision.max_requests,
+            fail_limits=slo_mod.fail_limits(constraints),
         )
     warmup = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
