@@ -56,6 +56,9 @@ class LaunchSpec:
     startup_timeout_s: float
     secret_env: tuple[str, ...] = ()
     """Environment variables whose values are secrets whatever their names (secret_env)."""
+    memory_needs: tuple[tuple[int, str], ...] = ()
+    """(bytes, what) this server needs at least: its weights and what its settings reserve,
+    checked against the machine's available memory before it starts (engines.memory)."""
 
     @property
     def base_url(self) -> str:

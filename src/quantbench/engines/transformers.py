@@ -14,13 +14,17 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.memory import Need, hf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
+from quantbench.errors import UserError
+from quantbench.fsutil import tree_size
+from quantbench.hfconfig import read_hf_config
 from quantbench.load.requests import RequestProfile
 
 
@@ -38,6 +42,12 @@ class TransformersSettings(EngineSettings):
     )
     cb_block_size: int = Field(32, ge=1, description="Tokens per KV-cache block.")
     cb_max_batch_tokens: int = Field(512, ge=1, description="Tokens per continuous batch.")
+    attn_implementation: Literal["sdpa", "eager", "flex_attention"] | None = Field(
+        None,
+        description="`--attn-implementation`: sdpa (PyTorch's fused attention, the default on "
+        "CPU), eager (plain matmuls, the reference numerics), flex_attention. No memory of its "
+        "own at these lengths. None: transformers' choice for the device.",
+    )
 
 
 class TransformersEngine(Engine):
@@ -64,6 +74,8 @@ class TransformersEngine(Engine):
                 "--cb-max-batch-tokens",
                 str(settings.cb_max_batch_tokens),
             ]
+        if settings.attn_implementation is not None:
+            argv += ["--attn-implementation", settings.attn_implementation]
         argv += settings.extra_args
         hub_cache = Path(".cache/hf-hub").resolve()
         hub_cache.mkdir(parents=True, exist_ok=True)
@@ -86,7 +98,22 @@ class TransformersEngine(Engine):
             model_name=model,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
+            memory_needs=self.memory_needs(artifact, settings),
         )
+
+    def memory_needs(self, artifact: Artifact, settings: TransformersSettings) -> tuple[Need, ...]:
+        """The checkpoint, and with continuous batching its paged KV cache (bf16)."""
+        needs: list[Need] = [(tree_size(artifact.path), "weights")]
+        if settings.continuous_batching:
+            try:
+                per_token = hf_kv_bytes_per_token(read_hf_config(artifact.path), 2.0)
+            except (KeyError, ValueError, TypeError, UserError):
+                return tuple(needs)
+            tokens = settings.cb_num_blocks * settings.cb_block_size
+            needs.append(
+                (int(tokens * per_token), f"KV cache (cb_num_blocks x cb_block_size = {tokens})")
+            )
+        return tuple(needs)
 
     def version(self, settings: TransformersSettings) -> str:
         return importlib.metadata.version("transformers")
