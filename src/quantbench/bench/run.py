@@ -215,7 +215,7 @@ def _run_server_point(
     common.update(command=launch.redacted_argv(), env=launch.redacted_env())
     server = Server(launch, server_dir / "server.log")
     done: list[dict[str, Any]] = []
-    search_info: SearchInfo | None = None
+    searches: dict[str, SearchInfo] = {}
     error: str | None = None
     check = ServedCheck(verdict="not checked", note="the server did not start")
     try:
@@ -253,7 +253,7 @@ def _run_server_point(
                     return row
 
                 for w in job.workloads:
-                    search_info = _run_search(job, runner, w, keep)
+                    searches[w] = _run_search(job, runner, w, keep)
     except (ServerError, PortInUseError) as exc:
         error = str(exc)
         log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
@@ -277,7 +277,7 @@ def _run_server_point(
         env=common["env"],
         report=ServerReport.model_validate(report),
         error=error,
-        search=search_info,
+        search=searches,
         served_check=check,
         is_default=not common["settings"],
     )
