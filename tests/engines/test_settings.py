@@ -73,9 +73,11 @@ def test_llamacpp_refuses_what_llama_server_would_refuse() -> None:
 
 def test_transformers_attention_implementation(tmp_path: Path) -> None:
     artifact = Artifact("bf16", "bf16", tmp_path)
-    argv = TransformersEngine().launch(
-        artifact, TransformersSettings(attn_implementation="eager"), "127.0.0.1", 1
-    ).argv
+    argv = (
+        TransformersEngine()
+        .launch(artifact, TransformersSettings(attn_implementation="eager"), "127.0.0.1", 1)
+        .argv
+    )
     assert flag(argv, "--attn-implementation") == "eager"
     default = TransformersEngine().launch(artifact, TransformersSettings(), "127.0.0.1", 1).argv
     assert "--attn-implementation" not in default
