@@ -17,11 +17,25 @@ from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.memory import Need, gguf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.estimate.hardware import KernelEfficiency
 from quantbench.load.requests import RequestProfile
 
 CONTEXT_ROUNDING = 256
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 FLOAT_KV = ("f32", "f16", "bf16")
+
+# llama.cpp on a measured CPU, relative to the torch int8 GEMM probe and the copy rate.
+# Calibrated, not derived: llama-server (llama-cpp-python 0.3.36 sources, 1 thread, load ~2.9)
+# on the project's SmolLM2-135M files decoded Q8_0 at 10.2-10.6 ms/token (143 MB/step: 0.57 of
+# the 24.4 GB/s copy rate) and Q4_K_M at 10.8-12.6 ms/token (104 MB: 0.39); 128-token prompts
+# took 295-364 ms (76-94 GFLOP/s: ~0.2 of the 0.43 TOP/s int8 probe). At one thread its
+# dequantising dot products, not memory, bound decode, so Q4_K_M is no faster than Q8_0.
+CPU_KERNELS = KernelEfficiency(
+    compute=0.2,
+    bandwidth=0.5,
+    source="llama.cpp CPU kernel efficiencies calibrated on this project's machine "
+    "(compute 0.2 of the int8 probe, bandwidth 0.5 of the copy rate)",
+)
 
 
 class LlamaCppSettings(EngineSettings):
@@ -110,6 +124,13 @@ class LlamaCppEngine(Engine):
     profile: ClassVar[RequestProfile] = RequestProfile(
         "llamacpp", {"stream_options": {"include_usage": True}}, ("ignore_eos",)
     )
+    aliases: ClassVar[tuple[str, ...]] = ("llama.cpp",)
+
+    def estimate_preference(self, device_kind: str) -> int:
+        return 1
+
+    def kernel_efficiency(self, device_kind: str) -> KernelEfficiency | None:
+        return CPU_KERNELS if device_kind == "cpu" else None
 
     def _binary(self, settings: LlamaCppSettings) -> str:
         if settings.binary is None:

