@@ -701,3 +701,23 @@ def test_the_summary_shows_tuned_against_default(files) -> None:
     summary = files.files[Path("summary.md")]
     assert "Tuned against default" in summary
     assert "the default setting is the best one" in summary
+
+
+def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
+    from dataclasses import replace
+
+    from quantbench.schemas.bench import SearchInfo, TriedLoad
+
+    search = SearchInfo(
+        kind="concurrency", edge=4.0, runs=5, grid_size=8, interval=[2.0, 4.0],
+        tried=[TriedLoad(load=x, passed=x <= 4) for x in (1.0, 2.0, 4.0, 8.0, 6.0)],
+    )  # fmt: skip
+    pair = inputs.pairs["gguf-q4_k_m-llamacpp"]
+    servers = [pair.servers[0].model_copy(update={"search": {"chat": search}}), *pair.servers[1:]]
+    patched = replace(
+        inputs, pairs={**inputs.pairs, pair.pair: pair.model_copy(update={"servers": servers})}
+    )
+    html = build_report(
+        patched, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
+    ).files[Path("index.html")]
+    assert "chat: edge 4 [2, 4] (concurrency), 5 runs vs grid 8" in html

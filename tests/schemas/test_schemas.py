@@ -266,9 +266,9 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
+    "EstimatesFile": "v1:4f30e5a99986a730",  # the estimator's Architecture is ModelShape: same fields, same files
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
-    "PairSummary": "v3:4a56c8d39fefa0f2",  # v3: each server's search per workload (v2 migrated)
+    "PairSummary": "v3:5786df89205d52c7",  # v3: each server's search per workload (v2 migrated)
 }
 
 

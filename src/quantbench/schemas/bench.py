@@ -179,6 +179,16 @@ class SearchInfo(Strict):
     tried: list[TriedLoad]
     runs: int
     grid_size: int = Field(description="Runs a grid at the same resolution would take.")
+    fitted: dict[str, float] = Field(
+        default_factory=dict,
+        description="Load -> pass rate of the isotonic fit over every run (non-increasing).",
+    )
+    interval: list[float] | None = Field(
+        None,
+        description="[low, high]: bootstrap interval of the edge over the runs, ends at loads "
+        "that were run (None: no load passed).",
+    )
+    confidence: float = Field(0.95, description="Of the interval.")
 
 
 class ServedCheck(Strict):
