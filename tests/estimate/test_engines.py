@@ -98,3 +98,24 @@ def test_llamacpp_kernel_efficiencies_apply_on_cpus_only(smol):
     explicit = EstimateSettings(workload={"concurrency": [1]}, efficiency={"bandwidth": 0.9})
     forced = build_estimate("m", smol, variant, weights, fake_cpu(), explicit, "llamacpp")
     assert forced.hardware.bandwidth_efficiency == 0.9
+
+
+def test_awq_on_transformers_is_counted_as_the_bf16_it_holds(smol):
+    """transformers decompresses AWQ (and W8A8) to bf16 when it loads it: the estimate counted
+    4-bit bytes and came out 2.58x too fast. vLLM keeps the packed weights."""
+    from quantbench.estimate.engines import held_weights
+
+    awq = EstimatedVariant(name="awq-w4g64", format="awq", bits=4, group_size=64, sym=False)
+    stored = nominal_weight_bytes(smol, awq)
+    bf16 = nominal_weight_bytes(smol, EstimatedVariant(format="bf16"))
+    on_transformers = held_weights("transformers", smol, awq, stored)
+    assert on_transformers.streamed_bytes == bf16.streamed_bytes
+    assert on_transformers.stored_bytes == bf16.stored_bytes
+    assert "awq held as bf16 by transformers" in on_transformers.detail
+    assert held_weights("vllm", smol, awq, stored) is stored
+    gptq = EstimatedVariant(format="gptq")
+    assert held_weights("transformers", smol, gptq, nominal_weight_bytes(smol, gptq)).compute_dtype
+    settings = EstimateSettings(workload={"concurrency": [1]})
+    slow = build_estimate("m", smol, awq, on_transformers, fake_cpu(), settings, "transformers")
+    fast = build_estimate("m", smol, awq, stored, fake_cpu(), settings, "transformers")
+    assert slow.best_latency.itl_ms > 2 * fast.best_latency.itl_ms

@@ -218,6 +218,12 @@ class Engine(ABC):
         (``cpu``, ``gpu``) among the engines that serve the variant's format: highest wins."""
         return 0
 
+    def holds_as(self, fmt: str) -> str | None:
+        """The layout this engine holds a variant of format ``fmt`` in, where it is not the
+        checkpoint's own (transformers dequantizes AWQ to bf16 when it loads it); None: as stored.
+        The estimator counts the bytes the engine really holds and reads."""
+        return None
+
     def kernel_efficiency(self, device_kind: str) -> KernelEfficiency | None:
         """Stand-in kernel efficiencies where this engine's kernels cannot be probed through
         torch on this kind of device (None: the device's measured figures apply)."""

@@ -115,6 +115,12 @@ class TransformersEngine(Engine):
     def measure_overhead(self, threads: int) -> EngineOverhead | None:
         return measure_overhead(threads)
 
+    def holds_as(self, fmt: str) -> str | None:
+        # compressed-tensors checkpoints (our AWQ and W8A8) are decompressed to the model's dtype
+        # when transformers loads them on a CPU (no packed-int4 or int8 kernels there): the
+        # server holds and streams bf16 weights. GPTQ runs on gptqmodel's packed kernels.
+        return "bf16" if fmt in ("awq", "w8a8") else None
+
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int
     ) -> LaunchSpec:

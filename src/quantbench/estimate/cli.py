@@ -15,7 +15,6 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from quantbench.estimate.compare import MeasuredPoint, load_measured
-from quantbench.estimate.engines import engine_choices
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import known_hardware
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
@@ -28,6 +27,7 @@ from quantbench.estimate.spec import (
     EstimateWorkload,
     MeasureSettings,
     SloSpec,
+    engine_choices,
 )
 from quantbench.estimate.stage import comparison, estimate_result
 from quantbench.estimate.variants import parse_variant
@@ -163,7 +163,7 @@ def run_estimate(
         )
     out = result.model_dump(mode="json")
     if points:
-        out["comparison"] = comparison(arch, weights, hardware, settings, points)
+        out["comparison"] = comparison(arch, weights, hardware, settings, points, variant)
         print()
         print(render_comparison(out["comparison"]))
     if args.json is not None:

@@ -23,18 +23,11 @@ from typing import TYPE_CHECKING
 from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import HardwareSpec, KernelEfficiency
+from quantbench.estimate.spec import AUTO, EstimatedVariant, engine_choices
 
 if TYPE_CHECKING:
     from quantbench.engines.base import Engine
-
-AUTO, NONE = "auto", "none"
-
-
-def engine_choices() -> tuple[str, ...]:
-    """``auto``, ``none`` (the pure roofline) and every registered engine, plugins included."""
-    from quantbench.engines.registry import engine_names
-
-    return (AUTO, NONE, *engine_names())
+    from quantbench.estimate.formats import WeightBytes
 
 
 def canonical(engine: str) -> str:
@@ -51,6 +44,27 @@ def _engine(name: str) -> Engine | None:
     from quantbench.engines.registry import all_engines
 
     return all_engines().get(canonical(name))
+
+
+def held_weights(
+    engine: str, arch: ModelShape, variant: EstimatedVariant, weights: WeightBytes
+) -> WeightBytes:
+    """The weights as ``engine`` holds and reads them: the variant's own bytes, or (where the
+    engine converts the checkpoint when it loads it) the nominal bytes of the layout it holds."""
+    found = _engine(engine)
+    held = found.holds_as(variant.format) if found is not None else None
+    if held is None or held == variant.format:
+        return weights
+    from quantbench.estimate.formats import nominal_weight_bytes
+
+    as_held = nominal_weight_bytes(arch, EstimatedVariant(name=variant.name, format=held))
+    return as_held.model_copy(
+        update={
+            "detail": f"{variant.format} held as {held} by {found.name if found else engine} "
+            f"(converted when loaded; stored file: {weights.stored_bytes / 1e6:.1f} MB): "
+            + as_held.detail
+        }
+    )
 
 
 def kernel_efficiency(engine: str, hardware: HardwareSpec) -> KernelEfficiency | None:

@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from quantbench.estimate.engines import engine_choices
 from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.hardware import check_hardware_name
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
@@ -28,6 +27,16 @@ GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
     "gptq": {"bits": 4, "group_size": 128, "sym": True},
     "awq": {"bits": 4, "group_size": 64, "sym": False},
 }
+
+
+AUTO, NONE = "auto", "none"
+
+
+def engine_choices() -> tuple[str, ...]:
+    """``auto``, ``none`` (the pure roofline) and every registered engine, plugins included."""
+    from quantbench.engines.registry import engine_names
+
+    return (AUTO, NONE, *engine_names())
 
 
 class EstimatedVariant(Settings):

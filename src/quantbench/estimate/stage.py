@@ -21,6 +21,7 @@ from quantbench.estimate.compare import (
 )
 from quantbench.estimate.engines import (
     canonical,
+    held_weights,
     resolve_engine,
     with_engine_overhead,
 )
@@ -72,13 +73,18 @@ def comparison(
     hardware: HardwareSpec,
     settings: EstimateSettings,
     points: Sequence[MeasuredPoint],
+    variant: EstimatedVariant | None = None,
 ) -> dict[str, Any]:
-    """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts."""
+    """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts.
+
+    ``weights`` are the variant's as stored; each point's engine holds them its own way
+    (``held_weights``: transformers serves AWQ as bf16), given the ``variant``."""
 
     def serving_for(point: MeasuredPoint) -> ServingModel:
         engine = canonical(point.engine)
+        held = held_weights(engine, arch, variant, weights) if variant is not None else weights
         return serving_model(
-            arch, weights, hardware, settings, point.input_len, point.output_len, engine
+            arch, held, hardware, settings, point.input_len, point.output_len, engine
         )
 
     slo = settings.slo
@@ -99,7 +105,8 @@ def estimate_result(
     extra_engines: Sequence[str] = (),
     calibrated: bool = False,
 ) -> tuple[EstimateResult, ModelShape, WeightBytes, HardwareSpec]:
-    """The typed estimate and the pieces it was built from.
+    """The typed estimate and the pieces it was built from (the weights as the variant stores
+    them; the estimate counts them as its engine holds them).
 
     ``extra_engines`` (those of measured points) get their overheads probed too, unless
     ``hardware`` is a calibration (``calibrated``), which is used as it is.
@@ -108,10 +115,9 @@ def estimate_result(
     weights = variant_weight_bytes(arch, variant, Path(model_dir))
     spec = hardware or _hardware(hardware_name, settings, settings.measure.remeasure)
     engine = resolve_engine(settings.engine, variant.format, spec)
-    spec = _refined(
-        spec, hardware_name, arch, weights, settings, [engine, *extra_engines], calibrated
-    )
-    result = build_estimate(str(model_dir), arch, variant, weights, spec, settings, engine)
+    held = held_weights(engine, arch, variant, weights)  # as the engine holds them
+    spec = _refined(spec, hardware_name, arch, held, settings, [engine, *extra_engines], calibrated)
+    result = build_estimate(str(model_dir), arch, variant, held, spec, settings, engine)
     return result, arch, weights, spec
 
 
@@ -142,7 +148,7 @@ def estimate_variant(
     )
     out = result.model_dump(mode="json")
     if mine:
-        out["comparison"] = comparison(arch, weights, spec, settings, mine)
+        out["comparison"] = comparison(arch, weights, spec, settings, mine, variant)
     return out
 
 
