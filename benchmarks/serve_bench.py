@@ -1,8 +1,8 @@
-"""One variant on one engine, by hand: `quantbench serve`, then `quantbench bench`, then stop.
+"""One variant on one engine, by hand: `quantbench serve`, then `quantbench load`, then stop.
 
 Not a test and not a stage. Starts the variant with the project's own launcher (`quantbench serve`,
 engine settings from params.yaml), reads the URL it prints once its warm-up request is answered
-(the time until then is printed as the start time), runs `quantbench bench` against it with the
+(the time until then is printed as the start time), runs `quantbench load` against it with the
 flags given after `--`, and stops the server with SIGTERM (the launcher's clean teardown).
 
     python benchmarks/serve_bench.py w8a8 vllm -- --random-input-len 64 --random-output-len 32 \\
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{args.variant} on {args.engine}: answering after {time.perf_counter() - started:.1f} s"
         )
-        bench = [*cli, "bench", "--url", url, "--engine", args.engine, "--tokenizer", str(folder)]
+        bench = [*cli, "load", "--url", url, "--engine", args.engine, "--tokenizer", str(folder)]
         if args.engine == "transformers":  # its /v1/models is empty; the model is the path
             bench += ["--model", str(folder)]
         return subprocess.run([*bench, *extra], check=False).returncode

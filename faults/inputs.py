@@ -7,7 +7,7 @@ validate` (what `make repro` runs first) and, for one case per kind, the pipelin
 command exits with status 2 and its message holds every part of `must_say`. A case whose input
 is accepted is reported as MISSING, which fails the run like a FAIL.
 
-CLI cases run `quantbench bench` (the load test against any server) with bad flags.
+CLI cases run `quantbench load` (the load test against any server) with bad flags.
 """
 
 from __future__ import annotations
@@ -373,21 +373,21 @@ CLI_BASE = ["--url", "http://127.0.0.1:9", "--random-input-len", "8", "--random-
 CLI_CASES = [
     BadFlags(
         "cli-rate",
-        "negative rate (quantbench bench --rate)",
+        "negative rate (quantbench load --rate)",
         [*CLI_BASE, "--rate", "-1", "--num-requests", "4"],
         ("load.0.rate", "greater than 0", "-1.0"),
         "exit 2 before any request: 'invalid workload: load.0.rate...: greater than 0 (got -1.0)'",
     ),
     BadFlags(
         "cli-concurrency",
-        "zero concurrency (quantbench bench --concurrency)",
+        "zero concurrency (quantbench load --concurrency)",
         [*CLI_BASE, "--concurrency", "0", "--num-requests", "4"],
         ("load.0.concurrency", "greater than 0", "got 0"),
         "exit 2 before any request, naming load.0.concurrency and 0",
     ),
     BadFlags(
         "cli-slo",
-        "malformed SLO (quantbench bench --slo)",
+        "malformed SLO (quantbench load --slo)",
         [*CLI_BASE, "--concurrency", "1", "--num-requests", "4", "--slo", "ttfb:p50<200ms"],
         ("invalid SLO", "unknown metric 'ttfb'", "^^^^", "allowed metrics"),
         "exit 2 before any request, the text with a caret under the bad part",
@@ -422,7 +422,7 @@ SCENARIOS = [
             c.key,
             "input",
             c.fault,
-            "quantbench bench " + " ".join(c.argv),
+            "quantbench load " + " ".join(c.argv),
             c.expected,
             check_flags(c),
             False,

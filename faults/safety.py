@@ -387,7 +387,7 @@ SCENARIOS = [
         "api-key",
         "safety",
         "API key for a remote endpoint never written",
-        "mock server requiring 'Authorization: Bearer KEY'; quantbench bench with the key from "
+        "mock server requiring 'Authorization: Bearer KEY'; quantbench load with the key from "
         "$QUANTBENCH_API_KEY, from --api-key, and a wrong one",
         "requests accepted (401 with the wrong key); the key in no output or log",
         api_key_remote,

@@ -21,3 +21,15 @@ def test_validate_bad_params_exits_2(tmp_path, capsys) -> None:
     assert main(["validate", "--params", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "error:" in err and "lora.r: got 0" in err
+
+
+def test_the_load_test_of_a_running_server_is_quantbench_load() -> None:
+    """`quantbench bench` ran a load test, not the pipeline's bench stages (one word, two
+    ideas): it is `quantbench load` now, and `bench` is kept as an alias for old scripts."""
+    from quantbench.cli import build_parser
+    from quantbench.load.cli import run_load
+
+    parser = build_parser()
+    for word in ("load", "bench"):
+        args = parser.parse_args([word, "--url", "http://127.0.0.1:1", "--concurrency", "2"])
+        assert args.handler is run_load

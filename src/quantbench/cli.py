@@ -93,13 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--params", default="params.yaml")
     serve.set_defaults(handler=_serve)
 
-    from quantbench.load.cli import add_bench_arguments, run_bench
+    from quantbench.load.cli import add_load_arguments, run_load
 
-    bench = sub.add_parser(
-        "bench", help="load-test a running OpenAI-compatible server (see docs/LOAD.md)"
+    # `load`, not `bench`: the pipeline's bench stages (quantbench.bench) start servers and run
+    # many points; this tests one server that is already running. `bench` stays as an alias.
+    load = sub.add_parser(
+        "load",
+        aliases=["bench"],
+        help="load-test a running OpenAI-compatible server (see docs/LOAD.md)",
     )
-    add_bench_arguments(bench)
-    bench.set_defaults(handler=run_bench)
+    add_load_arguments(load)
+    load.set_defaults(handler=run_load)
 
     mock = sub.add_parser(
         "mock-server",

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -423,15 +421,6 @@ class MockServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def fake_server(script: Script, workdir: Path) -> Iterator[MockServerProcess]:
-    server = MockServerProcess(script, workdir).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -358,9 +358,7 @@ def fail_limits(constraints: Sequence[Constraint]) -> list[tuple[str, float, flo
     return [
         (c.metric, c.percentile, c.threshold / 1e3)
         for c in constraints
-        if c.metric in ("ttft", "tpot", "e2e")
-        and c.percentile is not None
-        and c.op in ("<=", "<")
+        if c.metric in ("ttft", "tpot", "e2e") and c.percentile is not None and c.op in ("<=", "<")
     ]
 
 

@@ -172,9 +172,25 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     search = run_pair(
         job(fake_engine, fake_artifact, settings, slo=slo, bench=bench), tmp_path / "s"
     )
-    info = search.servers[0].search
+    info = search.servers[0].search["chat"]
     assert info.edge == grid_edge
     assert info.runs < info.grid_size == 8
+
+
+def test_each_workload_keeps_its_own_search(fake_engine, fake_artifact, tmp_path) -> None:
+    """One server, two workloads in search mode: the second search overwrote the first."""
+    settings = FakeSettings(itl_ms=4.0)
+    slo = "tpot:p50<=60ms"
+    short = WORKLOAD.model_copy(update={"num_requests": 8})
+    workloads = {"chat": short, "again": short.model_copy(update={"name": "again"})}
+    bench = BenchSettings(mode="search", search={"start": 1, "max": 2, "num_requests": 8})
+    pair = job(fake_engine, fake_artifact, settings, slo=slo, bench=bench, workloads=workloads)
+    summary = run_pair(pair, tmp_path / "two")
+    searches = summary.servers[0].search
+    assert set(searches) == {"chat", "again"}
+    for name, info in searches.items():
+        tried = [r.shape["concurrency"] for r in summary.rows if r.workload == name]
+        assert [t.load for t in info.tried] == tried and info.edge == 2
 
 
 def test_an_interrupted_pair_resumes_without_measuring_again(

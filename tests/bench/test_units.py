@@ -20,15 +20,18 @@ def test_search_finds_the_edge_of_a_monotone_server(edge: int) -> None:
         calls.append(load)
         return load <= edge
 
-    result = find_edge(passes, 1, 64)
+    result = find_edge(passes, 1, 64, confirm=0)  # one run per load: grow, then bisect
     assert result.edge == edge
     assert len(calls) == len(set(calls)) == result.runs  # never runs a point twice
     assert result.runs <= 2 * math.ceil(math.log2(64)) + 1
+    confirmed = find_edge(passes, 1, 64)  # the loads around the edge measured once more
+    assert confirmed.edge == edge and confirmed.runs <= result.runs + 2
+    assert confirmed.interval == (edge, edge)  # a clean cliff: no doubt about the edge
 
 
 def test_search_when_nothing_or_everything_passes() -> None:
     assert find_edge(lambda load: False, 1, 64).edge is None
-    everything = find_edge(lambda load: True, 1, 48)
+    everything = find_edge(lambda load: True, 1, 48, confirm=0)
     assert everything.edge == 48 and [x for x, _ in everything.tried] == [1, 2, 4, 8, 16, 32, 48]
 
 

@@ -67,6 +67,28 @@ def test_plugin_engine_validates_and_is_listed(tmp_path: Path) -> None:
     assert "bf16-echo: {variant: bf16, engine: echo}" in pairs.stdout
 
 
+def test_plugin_engine_is_estimated_like_a_built_in_one(tmp_path: Path) -> None:
+    """The estimator asks the registry: a plugin engine is an `estimate.engine` choice, `auto`
+    may pick it, and its own kernel efficiencies apply (no estimator file names it)."""
+    code = f"""
+import runpy
+runpy.run_path({str(PLUGIN)!r})
+from quantbench.estimate.engines import engine_choices, kernel_efficiency, resolve_engine
+from quantbench.estimate.lookup import resolve_hardware
+from quantbench.estimate.spec import EstimateSettings
+from tests.estimate.conftest import fake_cpu
+cpu, gpu = fake_cpu(), resolve_hardware("L4")
+assert "echo" in engine_choices() and EstimateSettings(engine="echo").engine == "echo"
+assert resolve_engine("auto", "bf16", cpu) == "echo"
+assert resolve_engine("auto", "bf16", gpu) == "vllm"
+assert resolve_engine("auto", "gguf", cpu) == "llamacpp"  # echo does not serve GGUF
+assert kernel_efficiency("echo", cpu).bandwidth == 0.4
+print("ok")
+"""
+    done = run(["-c", code], REPO)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
 def test_plugin_engine_settings_are_validated_by_its_own_model(tmp_path: Path) -> None:
     path = params(tmp_path)
     data = yaml.safe_load(path.read_text())

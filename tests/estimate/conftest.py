@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from quantbench.estimate.arch import Architecture, architecture_from_config
+from quantbench.estimate.arch import ModelShape, architecture_from_config
 from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
 
 # hidden 8, MLP 16 (gated), 2 layers, 2 heads of 4, 1 KV head, vocab 32, tied embeddings.
@@ -57,17 +57,17 @@ QWEN3_4B_CONFIG: dict[str, Any] = {
 
 
 @pytest.fixture
-def tiny() -> Architecture:
+def tiny() -> ModelShape:
     return architecture_from_config(TINY_CONFIG)
 
 
 @pytest.fixture
-def smol() -> Architecture:
+def smol() -> ModelShape:
     return architecture_from_config(SMOL_CONFIG)
 
 
 @pytest.fixture
-def qwen3_4b() -> Architecture:
+def qwen3_4b() -> ModelShape:
     return architecture_from_config(QWEN3_4B_CONFIG)
 
 

@@ -1,4 +1,4 @@
-"""Architecture reading, checked against counts done by hand on the tiny config."""
+"""ModelShape reading, checked against counts done by hand on the tiny config."""
 
 from __future__ import annotations
 

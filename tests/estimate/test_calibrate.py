@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from quantbench.estimate import calibrate, engines, machine, stage
+from quantbench.engines import transformers as transformers_engine
+from quantbench.estimate import calibrate, machine, stage
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import EngineOverhead, shape_key
@@ -47,7 +48,7 @@ def no_measuring(monkeypatch):
         (machine, "measure_machine"),
         (machine, "save_measured"),
         (machine, "_gemv_shape_gbs"),
-        (engines, "measure_transformers_overhead"),
+        (transformers_engine, "measure_overhead"),
     ]:
         monkeypatch.setattr(module, name, refuse)
     monkeypatch.setattr(machine, "cpu_model", lambda: "test cpu")
@@ -98,7 +99,7 @@ def test_calibrate_probes_every_dtype_at_the_models_shapes(tiny_folder, monkeypa
     monkeypatch.setattr(machine, "measure_machine", lambda threads=None: fake_cpu())
     monkeypatch.setattr(machine, "_gemv_shape_gbs", lambda dtype, r, c, llc: float(r + c))
     overhead = EngineOverhead(per_layer_ms=0.5, per_step_ms=2.0, version="t", method="fake")
-    monkeypatch.setattr(engines, "measure_transformers_overhead", lambda threads: overhead)
+    monkeypatch.setattr(transformers_engine, "measure_overhead", lambda threads: overhead)
     spec = calibrate.calibrate(tiny_folder, threads=1)
     assert calibrate.lacking(spec, tiny_folder) == []
     assert spec.measurement.gemv_shape_gbs["fp32"]["8x16"] == 24.0

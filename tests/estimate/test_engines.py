@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from quantbench.engines import llamacpp as llamacpp_engine
+from quantbench.engines import transformers as transformers_engine
 from quantbench.estimate import engines
 from quantbench.estimate.engines import resolve_engine, step_overhead
 from quantbench.estimate.errors import EstimateInputError
@@ -29,7 +31,11 @@ def test_auto_picks_the_engine_by_device_and_format():
     cpu, gpu = fake_cpu(), resolve_hardware("L4")
     assert resolve_engine("auto", "gguf", cpu) == "llamacpp"
     assert resolve_engine("auto", "awq", cpu) == "transformers"
-    assert resolve_engine("auto", "gguf", gpu) == "vllm"
+    # auto picks among the engines that serve the format: GGUF is llama.cpp's on a GPU too
+    assert resolve_engine("auto", "gguf", gpu) == "llamacpp"
+    assert resolve_engine("auto", "awq", gpu) == "vllm"
+    assert resolve_engine("auto", "fp16", cpu) == "transformers"  # no engine of its own
+    assert resolve_engine("llama.cpp", "gguf", gpu) == "llamacpp"
     assert resolve_engine("hf-generate-proxy", "bf16", gpu) == "transformers"
     with pytest.raises(EstimateInputError, match="'tgi'"):
         resolve_engine("tgi", "bf16", cpu)
@@ -61,7 +67,7 @@ def test_only_transformers_is_probed(monkeypatch):
     def boom(threads):
         raise AssertionError("must not measure")
 
-    monkeypatch.setattr(engines, "measure_transformers_overhead", boom)
+    monkeypatch.setattr(transformers_engine, "measure_overhead", boom)
     cpu = fake_cpu()
     assert engines.with_engine_overhead(cpu, "llamacpp") is cpu
     assert engines.with_engine_overhead(resolve_hardware("L4"), "transformers").kind == "gpu"
@@ -71,7 +77,7 @@ def test_only_transformers_is_probed(monkeypatch):
 
 @pytest.mark.slow
 def test_transformers_overhead_probe():
-    overhead = engines.measure_transformers_overhead(threads=1)
+    overhead = transformers_engine.measure_overhead(threads=1)
     # eager PyTorch: tens of microseconds to a few milliseconds per layer on any CPU
     assert 0.01 < overhead.per_layer_ms < 5
     assert overhead.per_step_ms < 50
@@ -83,8 +89,8 @@ def test_llamacpp_kernel_efficiencies_apply_on_cpus_only(smol):
     settings = EstimateSettings(workload={"concurrency": [1]})
     cpu = build_estimate("m", smol, variant, weights, fake_cpu(), settings, "llamacpp")
     assert (cpu.hardware.compute_efficiency, cpu.hardware.bandwidth_efficiency) == (
-        engines.LLAMACPP_CPU_KERNELS.compute,
-        engines.LLAMACPP_CPU_KERNELS.bandwidth,
+        llamacpp_engine.CPU_KERNELS.compute,
+        llamacpp_engine.CPU_KERNELS.bandwidth,
     )
     assert any("calibrated" in note for note in cpu.notes)
     gpu = build_estimate("m", smol, variant, weights, resolve_hardware("L4"), settings, "llamacpp")
@@ -92,3 +98,24 @@ def test_llamacpp_kernel_efficiencies_apply_on_cpus_only(smol):
     explicit = EstimateSettings(workload={"concurrency": [1]}, efficiency={"bandwidth": 0.9})
     forced = build_estimate("m", smol, variant, weights, fake_cpu(), explicit, "llamacpp")
     assert forced.hardware.bandwidth_efficiency == 0.9
+
+
+def test_awq_on_transformers_is_counted_as_the_bf16_it_holds(smol):
+    """transformers decompresses AWQ (and W8A8) to bf16 when it loads it: the estimate counted
+    4-bit bytes and came out 2.58x too fast. vLLM keeps the packed weights."""
+    from quantbench.estimate.engines import held_weights
+
+    awq = EstimatedVariant(name="awq-w4g64", format="awq", bits=4, group_size=64, sym=False)
+    stored = nominal_weight_bytes(smol, awq)
+    bf16 = nominal_weight_bytes(smol, EstimatedVariant(format="bf16"))
+    on_transformers = held_weights("transformers", smol, awq, stored)
+    assert on_transformers.streamed_bytes == bf16.streamed_bytes
+    assert on_transformers.stored_bytes == bf16.stored_bytes
+    assert "awq held as bf16 by transformers" in on_transformers.detail
+    assert held_weights("vllm", smol, awq, stored) is stored
+    gptq = EstimatedVariant(format="gptq")
+    assert held_weights("transformers", smol, gptq, nominal_weight_bytes(smol, gptq)).compute_dtype
+    settings = EstimateSettings(workload={"concurrency": [1]})
+    slow = build_estimate("m", smol, awq, on_transformers, fake_cpu(), settings, "transformers")
+    fast = build_estimate("m", smol, awq, stored, fake_cpu(), settings, "transformers")
+    assert slow.best_latency.itl_ms > 2 * fast.best_latency.itl_ms

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,18 @@ def test_quantised_folder(folder):
     (folder / "config.json").write_text(json.dumps(config))
     variant = parse_variant(str(folder), folder)
     assert (variant.format, variant.bits, variant.path) == ("gptq", 8, folder)
+
+
+def test_a_folder_is_the_format_the_one_detector_says(tmp_path: Path) -> None:
+    """A GGUF variant folder keeps the model's config.json beside its .gguf: the estimator read
+    it as bf16 (config.json first), the server as GGUF (variant.json first). One detector now."""
+    from quantbench.model import embedded_gguf_path
+
+    folder = tmp_path / "gguf-q4"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (folder / "model.gguf").symlink_to(embedded_gguf_path())
+    (folder / "variant.json").write_text(json.dumps({"format": "gguf"}))
+    variant = parse_variant(str(folder), tmp_path)
+    assert variant.format == "gguf" and variant.path == folder / "model.gguf"
+    assert variant.gguf_type is not None

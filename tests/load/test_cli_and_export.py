@@ -1,4 +1,4 @@
-"""`quantbench bench` flags, the vllm-format export, and token counting with a tokenizer."""
+"""`quantbench load` flags, the vllm-format export, and token counting with a tokenizer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.load.cli import add_bench_arguments, main, workload_from_args
+from quantbench.load.cli import add_load_arguments, main, workload_from_args
 from quantbench.load.export import to_vllm_result
 from quantbench.load.metrics import summarize
 from quantbench.load.prompts import PromptItem
@@ -19,7 +19,7 @@ from quantbench.mock_server import Behaviour, MockServerProcess, Script
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_bench_arguments(parser)
+    add_load_arguments(parser)
     return parser.parse_args(["--url", "http://127.0.0.1:1", *argv])
 
 
@@ -43,7 +43,7 @@ def test_random_output_length_is_binding_by_default() -> None:
     loose = workload_from_args(_args(*argv, "--no-fixed-output-length"))[0]
     assert loose.fixed_output_length is False
     parser = argparse.ArgumentParser()
-    add_bench_arguments(parser)
+    add_load_arguments(parser)
     assert "binding" in parser.format_help()
 
 

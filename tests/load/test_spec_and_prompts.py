@@ -179,7 +179,7 @@ def test_engine_errors() -> None:
 
 
 def test_a_named_workload_without_a_size_measures_to_its_default_precision() -> None:
-    # `use: rag` alone (and `quantbench bench --workload rag`) was refused: "has no size".
+    # `use: rag` alone (and `quantbench load --workload rag`) was refused: "has no size".
     spec = WorkloadSpec.model_validate({"name": "rag", "use": "rag"})
     assert spec.precision is not None
     assert [t.split()[0] for t in spec.precision.targets] == ["ttft:p50", "tpot:p50"]

@@ -387,7 +387,7 @@ def _pair(root: Path, name: str, spec: dict[str, Any], rng: random.Random) -> Pa
                 **common,
                 report=report,
                 error=error,
-                search=None,
+                search={},
                 served_check=check,
                 is_default=not server.settings,
             )

@@ -653,3 +653,71 @@ def test_servers_bound_beyond_loopback_are_named_in_the_report(tmp_path: Path, f
     assert note in out.files[Path("summary.md")] and note in out.files[Path("index.html")]
     clean = build_report(load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=SETTINGS)
     assert "reachable from other machines" not in clean.files[Path("summary.md")]
+
+
+def test_ratio_interval_combines_both_intervals_on_the_log_scale() -> None:
+    from quantbench.report.tuning import ratio_interval
+
+    low, high = ratio_interval(70.9, 63.4, 78.4, 41.9, 39.7, 44.1)
+    assert low < 70.9 / 41.9 < high
+    assert low > 1  # clear of the default: a gain beyond noise
+    # the ratio's relative spread is about the root sum of squares of the two
+    wider = ratio_interval(70.9, 50.0, 100.5, 41.9, 39.7, 44.1)
+    assert wider[1] - wider[0] > high - low
+    assert ratio_interval(0.0, 0.0, 1.0, 1.0, 0.5, 1.5) is None
+
+
+def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
+    from dataclasses import replace
+
+    from quantbench.report.tuning import tuning_gains
+
+    chat = by_key["chat"]
+    gains = {g.pair: g for g in tuning_gains(inputs, chat)}
+    # llama.cpp's faster parallel=4 serves something else: never ranked, so its default is best
+    llama = gains["gguf-q4_k_m-llamacpp"]
+    assert llama.tuned.row.server_point == "default" and llama.ratio == 1.0
+    assert llama.note == "the default setting is the best one"
+    # transformers swept continuous batching off and on: neither is its params' default
+    assert "no point at the default settings" in gains["bf16-transformers"].note
+    assert "gptq-w4g64-vllm" not in gains  # one server point: nothing was tuned
+    # a tuned point that is ranked and faster is shown with its ratio and interval
+    metric = chat.ranked_by
+    rows = [r for r in chat.rows if r.pair == "gguf-q4_k_m-llamacpp"]
+    fast = max(
+        (r for r in rows if r.row.server_point == "parallel=4" and r.row.intervals.get(metric)),
+        key=lambda r: r.row.metric(metric) or 0.0,
+    )
+    fixed = replace(fast, row=fast.row.model_copy(update={"rankable": True, "flags": []}))
+    profile = replace(chat, rows=[*(r for r in chat.rows if r is not fast), fixed])
+    gain = {g.pair: g for g in tuning_gains(inputs, profile)}["gguf-q4_k_m-llamacpp"]
+    expected = fixed.row.metric(metric) / gain.default.row.metric(metric)
+    assert gain.tuned is fixed and gain.ratio == pytest.approx(expected)
+    assert gain.low is not None and gain.low < gain.ratio < gain.high
+    assert f"{gain.ratio:.2f}x" in gain.text()
+
+
+def test_the_summary_shows_tuned_against_default(files) -> None:
+    summary = files.files[Path("summary.md")]
+    assert "Tuned against default" in summary
+    assert "the default setting is the best one" in summary
+
+
+def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
+    from dataclasses import replace
+
+    from quantbench.schemas.bench import SearchInfo, TriedLoad
+
+    search = SearchInfo(
+        kind="concurrency", edge=4.0, runs=5, grid_size=8, interval=[2.0, 4.0],
+        tried=[TriedLoad(load=x, passed=x <= 4) for x in (1.0, 2.0, 4.0, 8.0, 6.0)],
+    )  # fmt: skip
+    pair = inputs.pairs["gguf-q4_k_m-llamacpp"]
+    servers = [pair.servers[0].model_copy(update={"search": {"chat": search}}), *pair.servers[1:]]
+    patched = replace(
+        inputs, pairs={**inputs.pairs, pair.pair: pair.model_copy(update={"servers": servers})}
+    )
+    html = build_report(
+        patched, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
+    ).files[Path("index.html")]
+    assert "chat: edge 4 [2, 4] (concurrency), 5 runs vs grid 8" in html

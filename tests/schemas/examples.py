@@ -367,7 +367,7 @@ def server_point(label: str, argv: list[str], rss: int | None, error: str | None
     )  # fmt: skip
     return ServerPoint(
         server_point=label, settings={}, command=argv, env=env, report=report, error=error,
-        search=None,
+        search={},
     )  # fmt: skip
 
 
@@ -399,7 +399,7 @@ def pair_summary() -> PairSummary:
         ranked_by="good_output_throughput", workloads=["chat"], slos={"chat": SLO},
         price_per_hour=0.5, currency="USD", server_points=1,
         rows=[BenchRow.model_validate(r) for r in rows],
-        servers=[server.model_copy(update={"search": search})],
+        servers=[server.model_copy(update={"search": {"chat": search}})],
         best={"chat": BenchRow.model_validate(best) if best else None},
         ties={"chat": [BenchRow.model_validate(r).key for r in tied]},
         decided_by={"chat": rule}, wall_seconds=61.5,

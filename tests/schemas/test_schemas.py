@@ -266,9 +266,9 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "EstimatesFile": "v1:99e52f36af130a11",  # w8a8 joined the formats: old files still valid
+    "EstimatesFile": "v1:4f30e5a99986a730",  # the estimator's Architecture is ModelShape: same fields, same files
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
-    "PairSummary": "v2:a25bae3f21a3296a",  # + optional cache.reset, host: old files still valid
+    "PairSummary": "v3:5786df89205d52c7",  # v3: each server's search per workload (v2 migrated)
 }
 
 
@@ -296,3 +296,15 @@ def test_a_changed_shape_comes_with_a_new_version(model) -> None:
         f"{model.__name__}'s fields changed: bump its schema_version (and register a migration "
         f"where old files can be converted), then pin {shape_hash(model)!r} in {__file__}"
     )
+
+
+def test_a_version_2_pair_summary_keeps_its_search_under_its_last_workload(outputs) -> None:
+    """Version 2 kept one search per server, the last workload's (the others were overwritten)."""
+    data = _dump(outputs[PairSummary])
+    info = data["servers"][0]["search"]["chat"]
+    data["schema_version"] = 2
+    data["servers"][0]["search"] = info
+    data["servers"].append({**data["servers"][0], "server_point": "other", "search": None})
+    migrated = schema_io.parse(data, PairSummary, "summary.json", pair="p")
+    assert migrated.servers[0].search["chat"].edge == info["edge"]
+    assert migrated.servers[1].search == {}

@@ -153,13 +153,19 @@ class _PointRunner:
     server_settings: Any = None
 
 
-def _search_point(job: PairJob, load: float) -> LoadPoint:
+def _search_point(job: PairJob, load: float, run: int = 1) -> LoadPoint:
     """A tried load, sized by search.num_requests or else by its workload (which the params
-    checks made large enough for the largest concurrency the search may try)."""
+    checks made large enough for the largest concurrency the search may try). A load run again
+    (to confirm the edge) is labelled ``c4.2`` (its second run): its own row, prompts and seed."""
     search = job.bench.search
+    point: LoadPoint
     if search.kind == "concurrency":
-        return ClosedLoop(concurrency=int(load), num_requests=search.num_requests)
-    return OpenLoop(rate=load, num_requests=search.num_requests)
+        point = ClosedLoop(concurrency=int(load), num_requests=search.num_requests)
+    else:
+        point = OpenLoop(rate=load, num_requests=search.num_requests)
+    if run > 1:
+        point = point.model_copy(update={"label": f"{point.default_label()}.{run}"})
+    return point
 
 
 def _run_search(
@@ -171,19 +177,34 @@ def _run_search(
     integer = search.kind == "concurrency"
     spec = job.workloads[workload]
 
+    runs_at: dict[float, int] = {}
+
     def passes(load: float) -> bool:
-        point = _search_point(job, load)
+        runs_at[load] = runs_at.get(load, 0) + 1
+        point = _search_point(job, load, runs_at[load])
         one = spec.model_copy(update={"load": [point]})
         row = keep(runner.run(workload, one, 0))
         return bool(row.get("rankable"))
 
-    edge = find_edge(passes, search.start, search.max, integer=integer, precision=search.precision)
+    edge = find_edge(
+        passes,
+        search.start,
+        search.max,
+        integer=integer,
+        precision=search.precision,
+        confirm=search.confirm,
+        max_runs=search.max_runs,
+        confidence=job.bench.confidence,
+    )
     return SearchInfo(
         kind=search.kind,
         edge=edge.edge,
         tried=[TriedLoad(load=load, passed=ok) for load, ok in edge.tried],
         runs=edge.runs,
         grid_size=grid_size(search.start, search.max, integer, search.precision),
+        fitted={f"{load:g}": rate for load, rate in sorted(edge.fitted.items())},
+        interval=list(edge.interval) if edge.interval is not None else None,
+        confidence=edge.confidence,
     )
 
 
@@ -215,7 +236,7 @@ def _run_server_point(
     common.update(command=launch.redacted_argv(), env=launch.redacted_env())
     server = Server(launch, server_dir / "server.log")
     done: list[dict[str, Any]] = []
-    search_info: SearchInfo | None = None
+    searches: dict[str, SearchInfo] = {}
     error: str | None = None
     check = ServedCheck(verdict="not checked", note="the server did not start")
     try:
@@ -253,7 +274,7 @@ def _run_server_point(
                     return row
 
                 for w in job.workloads:
-                    search_info = _run_search(job, runner, w, keep)
+                    searches[w] = _run_search(job, runner, w, keep)
     except (ServerError, PortInUseError) as exc:
         error = str(exc)
         log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
@@ -277,7 +298,7 @@ def _run_server_point(
         env=common["env"],
         report=ServerReport.model_validate(report),
         error=error,
-        search=search_info,
+        search=searches,
         served_check=check,
         is_default=not common["settings"],
     )

@@ -25,7 +25,8 @@ class Pair(Settings):
 
 
 class SearchSettings(Settings):
-    """SLO-edge search: the highest load that still meets every SLO, by growing then bisecting."""
+    """SLO-edge search: the highest load that still meets every SLO, by growing then bisecting,
+    read through an isotonic fit of the pass rates and confirmed around the edge."""
 
     kind: Literal["concurrency", "rate"] = Field(
         "concurrency", description="Search over closed-loop streams or open-loop request rates."
@@ -44,6 +45,16 @@ class SearchSettings(Settings):
         gt=0,
         description="Measured requests per tried point; default: the workload's own size (its "
         "precision target, or its num_requests). A concurrency search needs at least `max`.",
+    )
+    confirm: int = Field(
+        1,
+        ge=0,
+        description="Extra runs of each of the two loads around the edge once the bracket is "
+        "closed: a fail that was noise is outvoted and the search goes on upward, a lucky pass "
+        "is outvoted and it bisects below (0: one run per load, plain grow-then-bisect).",
+    )
+    max_runs: int | None = Field(
+        None, gt=0, description="Stop after this many runs whatever the state (None: no cap)."
     )
 
     @model_validator(mode="after")

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
+from quantbench.estimate.hardware import EngineOverhead, KernelEfficiency
 from quantbench.load.requests import RequestProfile
 from quantbench.runtime import thread_env
 from quantbench.secrets import (
@@ -56,6 +57,9 @@ class LaunchSpec:
     startup_timeout_s: float
     secret_env: tuple[str, ...] = ()
     """Environment variables whose values are secrets whatever their names (secret_env)."""
+    memory_needs: tuple[tuple[int, str], ...] = ()
+    """(bytes, what) this server needs at least: its weights and what its settings reserve,
+    checked against the machine's available memory before it starts (engines.memory)."""
 
     @property
     def base_url(self) -> str:
@@ -199,8 +203,36 @@ class Engine(ABC):
     settings_model: ClassVar[type[EngineSettings]] = EngineSettings
     profile: ClassVar[RequestProfile]
 
+    aliases: ClassVar[tuple[str, ...]] = ()
+    """Other names measured points may give this engine (``llama.cpp``, a proxy of it)."""
+    overhead_probe: ClassVar[bool] = False
+    """Whether :meth:`measure_overhead` measures something (the calibration runs it)."""
+
     def serves(self, fmt: str) -> bool:
         return fmt in self.formats
+
+    # --- what the estimator asks of an engine (quantbench.estimate.engines) ---------------------
+
+    def estimate_preference(self, device_kind: str) -> int:
+        """How strongly ``estimate.engine: auto`` picks this engine on a device of this kind
+        (``cpu``, ``gpu``) among the engines that serve the variant's format: highest wins."""
+        return 0
+
+    def holds_as(self, fmt: str) -> str | None:
+        """The layout this engine holds a variant of format ``fmt`` in, where it is not the
+        checkpoint's own (transformers dequantizes AWQ to bf16 when it loads it); None: as stored.
+        The estimator counts the bytes the engine really holds and reads."""
+        return None
+
+    def kernel_efficiency(self, device_kind: str) -> KernelEfficiency | None:
+        """Stand-in kernel efficiencies where this engine's kernels cannot be probed through
+        torch on this kind of device (None: the device's measured figures apply)."""
+        return None
+
+    def measure_overhead(self, threads: int) -> EngineOverhead | None:
+        """This engine's fixed cost per forward step on this machine (see ``overhead_probe``);
+        None where the engine has none worth measuring (a compiled graph)."""
+        return None
 
     @abstractmethod
     def launch(self, artifact: Artifact, settings: Any, host: str, port: int) -> LaunchSpec:

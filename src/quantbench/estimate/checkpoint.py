@@ -13,7 +13,7 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
-from quantbench.estimate.arch import Architecture
+from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError, MissingInputError
 from quantbench.estimate.formats import (
     W8A8_COMPUTE,
@@ -62,7 +62,7 @@ def _safetensors_header(path: Path) -> dict[str, dict[str, object]]:
 
 
 def safetensors_weight_bytes(
-    folder: Path, arch: Architecture, compute_dtype: str | None = None
+    folder: Path, arch: ModelShape, compute_dtype: str | None = None
 ) -> WeightBytes:
     """Weight bytes of an HF checkpoint folder, from its safetensors headers."""
     files = sorted(folder.glob("*.safetensors"))
@@ -93,7 +93,7 @@ def safetensors_weight_bytes(
     )
 
 
-def gguf_weight_bytes(path: Path, arch: Architecture) -> WeightBytes:
+def gguf_weight_bytes(path: Path, arch: ModelShape) -> WeightBytes:
     """Weight bytes of a GGUF file, per tensor type, from its tensor infos."""
     from gguf import GGUFReader
 
@@ -124,7 +124,7 @@ def gguf_weight_bytes(path: Path, arch: Architecture) -> WeightBytes:
 
 
 def variant_weight_bytes(
-    arch: Architecture, variant: EstimatedVariant, model_dir: Path | None = None
+    arch: ModelShape, variant: EstimatedVariant, model_dir: Path | None = None
 ) -> WeightBytes:
     """Weight bytes from the variant's file where one exists, else from nominal tables.
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from quantbench.estimate.compare import MeasuredPoint, load_measured
-from quantbench.estimate.engines import ENGINE_CHOICES
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import known_hardware
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
@@ -28,6 +27,7 @@ from quantbench.estimate.spec import (
     EstimateWorkload,
     MeasureSettings,
     SloSpec,
+    engine_choices,
 )
 from quantbench.estimate.stage import comparison, estimate_result
 from quantbench.estimate.variants import parse_variant
@@ -84,7 +84,7 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="auto",
-        choices=ENGINE_CHOICES,
+        choices=engine_choices(),
         help="engine whose per-step overhead to add (auto: by device and format)",
     )
     parser.add_argument("--threads", type=int, help="threads for --hardware this (default: all)")
@@ -163,7 +163,7 @@ def run_estimate(
         )
     out = result.model_dump(mode="json")
     if points:
-        out["comparison"] = comparison(arch, weights, hardware, settings, points)
+        out["comparison"] = comparison(arch, weights, hardware, settings, points, variant)
         print()
         print(render_comparison(out["comparison"]))
     if args.json is not None:

@@ -1,90 +1,98 @@
 """Engine-specific corrections to the roofline: which engine runs a variant, what it adds.
 
-Per-step overhead: an eager engine adds a fixed cost per forward step (Python, op dispatch,
-sampling) that for a small model on a CPU is as large as the weight streaming itself. On a
-measured machine the transformers engine's overhead is probed once (cached with the hardware
-figures): greedy ``generate`` on a tiny Llama whose matmuls cost nothing, at two layer counts,
-so ``per_step + layers * per_layer`` extends to any depth. llama.cpp runs a compiled graph and
-vLLM replays CUDA graphs, whose per-step costs are small beside their kernels: 0 for them.
+What an engine adds is the engine's own to say (its module under ``quantbench.engines``); this
+module asks the registry, so a plugin engine is estimated like a built-in one:
 
-Kernel efficiencies: where an engine's kernels cannot be probed through torch (llama.cpp's
-quantised dot products on a CPU), named efficiencies relative to the measured figures stand in,
-with their provenance; the comparison's fit replaces them once the benchmark has run.
+* per-step overhead: an eager engine adds a fixed cost per forward step (Python, op dispatch,
+  sampling) that for a small model on a CPU is as large as the weight streaming itself. An engine
+  with ``overhead_probe`` measures it once per machine (the ``calibrate`` stage): transformers
+  times greedy ``generate`` on a tiny Llama whose matmuls cost nothing, at two layer counts, so
+  ``per_step + layers * per_layer`` extends to any depth. llama.cpp runs a compiled graph and
+  vLLM replays CUDA graphs, whose per-step costs are small beside their kernels: 0 for them;
+* kernel efficiencies: where an engine's kernels cannot be probed through torch (llama.cpp's
+  quantised dot products on a CPU), named efficiencies relative to the measured figures stand
+  in, with their provenance; the comparison's fit replaces them once the benchmark has run;
+* which engine ``auto`` models: each engine's preference for the kind of device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from quantbench.estimate.arch import Architecture
+from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.hardware import EngineOverhead, HardwareSpec
-from quantbench.estimate.proxy import decode_timing
+from quantbench.estimate.hardware import HardwareSpec, KernelEfficiency
+from quantbench.estimate.spec import AUTO, EstimatedVariant, engine_choices
 
-ENGINES = ("transformers", "llamacpp", "vllm")
-ENGINE_CHOICES = ("auto", "none", *ENGINES)
-# Measured-engine names that behave like an engine we model (the generate-loop proxy is
-# transformers without its server).
-ENGINE_ALIASES = {"hf-generate-proxy": "transformers", "llama.cpp": "llamacpp"}
-# Tiny Llama used for the probe: every matmul is negligible, so a step's time is overhead.
-PROBE_LAYERS = (2, 10)
-PROBE_HIDDEN = 64
-PROBE_PROMPT_TOKENS = 64
-PROBE_NEW_TOKENS = 33
-PROBE_REPEATS = 3
+if TYPE_CHECKING:
+    from quantbench.engines.base import Engine
+    from quantbench.estimate.formats import WeightBytes
 
 
-@dataclass(frozen=True)
-class KernelEfficiency:
-    """An engine's kernel efficiencies relative to a device's (measured) figures."""
+def canonical(engine: str) -> str:
+    """The registered name of an engine given by one of its aliases (``llama.cpp``)."""
+    from quantbench.engines.registry import all_engines
 
-    compute: float
-    bandwidth: float
-    source: str
+    for name, spec in all_engines().items():
+        if engine in spec.aliases:
+            return name
+    return engine
 
 
-# llama.cpp on a measured CPU, relative to the torch int8 GEMM probe and the copy rate.
-# Calibrated, not derived: llama-server (llama-cpp-python 0.3.36 sources, 1 thread, load ~2.9)
-# on the project's SmolLM2-135M files decoded Q8_0 at 10.2-10.6 ms/token (143 MB/step: 0.57 of
-# the 24.4 GB/s copy rate) and Q4_K_M at 10.8-12.6 ms/token (104 MB: 0.39); 128-token prompts
-# took 295-364 ms (76-94 GFLOP/s: ~0.2 of the 0.43 TOP/s int8 probe). At one thread its
-# dequantising dot products, not memory, bound decode, so Q4_K_M is no faster than Q8_0.
-LLAMACPP_CPU_KERNELS = KernelEfficiency(
-    compute=0.2,
-    bandwidth=0.5,
-    source="llama.cpp CPU kernel efficiencies calibrated on this project's machine "
-    "(compute 0.2 of the int8 probe, bandwidth 0.5 of the copy rate)",
-)
-ENGINE_KERNELS: dict[tuple[str, str], KernelEfficiency] = {
-    ("llamacpp", "cpu"): LLAMACPP_CPU_KERNELS
-}
+def _engine(name: str) -> Engine | None:
+    from quantbench.engines.registry import all_engines
+
+    return all_engines().get(canonical(name))
+
+
+def held_weights(
+    engine: str, arch: ModelShape, variant: EstimatedVariant, weights: WeightBytes
+) -> WeightBytes:
+    """The weights as ``engine`` holds and reads them: the variant's own bytes, or (where the
+    engine converts the checkpoint when it loads it) the nominal bytes of the layout it holds."""
+    found = _engine(engine)
+    held = found.holds_as(variant.format) if found is not None else None
+    if held is None or held == variant.format:
+        return weights
+    from quantbench.estimate.formats import nominal_weight_bytes
+
+    as_held = nominal_weight_bytes(arch, EstimatedVariant(name=variant.name, format=held))
+    return as_held.model_copy(
+        update={
+            "detail": f"{variant.format} held as {held} by {found.name if found else engine} "
+            f"(converted when loaded; stored file: {weights.stored_bytes / 1e6:.1f} MB): "
+            + as_held.detail
+        }
+    )
 
 
 def kernel_efficiency(engine: str, hardware: HardwareSpec) -> KernelEfficiency | None:
     """The engine's stand-in kernel efficiencies on this kind of device, if it has any."""
-    return ENGINE_KERNELS.get((ENGINE_ALIASES.get(engine, engine), hardware.kind))
+    found = _engine(engine)
+    return found.kernel_efficiency(hardware.kind) if found is not None else None
 
 
 def resolve_engine(engine: str, weight_format: str, hardware: HardwareSpec) -> str:
-    """The engine an estimate models: explicit, or ``auto`` by device and format.
+    """The engine an estimate models: explicit, or ``auto``: of the engines that serve the
+    format (all of them for a format none serves, such as fp16), the one that prefers this kind
+    of device most (each engine says so: ``Engine.estimate_preference``)."""
+    from quantbench.engines.registry import all_engines
 
-    ``auto``: on a CPU, GGUF runs on llama.cpp and the rest on transformers (the engines this
-    project serves them with there); on a GPU, vLLM.
-    """
-    engine = ENGINE_ALIASES.get(engine, engine)
-    if engine not in ENGINE_CHOICES:
-        raise EstimateInputError(f"engine {engine!r} is not known; use one of {ENGINE_CHOICES}")
-    if engine != "auto":
+    engine = canonical(engine)
+    choices = engine_choices()
+    if engine not in choices:
+        raise EstimateInputError(f"engine {engine!r} is not known; use one of {choices}")
+    if engine != AUTO:
         return engine
-    if hardware.kind == "gpu":
-        return "vllm"
-    return "llamacpp" if weight_format == "gguf" else "transformers"
+    engines = list(all_engines().values())
+    serving = [e for e in engines if e.serves(weight_format)] or engines
+    return max(serving, key=lambda e: e.estimate_preference(hardware.kind)).name
 
 
-def step_overhead(hardware: HardwareSpec, engine: str, arch: Architecture) -> tuple[float, str]:
+def step_overhead(hardware: HardwareSpec, engine: str, arch: ModelShape) -> tuple[float, str]:
     """(overhead ms per step, where it comes from) for ``engine`` on ``hardware``."""
-    engine = ENGINE_ALIASES.get(engine, engine)
+    engine = canonical(engine)
     measured = hardware.measurement.engine_overheads if hardware.measurement else {}
     if engine in measured:
         o = measured[engine]
@@ -96,51 +104,18 @@ def step_overhead(hardware: HardwareSpec, engine: str, arch: Architecture) -> tu
     return 0.0, f"no {engine} overhead measured on {hardware.name}: pure roofline (0 ms/step)"
 
 
-def measure_transformers_overhead(threads: int) -> EngineOverhead:
-    """Time greedy decoding of a tiny Llama at two depths; fit per-step and per-layer costs."""
-    import torch
-    import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    def decode_ms(layers: int) -> float:
-        config = LlamaConfig(
-            hidden_size=PROBE_HIDDEN,
-            intermediate_size=2 * PROBE_HIDDEN,
-            num_hidden_layers=layers,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=PROBE_HIDDEN // 2,
-            vocab_size=256,
-            tie_word_embeddings=True,
-        )
-        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-        prompt = torch.zeros(1, PROBE_PROMPT_TOKENS, dtype=torch.long)
-        _, per_token = decode_timing(model, prompt, 0, PROBE_NEW_TOKENS, PROBE_REPEATS)
-        return per_token * 1e3
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        shallow, deep = (decode_ms(layers) for layers in PROBE_LAYERS)
-    finally:
-        torch.set_num_threads(previous)
-    per_layer = max(0.0, (deep - shallow) / (PROBE_LAYERS[1] - PROBE_LAYERS[0]))
-    return EngineOverhead(
-        per_layer_ms=per_layer,
-        per_step_ms=max(0.0, shallow - PROBE_LAYERS[0] * per_layer),
-        version=f"transformers {transformers.__version__}, torch {torch.__version__}",
-        method=f"greedy generate, tiny Llama (hidden {PROBE_HIDDEN}) at {PROBE_LAYERS} layers",
-    )
-
-
 def add_engine_overhead(hardware: HardwareSpec, engine: str) -> HardwareSpec:
     """A measured spec with the engine's overhead measured and added (nothing saved)."""
-    engine = ENGINE_ALIASES.get(engine, engine)
+    found = _engine(engine)
     measurement = hardware.measurement
-    if measurement is None or engine != "transformers" or engine in measurement.engine_overheads:
+    if measurement is None or found is None or not found.overhead_probe:
         return hardware
-    overhead = measure_transformers_overhead(measurement.threads)
-    overheads = {**measurement.engine_overheads, engine: overhead}
+    if found.name in measurement.engine_overheads:
+        return hardware
+    overhead = found.measure_overhead(measurement.threads)
+    if overhead is None:
+        return hardware
+    overheads = {**measurement.engine_overheads, found.name: overhead}
     return hardware.model_copy(
         update={"measurement": measurement.model_copy(update={"engine_overheads": overheads})}
     )

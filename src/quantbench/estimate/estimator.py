@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quantbench.estimate.arch import Architecture
+from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.engines import kernel_efficiency, step_overhead
 from quantbench.estimate.formats import WeightBytes
 from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
@@ -54,7 +54,7 @@ class EstimateResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
-    architecture: Architecture
+    architecture: ModelShape
     variant: EstimatedVariant
     engine: str = Field(description="engine whose per-step overhead is included ('none': none)")
     weights: WeightBytes
@@ -76,7 +76,7 @@ class EstimateResult(BaseModel):
 
 
 def overhead_ms(
-    arch: Architecture, hardware: HardwareSpec, settings: EstimateSettings, engine: str
+    arch: ModelShape, hardware: HardwareSpec, settings: EstimateSettings, engine: str
 ) -> tuple[float, str]:
     """Per-step overhead: the explicit setting, else the engine's measured one, else 0."""
     explicit = settings.efficiency.step_overhead_ms
@@ -88,7 +88,7 @@ def overhead_ms(
 
 
 def variant_rates(
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     hardware: HardwareSpec,
     settings: EstimateSettings,
@@ -112,7 +112,7 @@ def variant_rates(
 
 
 def serving_model(
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     hardware: HardwareSpec,
     settings: EstimateSettings,
@@ -140,7 +140,7 @@ def serving_model(
 
 def build_estimate(
     model: str,
-    arch: Architecture,
+    arch: ModelShape,
     variant: EstimatedVariant,
     weights: WeightBytes,
     hardware: HardwareSpec,

@@ -25,7 +25,7 @@ from collections import defaultdict
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from quantbench.estimate import gguf_types
-from quantbench.estimate.arch import Architecture, WeightTensor
+from quantbench.estimate.arch import ModelShape, WeightTensor
 from quantbench.estimate.spec import EstimatedVariant
 
 # Bytes per element of the dense formats.
@@ -72,7 +72,7 @@ class WeightBytes(BaseModel):
         return self.stored_bytes * 8 / self.weight_count
 
 
-def activation_dtype(arch: Architecture) -> str:
+def activation_dtype(arch: ModelShape) -> str:
     return _ACTIVATION_DTYPE.get(arch.dtype.removeprefix("torch."), "bf16")
 
 
@@ -85,7 +85,7 @@ def group_quant_bytes(tensor: WeightTensor, bits: int, group_size: int, zeros: b
 
 
 def _tensor_bytes(
-    variant: EstimatedVariant, arch: Architecture, tensor: WeightTensor
+    variant: EstimatedVariant, arch: ModelShape, tensor: WeightTensor
 ) -> tuple[str, float]:
     """(type label, bytes) of one matrix in the variant's nominal layout."""
     is_edge = tensor.role in ("token_embd", "output")
@@ -113,7 +113,7 @@ def _tensor_bytes(
     return ggml_type, gguf_types.tensor_bytes(ggml_type, tensor)
 
 
-def _compute_dtype(variant: EstimatedVariant, arch: Architecture, types: dict[str, float]) -> str:
+def _compute_dtype(variant: EstimatedVariant, arch: ModelShape, types: dict[str, float]) -> str:
     if variant.format in DENSE_BYTES:
         return variant.format
     if variant.format in ("gptq", "awq"):
@@ -129,7 +129,7 @@ def gguf_compute_dtype(streamed_bytes_by_type: dict[str, float]) -> str:
     return GGUF_FLOAT_COMPUTE.get(main_type, GGUF_QUANT_COMPUTE)
 
 
-def nominal_weight_bytes(arch: Architecture, variant: EstimatedVariant) -> WeightBytes:
+def nominal_weight_bytes(arch: ModelShape, variant: EstimatedVariant) -> WeightBytes:
     """Weight bytes of ``variant`` from the format's layout, without reading any file."""
     stored: dict[str, float] = defaultdict(float)
     streamed: dict[str, float] = defaultdict(float)

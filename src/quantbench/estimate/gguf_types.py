@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from quantbench.estimate.arch import Architecture, WeightTensor
+from quantbench.estimate.arch import ModelShape, WeightTensor
 from quantbench.estimate.errors import EstimateInputError
 
 # File type (mix) -> the tensor type used for most matrices.
@@ -87,7 +87,7 @@ def _use_more_bits(layer: int, n_layers: int) -> bool:
     return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
 
 
-def _chosen_type(mix: str, tensor: WeightTensor, arch: Architecture) -> str:
+def _chosen_type(mix: str, tensor: WeightTensor, arch: ModelShape) -> str:
     """The type a mix assigns to a tensor before any block-size fallback."""
     base = MIX_BASE_TYPE[mix]
     if mix in _UNQUANTISED:
@@ -124,7 +124,7 @@ def _chosen_type(mix: str, tensor: WeightTensor, arch: Architecture) -> str:
     return base
 
 
-def mix_tensor_type(mix: str, tensor: WeightTensor, arch: Architecture) -> str:
+def mix_tensor_type(mix: str, tensor: WeightTensor, arch: ModelShape) -> str:
     """The GGML type a llama.cpp mix would store this tensor in, fallbacks applied."""
     if mix not in MIX_BASE_TYPE:
         raise EstimateInputError(f"unknown GGUF file type {mix!r}; known: {list(GGUF_MIXES)}")

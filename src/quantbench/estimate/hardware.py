@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +36,16 @@ MEASURED_COMPUTE_EFFICIENCY = 0.8
 MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY = 0.8
 # Compute dtype used when a hardware entry has no figure for the one a format needs.
 FALLBACK_COMPUTE_DTYPE = "bf16"
+
+
+@dataclass(frozen=True)
+class KernelEfficiency:
+    """An engine's kernel efficiencies relative to a device's (measured) figures: where its
+    kernels cannot be probed through torch (llama.cpp's quantised dot products on a CPU)."""
+
+    compute: float
+    bandwidth: float
+    source: str
 
 
 class EngineOverhead(BaseModel):

@@ -8,7 +8,7 @@ in 34 bytes.
 
 from __future__ import annotations
 
-from quantbench.estimate.arch import Architecture
+from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
 
 # Bytes per cached element, per cache dtype name (vLLM and llama.cpp spellings).
@@ -34,7 +34,7 @@ KV_CACHE_DTYPES = ("auto", *KV_CACHE_BYTES_PER_ELEMENT)
 _AUTO_FROM_MODEL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def resolve_kv_dtype(kv_cache_dtype: str, arch: Architecture) -> str:
+def resolve_kv_dtype(kv_cache_dtype: str, arch: ModelShape) -> str:
     """Name the cache dtype actually used; ``auto`` follows the checkpoint's dtype."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise EstimateInputError(
@@ -45,6 +45,6 @@ def resolve_kv_dtype(kv_cache_dtype: str, arch: Architecture) -> str:
     return _AUTO_FROM_MODEL_DTYPE.get(arch.dtype.removeprefix("torch."), "bf16")
 
 
-def kv_bytes_per_token(arch: Architecture, kv_dtype: str) -> float:
+def kv_bytes_per_token(arch: ModelShape, kv_dtype: str) -> float:
     """Bytes of K and V cached per token over all layers (KV heads only, not query heads)."""
     return arch.kv_elements_per_token * KV_CACHE_BYTES_PER_ELEMENT[kv_dtype]

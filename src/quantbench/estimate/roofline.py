@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from quantbench.estimate.arch import Architecture
+from quantbench.estimate.arch import ModelShape
 
 Number = float | NDArray[np.float64]
 Bound = Literal["compute", "memory"]
@@ -96,7 +96,7 @@ class Cost:
 class StepCosts:
     """Per-token and per-step costs of one model variant with one KV-cache dtype."""
 
-    arch: Architecture
+    arch: ModelShape
     streamed_weight_bytes: float
     gathered_bytes_per_token: float
     kv_bytes_per_token: float

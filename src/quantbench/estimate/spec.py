@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from quantbench.estimate.engines import ENGINE_CHOICES
 from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.hardware import check_hardware_name
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
@@ -28,6 +27,16 @@ GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
     "gptq": {"bits": 4, "group_size": 128, "sym": True},
     "awq": {"bits": 4, "group_size": 64, "sym": False},
 }
+
+
+AUTO, NONE = "auto", "none"
+
+
+def engine_choices() -> tuple[str, ...]:
+    """``auto``, ``none`` (the pure roofline) and every registered engine, plugins included."""
+    from quantbench.engines.registry import engine_names
+
+    return (AUTO, NONE, *engine_names())
 
 
 class EstimatedVariant(Settings):
@@ -199,7 +208,7 @@ class EstimateSettings(Settings):
     efficiency: EfficiencyOverrides = EfficiencyOverrides()
     engine: str = Field(
         default="auto",
-        description=f"engine whose per-step overhead to add, one of {list(ENGINE_CHOICES)}; "
+        description="engine whose per-step overhead to add: auto, none or a registered engine; "
         "auto: llama.cpp for GGUF and transformers otherwise on a CPU, vLLM on a GPU",
     )
     kv_cache_dtype: str = Field(
@@ -223,8 +232,8 @@ class EstimateSettings(Settings):
     @field_validator("engine")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        if value not in ENGINE_CHOICES:
-            raise ValueError(f"engine {value!r} is not known; allowed: {list(ENGINE_CHOICES)}")
+        if value not in engine_choices():
+            raise ValueError(f"engine {value!r} is not known; allowed: {list(engine_choices())}")
         return value
 
     @field_validator("kv_cache_dtype")

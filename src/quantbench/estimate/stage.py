@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quantbench.estimate.arch import Architecture, read_architecture
+from quantbench.estimate.arch import ModelShape, read_architecture
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.compare import (
     MeasuredPoint,
@@ -20,7 +20,8 @@ from quantbench.estimate.compare import (
     group_points,
 )
 from quantbench.estimate.engines import (
-    ENGINE_ALIASES,
+    canonical,
+    held_weights,
     resolve_engine,
     with_engine_overhead,
 )
@@ -45,7 +46,7 @@ def _hardware(name: str, settings: EstimateSettings, remeasure: bool) -> Hardwar
 def _refined(
     hardware: HardwareSpec,
     name: str,
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     settings: EstimateSettings,
     engines: Sequence[str],
@@ -67,18 +68,23 @@ def _refined(
 
 
 def comparison(
-    arch: Architecture,
+    arch: ModelShape,
     weights: WeightBytes,
     hardware: HardwareSpec,
     settings: EstimateSettings,
     points: Sequence[MeasuredPoint],
+    variant: EstimatedVariant | None = None,
 ) -> dict[str, Any]:
-    """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts."""
+    """Rows (estimate beside measurement) and fits per engine, as JSON-ready dicts.
+
+    ``weights`` are the variant's as stored; each point's engine holds them its own way
+    (``held_weights``: transformers serves AWQ as bf16), given the ``variant``."""
 
     def serving_for(point: MeasuredPoint) -> ServingModel:
-        engine = ENGINE_ALIASES.get(point.engine, point.engine)
+        engine = canonical(point.engine)
+        held = held_weights(engine, arch, variant, weights) if variant is not None else weights
         return serving_model(
-            arch, weights, hardware, settings, point.input_len, point.output_len, engine
+            arch, held, hardware, settings, point.input_len, point.output_len, engine
         )
 
     slo = settings.slo
@@ -98,8 +104,9 @@ def estimate_result(
     hardware: HardwareSpec | None = None,
     extra_engines: Sequence[str] = (),
     calibrated: bool = False,
-) -> tuple[EstimateResult, Architecture, WeightBytes, HardwareSpec]:
-    """The typed estimate and the pieces it was built from.
+) -> tuple[EstimateResult, ModelShape, WeightBytes, HardwareSpec]:
+    """The typed estimate and the pieces it was built from (the weights as the variant stores
+    them; the estimate counts them as its engine holds them).
 
     ``extra_engines`` (those of measured points) get their overheads probed too, unless
     ``hardware`` is a calibration (``calibrated``), which is used as it is.
@@ -108,10 +115,9 @@ def estimate_result(
     weights = variant_weight_bytes(arch, variant, Path(model_dir))
     spec = hardware or _hardware(hardware_name, settings, settings.measure.remeasure)
     engine = resolve_engine(settings.engine, variant.format, spec)
-    spec = _refined(
-        spec, hardware_name, arch, weights, settings, [engine, *extra_engines], calibrated
-    )
-    result = build_estimate(str(model_dir), arch, variant, weights, spec, settings, engine)
+    held = held_weights(engine, arch, variant, weights)  # as the engine holds them
+    spec = _refined(spec, hardware_name, arch, held, settings, [engine, *extra_engines], calibrated)
+    result = build_estimate(str(model_dir), arch, variant, held, spec, settings, engine)
     return result, arch, weights, spec
 
 
@@ -142,7 +148,7 @@ def estimate_variant(
     )
     out = result.model_dump(mode="json")
     if mine:
-        out["comparison"] = comparison(arch, weights, spec, settings, mine)
+        out["comparison"] = comparison(arch, weights, spec, settings, mine, variant)
     return out
 
 

@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-from quantbench.estimate.arch import Architecture, read_architecture
+from quantbench.estimate.arch import ModelShape, read_architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.gguf_types import GGUF_MIXES
 from quantbench.estimate.spec import EstimatedVariant, WeightFormat
-from quantbench.formats.registry import all_formats, get_format
+from quantbench.formats.base import VariantSpecError
+from quantbench.formats.registry import all_formats, detect, get_format
 from quantbench.hfconfig import maybe_hf_config
 
 _SETTING_KEYS = ("bits", "group_size", "sym")
@@ -65,7 +66,7 @@ def variant_from_quantization_config(
 
 def variant_of_folder(folder: Path, name: str = "") -> EstimatedVariant:
     """The variant stored in an HF folder: its quantization_config, else its dtype."""
-    arch: Architecture = read_architecture(folder)
+    arch: ModelShape = read_architecture(folder)
     config = {"quantization_config": arch.quantization_config, "dtype": arch.dtype}
     return variant_from_config(config, name, path=folder)
 
@@ -98,12 +99,22 @@ def parse_variant(
     if text == "auto":
         return variant_of_folder(Path(model_dir))
     path = Path(text)
+    if path.is_dir():
+        # the one format detector (variant.json first, then each format's own rule), so a folder
+        # is the same format here as where it is served; fp8, which no format makes, falls through
+        try:
+            fmt = detect(path)
+        except VariantSpecError:
+            fmt = None
+        ggufs = sorted(path.glob("*.gguf"))
+        if fmt == "gguf" and len(ggufs) == 1:
+            path = ggufs[0]
+        elif (path / "config.json").is_file():
+            return variant_of_folder(path)
     if path.suffix == ".gguf" and path.is_file():
         from quantbench.formats.gguf import gguf_file_type
 
         return EstimatedVariant(format="gguf", gguf_type=gguf_file_type(path), path=path)
-    if path.is_dir() and (path / "config.json").is_file():
-        return variant_of_folder(path)
     head, _, rest = text.partition(":")
     formats = get_args(WeightFormat)
     if head.lower() == "gguf":

@@ -100,6 +100,13 @@ class Awq(Format):
     """AWQ-made (or any weight-only integer) compressed-tensors checkpoints, and AutoAWQ's."""
 
     name: ClassVar[str] = "awq"
+    libraries: ClassVar[tuple[str, ...]] = (
+        "llmcompressor",
+        "compressed-tensors",
+        "torch",
+        "transformers",
+        "safetensors",
+    )
     recipe_model: ClassVar[type[Recipe]] = AwqSpec
 
     def build(self, request: BuildRequest) -> BuildResult:

@@ -113,6 +113,9 @@ class Format(ABC):
     name: ClassVar[str]
     recipe_model: ClassVar[type[Recipe]]
     quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    libraries: ClassVar[tuple[str, ...]] = ()
+    """Installed distributions that shape this format's output (their versions are recorded in
+    variant.json)."""
 
     @abstractmethod
     def build(self, request: BuildRequest) -> BuildResult:

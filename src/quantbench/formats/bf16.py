@@ -34,6 +34,7 @@ class Bf16Spec(Recipe):
 
 class Bf16(Format):
     name: ClassVar[str] = "bf16"
+    libraries: ClassVar[tuple[str, ...]] = ("safetensors",)
     recipe_model: ClassVar[type[Recipe]] = Bf16Spec
 
     def build(self, request: BuildRequest) -> BuildResult:

@@ -127,6 +127,7 @@ def quantize(src: Path, dst: Path, gguf_type: str, threads: int) -> None:
 
 class Gguf(Format):
     name: ClassVar[str] = "gguf"
+    libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers", "numpy")
     recipe_model: ClassVar[type[Recipe]] = GgufSpec
     quality_backend: ClassVar[Literal["hf", "gguf"]] = "gguf"
 

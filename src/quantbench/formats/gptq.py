@@ -66,6 +66,7 @@ class GptqSpec(Recipe):
 
 class Gptq(Format):
     name: ClassVar[str] = "gptq"
+    libraries: ClassVar[tuple[str, ...]] = ("gptqmodel", "torch", "transformers", "safetensors")
 
     def load_hf_model(self, model_dir: Path, dtype: Any) -> Any:
         # transformers' own GPTQ path needs optimum on top of gptqmodel; GPTQModel's loader

@@ -32,7 +32,6 @@ CPU workaround: the same as formats/awq.py (llm-compressor pins cached activatio
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -49,8 +48,6 @@ from quantbench.quantize.common import (
     tokenize_calibration,
 )
 
-# What shaped the output (recorded in variant.json with their versions).
-LIBRARIES = ("llmcompressor", "compressed-tensors", "torch", "transformers", "safetensors")
 # llm-compressor's observer names for the observers offered here (weights are observed once,
 # so the memoryless variants: same result, less memory).
 WEIGHT_OBSERVERS = {"minmax": "memoryless_minmax", "mse": "memoryless_mse"}
@@ -132,6 +129,13 @@ class W8a8(Format):
     """int8 W8A8 compressed-tensors checkpoints (llm-compressor's, or anyone's)."""
 
     name: ClassVar[str] = "w8a8"
+    libraries: ClassVar[tuple[str, ...]] = (
+        "llmcompressor",
+        "compressed-tensors",
+        "torch",
+        "transformers",
+        "safetensors",
+    )
     recipe_model: ClassVar[type[Recipe]] = W8a8Spec
     quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
 
@@ -206,19 +210,8 @@ def build_w8a8(request: BuildRequest) -> BuildResult:
     copy_tokenizer(request.merged_dir, request.out_dir)
     return BuildResult(
         hf_weights_file(request.out_dir),
-        libraries=_versions(),
         details={"checkpoint": "int-quantized", "activations": "int8 dynamic per token"},
     )
-
-
-def _versions() -> dict[str, str]:
-    versions = {}
-    for dist in LIBRARIES:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
-    return versions
 
 
 register_format(W8a8())

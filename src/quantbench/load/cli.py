@@ -1,4 +1,4 @@
-"""``quantbench bench``: run a workload against any running OpenAI-compatible server.
+"""``quantbench load``: run a workload against any running OpenAI-compatible server.
 
 The workload comes from a named workload (``--workload chat``), from the ``workloads:`` section
 of a params file (``--params``, with ``--workload`` naming one of them), from flags, or from
@@ -54,8 +54,8 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``quantbench bench``'s options to ``parser``."""
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``quantbench load``'s options to ``parser``."""
     t = parser.add_argument_group("server")
     t.add_argument(
         "--url", required=True, help="base URL of the server, e.g. http://127.0.0.1:8000"
@@ -315,8 +315,8 @@ def format_table(summary: SessionSummary) -> str:
     return "\n".join(rows)
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    """Run ``quantbench bench``; 0 when the run completed, 2 on bad input or no server."""
+def run_load(args: argparse.Namespace) -> int:
+    """Run ``quantbench load``; 0 when the run completed, 2 on bad input or no server."""
     try:
         spec, slo = workload_from_args(args)
         target = Target(
@@ -361,9 +361,9 @@ def _pydantic_errors(e: ValidationError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point until the top-level CLI wires ``bench`` in."""
-    parser = argparse.ArgumentParser(prog="quantbench bench", description=__doc__)
-    add_bench_arguments(parser)
-    return run_bench(parser.parse_args(argv))
+    parser = argparse.ArgumentParser(prog="quantbench load", description=__doc__)
+    add_load_arguments(parser)
+    return run_load(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

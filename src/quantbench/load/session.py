@@ -47,7 +47,7 @@ INTERRUPTED_CODES = frozenset({-signal.SIGINT, -signal.SIGTERM, 130, 143})
 # An uncapped open loop still needs Locust users to send with: this many at most.
 OPEN_LOOP_SLOTS = 1024
 LOAD_META = "load_meta.json"
-# What named workloads cut their prompts from when no params file says (quantbench bench).
+# What named workloads cut their prompts from when no params file says (quantbench load).
 DEFAULT_CORPUS = (Path("data/calibration.txt"), Path("data/eval.txt"))
 
 
@@ -109,7 +109,7 @@ def build_traffic(
     corpus: Sequence[Path] = DEFAULT_CORPUS,
     context: int | None = None,
 ) -> Traffic:
-    """The workload's traffic, built here (``quantbench bench`` against any server; the bench
+    """The workload's traffic, built here (``quantbench load`` against any server; the bench
     stages read what the workloads stage wrote instead)."""
     return materialize(
         spec,

@@ -2,7 +2,7 @@
 
 These models are the config-facing half of the load harness: they are read from the
 ``workloads:`` section of params.yaml (or the older single ``workload:``) or built from
-``quantbench bench`` flags, and every field's description doubles as help text. Which extra
+``quantbench load`` flags, and every field's description doubles as help text. Which extra
 request fields an engine accepts is not part of the workload (the same workload runs against
 every engine); that is each engine's request profile (:mod:`quantbench.load.requests`).
 
@@ -369,7 +369,7 @@ class WorkloadSpec(Settings):
     @model_validator(mode="before")
     @classmethod
     def _a_named_workload_sizes_itself(cls, data: Any) -> Any:
-        """A named workload given no size (``use: rag`` alone, or ``quantbench bench --workload
+        """A named workload given no size (``use: rag`` alone, or ``quantbench load --workload
         rag``) measures each point to its default precision: TTFT p50 within ±15 % and TPOT p50
         within ±5 % (12 to 200 requests), rather than being refused for having no size."""
         if not isinstance(data, dict) or not data.get("use") or data.get("workers"):

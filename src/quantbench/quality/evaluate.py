@@ -233,6 +233,7 @@ def assemble_report(
     total_s: float,
 ) -> QualityReport:
     """The report of one evaluation from its two passes (no model needed: testable alone)."""
+    backend = get_format(info.format).quality_backend  # the format says, as it did for the pass
     stats = compare(
         TokenStats(ref.nll, ref.top1), TokenStats(var.nll, var.top1), kl, settings.kl_percentile
     )
@@ -242,7 +243,7 @@ def assemble_report(
             "name": name,
             "format": info.format,
             "recipe": info.record.recipe,
-            "backend": "gguf" if info.format == "gguf" else "hf",
+            "backend": backend,
             "reference": ReferenceInfo(
                 path=reference_dir.as_posix(), is_variant_source=same_source
             ),

@@ -21,14 +21,6 @@ from quantbench.schemas.variant import Calibration, FileEntry, VariantRecord, Va
 
 VARIANT_JSON = "variant.json"
 
-# Which installed distributions shaped each format's output (recorded with their versions).
-LIBRARIES: dict[str, tuple[str, ...]] = {
-    "bf16": ("safetensors",),
-    "gptq": ("gptqmodel", "torch", "transformers", "safetensors"),
-    "awq": ("llmcompressor", "compressed-tensors", "torch", "transformers", "safetensors"),
-    "gguf": ("torch", "transformers", "numpy"),
-}
-
 
 @dataclass
 class VariantInfo:
@@ -60,8 +52,11 @@ class VariantInfo:
 
 
 def library_versions(fmt: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The installed versions of what shaped this format's output (``Format.libraries``)."""
+    from quantbench.formats.registry import get_format
+
     versions: dict[str, str] = {}
-    for dist in LIBRARIES.get(fmt, ()):
+    for dist in get_format(fmt).libraries:
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

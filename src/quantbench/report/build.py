@@ -25,6 +25,7 @@ from quantbench.report.profiles import (
 from quantbench.report.recommend import Recommendation, recommend
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import METRICS, PointRow, point_rows, quality_reference, ranking
+from quantbench.report.tuning import tuning_gains
 
 TITLE = "quantbench: which deployment?"
 EXPLORER_METRICS = (
@@ -140,6 +141,8 @@ class WorkloadSection:
     estimate_rows: list[EstimateRow] = field(default_factory=list)
     traffic: str = ""
     """What the workload's requests were made of (traffic_text)."""
+    tuning: list[str] = field(default_factory=list)
+    """Per pair that swept its settings: its best against its defaults (report.tuning)."""
 
     @property
     def name(self) -> str:
@@ -283,8 +286,11 @@ def build_report(
             inputs, by_key[profile.key], mine, settings, colors, currency, est_rows, hardware
         )
         extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
+        gains = [g.text() for g in tuning_gains(inputs, profile)]
         sections.append(
-            WorkloadSection(profile, by_key[profile.key], extra, est_rows, traffic_text(inputs, w))
+            WorkloadSection(
+                profile, by_key[profile.key], extra, est_rows, traffic_text(inputs, w), gains
+            )
         )
     _fill(views)
 
@@ -361,7 +367,13 @@ def build_report(
     files = {
         INDEX_HTML: html,
         SUMMARY_MD: summary_markdown(
-            recs, ranks, defaults, problems, title, {x.name: x.traffic for x in sections}
+            recs,
+            ranks,
+            defaults,
+            problems,
+            title,
+            {x.name: x.traffic for x in sections},
+            {x.name: x.tuning for x in sections},
         ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),

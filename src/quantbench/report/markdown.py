@@ -133,6 +133,7 @@ def summary_markdown(
     problems: list[str],
     title: str,
     traffic: dict[str, str] | None = None,
+    tuning: dict[str, list[str]] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -166,6 +167,13 @@ def summary_markdown(
             f"{METRICS[profile.ranked_by].label.lower()}:"
         )
         parts += ["", table(rec.lines, profile.ranked_by), ""]
+        gains = (tuning or {}).get(profile.workload) or []
+        if gains:
+            parts.append(
+                "Tuned against default (each swept pair's best row over its default settings' "
+                "best, same SLO; 95 % interval):"
+            )
+            parts += ["", *(f"- {md(g)}" for g in gains), ""]
         for extra in recs:
             p = extra.profile
             if p.workload != profile.workload or p.is_default:

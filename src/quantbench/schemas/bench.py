@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from quantbench.schemas.base import Migrations, StageOutput, Strict, version
+from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 from quantbench.schemas.session import Figure
 
 # A figure with its interval: over repeats (Student t), or within one run (order statistics for
@@ -179,6 +179,16 @@ class SearchInfo(Strict):
     tried: list[TriedLoad]
     runs: int
     grid_size: int = Field(description="Runs a grid at the same resolution would take.")
+    fitted: dict[str, float] = Field(
+        default_factory=dict,
+        description="Load -> pass rate of the isotonic fit over every run (non-increasing).",
+    )
+    interval: list[float] | None = Field(
+        None,
+        description="[low, high]: bootstrap interval of the edge over the runs, ends at loads "
+        "that were run (None: no load passed).",
+    )
+    confidence: float = Field(0.95, description="Of the interval.")
 
 
 class ServedCheck(Strict):
@@ -200,11 +210,23 @@ class ServerPoint(Strict):
     env: dict[str, str]
     report: ServerReport
     error: str | None = Field(description="Why the server failed (None: it ran).")
-    search: SearchInfo | None
+    search: dict[str, SearchInfo] = Field(
+        default_factory=dict,
+        description="bench.mode search: the SLO-edge search of each workload on this server "
+        "(empty in grid mode).",
+    )
     served_check: ServedCheck | None = None
     is_default: bool = Field(
         False, description="Whether this is the engine's default setting (tuned vs default)."
     )
+
+
+def _searches_by_workload(data: dict[str, Any]) -> None:
+    """Version 2 -> 3: a server's one search was its last workload's (the others were lost)."""
+    last = (data.get("workloads") or ["?"])[-1]
+    for server in data.get("servers", []):
+        found = server.get("search")
+        server["search"] = {} if found is None else {last: found}
 
 
 class PairSummary(StageOutput):
@@ -213,9 +235,10 @@ class PairSummary(StageOutput):
     OUTPUT: ClassVar[str] = "reports/bench/{pair}/summary.json"
     STAGE: ClassVar[str] = "bench@{pair}"
     # version 2: rows per workload with intervals and checks, best per workload, ties
-    MIGRATIONS: ClassVar[Migrations] = {}
+    # version 3: each server's search per workload (version 2 kept only the last workload's)
+    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3, nested=_searches_by_workload)}
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     pair: str
     variant: str
     format: str

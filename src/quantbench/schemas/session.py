@@ -1,6 +1,6 @@
 """A load session's ``summary.json``: one workload against one server, a result per load point.
 
-Written by :func:`quantbench.load.session.run_session` (``quantbench bench``, and each repeat of
+Written by :func:`quantbench.load.session.run_session` (``quantbench load``, and each repeat of
 each point of a bench stage, at ``reports/bench/<pair>/<server point>/<workload>/<load point>/r<k>/``), beside
 that run's ``records.jsonl``. A :class:`PointResult` is computed from the raw request records by
 :func:`quantbench.load.metrics.summarize` (see there for every definition); the bench stage folds

@@ -1,0 +1,151 @@
+"""Search against grid, on this machine: the same settings x loads, the runs each takes, the winner.
+
+Not a test and not a stage. Over one pair's server settings (a sweep) and closed-loop loads
+1..max, runs the full grid (every setting at every load) and the SLO-edge search (per setting, the
+noise-aware edge search of `bench.mode: search`), both through the bench stage's own code
+(`quantbench.bench.run.run_pair`) against real servers, and prints a markdown table: runs, wall
+time, the winner each picks by the ranked figure, and whether they agree (the same row, or a tie
+within the two winners' intervals).
+
+    python benchmarks/search_vs_grid.py gguf-q4_k_m-llamacpp --sweep parallel=1,4 --max 16
+
+It reads what `make repro` built (models/variants, reports/workloads, reports/quality) and the
+params of the pair, its engine and the workload (`--workload`, default the first). The table of
+docs/BENCH.md ("Search against grid") was measured this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from quantbench.bench.run import PairJob, run_pair
+from quantbench.bench.spec import BenchSettings
+from quantbench.engines.artifact import load_artifact
+from quantbench.engines.registry import get_engine
+from quantbench.fidelity import ReferenceAnswer
+from quantbench.load.spec import ClosedLoop, workloads_section
+from quantbench.params import overlay, read_params, section
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.bench import BenchRow, PairSummary
+from quantbench.schemas.quality import QualityReport
+from quantbench.slo import slo_section
+from quantbench.workloads.traffic import Traffic
+
+
+def parse_sweep(text: str) -> dict[str, list[Any]]:
+    """``parallel=1,4`` -> {"parallel": [1, 4]} (integers where they parse)."""
+    key, _, values = text.partition("=")
+
+    def value(v: str) -> Any:
+        return int(v) if v.lstrip("-").isdigit() else v
+
+    return {key: [value(v) for v in values.split(",") if v]}
+
+
+def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
+    params = read_params(args.params)
+    bench = section(params, "bench", BenchSettings)
+    pair = bench.pairs[args.pair]
+    engine = get_engine(pair.engine)
+    settings = section(params, f"engines.{pair.engine}", engine.settings_model)
+    settings = overlay(settings, {**pair.settings, "sweep": parse_sweep(args.sweep)}, "--sweep")
+    workloads = workloads_section(params, args.params)
+    name = args.workload or next(iter(workloads))
+    loads = [ClosedLoop(concurrency=c) for c in range(1, args.max + 1)]
+    workload = workloads[name].model_copy(update={"load": loads})
+    quality = Path("reports/quality") / f"{pair.variant}.json"
+    references = [
+        ReferenceAnswer.from_dict(r)
+        for r in schema_io.read(quality, QualityReport, name=pair.variant).served_reference
+    ]
+    search = {"kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm}
+    job = PairJob(
+        name=args.pair,
+        artifact=load_artifact(Path("models/variants") / pair.variant, name=pair.variant),
+        engine=engine,
+        settings=settings,
+        workloads={name: workload},
+        traffic={name: Traffic.read(Path("reports/workloads"), name)},
+        slo=slo_section(params),
+        bench=bench.model_copy(update={"mode": mode, "search": search, "pairs": {}}),
+        references=references,
+    )
+    return job, name
+
+
+def winner_text(row: BenchRow | None, metric: str) -> str:
+    if row is None:
+        return "none met the SLO"
+    value = row.metric(metric)
+    iv = row.intervals.get(metric)
+    span = f" [{iv.low:.1f}, {iv.high:.1f}]" if iv is not None else ""
+    return f"{row.server_point} @ {row.load_point}: {value:.1f}{span}"
+
+
+def agree(a: BenchRow | None, b: BenchRow | None, metric: str) -> str:
+    if a is None or b is None:
+        return "yes" if a is b else "no"
+    if (a.server_point, a.load_point.split(".")[0]) == (b.server_point, b.load_point):
+        return "same row"
+    ia, ib = a.intervals.get(metric), b.intervals.get(metric)
+    if ia is not None and ib is not None and ia.low <= ib.high and ib.low <= ia.high:
+        return "tie (intervals overlap)"
+    return "no"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pair", help="a bench.pairs entry (its variant must be built)")
+    parser.add_argument("--sweep", required=True, help="setting=v1,v2 (e.g. parallel=1,4)")
+    parser.add_argument("--max", type=int, default=16, help="loads 1..max (default 16)")
+    parser.add_argument("--confirm", type=int, default=1, help="search.confirm (default 1)")
+    parser.add_argument("--workload", help="default: the first of workloads:")
+    parser.add_argument("--params", default="params.yaml")
+    args = parser.parse_args(argv)
+    results: dict[str, tuple[PairSummary, float, str]] = {}
+    for mode in ("search", "grid"):
+        job, workload = job_for(args, mode)
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"qb-{mode}-") as out:
+            summary = run_pair(job, Path(out))
+        results[mode] = (summary, time.monotonic() - started, workload)
+        print(f"{mode}: {len(summary.rows)} runs in {results[mode][1]:.0f} s", file=sys.stderr)
+    grid, grid_s, workload = results["grid"]
+    search, search_s, _ = results["search"]
+    metric = grid.ranked_by
+    g_best, s_best = grid.best.get(workload), search.best.get(workload)
+    print(f"| mode | runs | wall s | winner ({metric}, tok/s) | edges per setting |")
+    print("|---|---|---|---|---|")
+    edges = "; ".join(
+        f"{s.server_point}: {q.edge if q.edge is None else f'{q.edge:g}'}"
+        + (f" [{q.interval[0]:g}, {q.interval[1]:g}]" if q.interval else "")
+        for s in search.servers
+        for q in s.search.values()
+    )
+    passing = {}
+    for r in grid.rows:
+        if r.rankable and r.shape:
+            c = int(r.shape["concurrency"])
+            passing[r.server_point] = max(passing.get(r.server_point, 0), c)
+    grid_edges = "; ".join(f"{k}: {v}" for k, v in sorted(passing.items()))
+    print(
+        f"| grid | {len(grid.rows)} | {grid_s:.0f} | {winner_text(g_best, metric)} | {grid_edges} |"
+    )
+    print(
+        f"| search | {len(search.rows)} | {search_s:.0f} | {winner_text(s_best, metric)} | {edges} |"
+    )
+    print()
+    print(
+        f"Search/grid runs: {len(search.rows)}/{len(grid.rows)} = "
+        f"{len(search.rows) / len(grid.rows):.0%}; same winner: {agree(s_best, g_best, metric)}."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

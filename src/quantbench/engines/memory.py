@@ -1,0 +1,80 @@
+"""Whether a server's settings fit this machine's memory, checked before it starts.
+
+Settings that reserve memory (vLLM's KV-cache space, llama.cpp's context and KV-cache types, a
+draft model, transformers' continuous-batching blocks) are added to the weights and held against
+what the machine has available *now* (``MemAvailable``): a setting that cannot fit fails its
+server point at once, with the figures and the fix, instead of swapping or being killed halfway
+through a point. The figures are lower bounds (no activations, no runtime), so a pass is no
+promise; a refusal is certain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+GIB = 1 << 30
+# Bytes per element of llama.cpp's KV-cache types (block types: block bytes / 32 elements).
+GGML_KV_BYTES = {
+    "f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32,
+}  # fmt: skip
+
+Need = tuple[int, str]
+"""(bytes, what they are, naming the setting)."""
+
+
+def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """What the kernel says can be allocated without swapping (None where it does not say)."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def hf_kv_bytes_per_token(config: dict[str, Any], element_bytes: float) -> float:
+    """K and V bytes one token holds across every layer, from a Hugging Face config."""
+    from quantbench.hfconfig import text_config
+
+    text = text_config(config)
+    heads = int(text["num_attention_heads"])
+    kv_heads = int(text.get("num_key_value_heads") or heads)
+    head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
+    return 2 * int(text["num_hidden_layers"]) * kv_heads * head_dim * element_bytes
+
+
+def gguf_kv_bytes_per_token(path: Path, cache_type_k: str, cache_type_v: str) -> float:
+    """K and V bytes one token holds across every layer, from a GGUF file's metadata."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+
+    def value(key: str) -> int:
+        field = reader.fields[key]
+        return int(field.parts[field.data[0]][0])
+
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    heads = value(f"{arch}.attention.head_count")
+    kv_heads = value(f"{arch}.attention.head_count_kv")
+    width = value(f"{arch}.embedding_length") // heads * kv_heads
+    per_element = GGML_KV_BYTES[cache_type_k] + GGML_KV_BYTES[cache_type_v]
+    return value(f"{arch}.block_count") * width * per_element
+
+
+def shortfall(needs: Sequence[Need], engine: str, available: int | None = None) -> str | None:
+    """Why these needs cannot fit in what is available now, or None when they can (or when the
+    machine does not say what it has)."""
+    have = available_bytes() if available is None else available
+    total = sum(n for n, _ in needs)
+    if have is None or total <= have:
+        return None
+    parts = " + ".join(f"{what} {n / GIB:.2f} GiB" for n, what in needs)
+    return (
+        f"{engine}: these settings need at least {total / GIB:.2f} GiB ({parts}), and this "
+        f"machine has {have / GIB:.2f} GiB available now; lower the setting that reserves the "
+        "most, or stop what else is using the memory"
+    )

@@ -1,0 +1,141 @@
+"""Tuned against default: per engine (pair) and workload, its best setting beside its defaults.
+
+A pair that sweeps server settings has a default point (the settings of its params section, no
+sweep value changed: ``ServerPoint.is_default``) and others. The gain is the ranked figure (good
+output tokens per second under a per-request SLO, else output tokens per second) of the pair's best
+ranked row over the best ranked row of its default point, at the same workload and SLO. Its
+interval combines the two rows' intervals on the log scale (delta method: the two points are
+measured independently), so a ratio whose interval holds 1 is no gain beyond noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from quantbench.report.inputs import ReportInputs
+from quantbench.report.profiles import JudgedRow, Profile
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class TuningGain:
+    pair: str
+    workload: str
+    metric: str
+    tuned: JudgedRow
+    default: JudgedRow | None
+    ratio: float | None
+    low: float | None
+    high: float | None
+    note: str
+
+    def text(self) -> str:
+        tuned = f"{self.tuned.row.server_point} @ {self.tuned.row.load_point}"
+        if self.default is None:
+            return f"{self.pair}: {tuned}; {self.note}"
+        default = f"{self.default.row.server_point} @ {self.default.row.load_point}"
+        if self.ratio is None:
+            return f"{self.pair}: {tuned} against {default}; {self.note}"
+        span = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None else ""
+        return f"{self.pair}: {tuned} against {default}: {self.ratio:.2f}x{span}; {self.note}"
+
+
+def ratio_interval(
+    a: float, a_low: float, a_high: float, b: float, b_low: float, b_high: float
+) -> tuple[float, float] | None:
+    """95 % interval of a / b from the two figures' 95 % intervals (log scale, delta method)."""
+    if min(a, b, a_low, b_low) <= 0:
+        return None
+    se_a = (math.log(a_high) - math.log(a_low)) / (2 * Z95)
+    se_b = (math.log(b_high) - math.log(b_low)) / (2 * Z95)
+    half = Z95 * math.hypot(se_a, se_b)
+    ratio = a / b
+    return ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def _best(rows: list[JudgedRow], metric: str) -> JudgedRow | None:
+    ranked = [r for r in rows if r.rankable and r.row.metric(metric) is not None]
+    return max(ranked, key=lambda r: r.row.metric(metric) or 0.0, default=None)
+
+
+def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
+    """One gain per pair that swept more than one server setting, under ``profile``."""
+    metric = profile.ranked_by
+    gains: list[TuningGain] = []
+    for pair, summary in inputs.pairs.items():
+        if len(summary.servers) < 2:
+            continue
+        defaults = {s.server_point for s in summary.servers if s.is_default}
+        mine = [r for r in profile.rows if r.pair == pair]
+        tuned = _best(mine, metric)
+        if tuned is None:
+            continue
+        if not defaults:
+            gains.append(
+                TuningGain(
+                    pair,
+                    profile.workload,
+                    metric,
+                    tuned,
+                    None,
+                    None,
+                    None,
+                    None,
+                    "its sweep ran no point at the default settings (every point changed one)",
+                )
+            )
+            continue
+        default = _best([r for r in mine if r.row.server_point in defaults], metric)
+        if default is None:
+            gains.append(
+                TuningGain(
+                    pair,
+                    profile.workload,
+                    metric,
+                    tuned,
+                    None,
+                    None,
+                    None,
+                    None,
+                    "no default-setting row met the SLO and every check",
+                )
+            )
+            continue
+        a, b = tuned.row.metric(metric), default.row.metric(metric)
+        assert a is not None and b is not None
+        ia, ib = tuned.row.intervals.get(metric), default.row.intervals.get(metric)
+        span = (
+            ratio_interval(a, ia.low, ia.high, b, ib.low, ib.high)
+            if ia is not None and ib is not None
+            else None
+        )
+        if b <= 0:
+            gains.append(
+                TuningGain(
+                    pair,
+                    profile.workload,
+                    metric,
+                    tuned,
+                    default,
+                    None,
+                    None,
+                    None,
+                    "the default delivers nothing to compare",
+                )
+            )
+            continue
+        if tuned.row.server_point in defaults:
+            note = "the default setting is the best one"
+        elif span is None:
+            note = "no interval on one of the two figures"
+        elif span[0] > 1:
+            note = "a gain beyond noise"
+        else:
+            note = "not separable from the default beyond noise"
+        low, high = span if span is not None else (None, None)
+        gains.append(
+            TuningGain(pair, profile.workload, metric, tuned, default, a / b, low, high, note)
+        )
+    return gains

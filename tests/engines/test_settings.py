@@ -1,0 +1,100 @@
+"""The settings that matter per engine: each reaches the server's command line as documented, and
+combinations the engine refuses are refused when params are loaded, with the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from quantbench.engines.artifact import Artifact
+from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
+from quantbench.engines.transformers import TransformersEngine, TransformersSettings
+from quantbench.engines.vllm import VllmEngine, VllmSettings
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_vllm_scheduler_and_cache_settings_reach_its_argv(tmp_path: Path) -> None:
+    python = tmp_path / "python"
+    python.touch()
+    artifact = Artifact("bf16", "bf16", tmp_path)
+    default = VllmEngine().launch(artifact, VllmSettings(python=python), "127.0.0.1", 1).argv
+    for name in ("--block-size", "--kv-cache-dtype", "--enable-prefix-caching"):
+        assert name not in default  # unset: vLLM's own defaults, not ours
+    tuned = VllmSettings(
+        python=python, enable_chunked_prefill=False, enable_prefix_caching=True, block_size=32,
+        kv_cache_dtype="fp8", max_num_seqs=8, max_num_batched_tokens=4096,
+    )  # fmt: skip
+    argv = VllmEngine().launch(artifact, tuned, "127.0.0.1", 1).argv
+    assert "--no-enable-chunked-prefill" in argv and "--enable-prefix-caching" in argv
+    assert flag(argv, "--block-size") == "32" and flag(argv, "--kv-cache-dtype") == "fp8"
+    assert flag(argv, "--max-num-seqs") == "8" and flag(argv, "--max-num-batched-tokens") == "4096"
+    with pytest.raises(ValidationError, match="block_size"):
+        VllmSettings(block_size=24)
+    with pytest.raises(ValidationError, match="kv_cache_dtype"):
+        VllmSettings(kv_cache_dtype="int4")
+
+
+def test_llamacpp_batch_cache_and_speculative_settings_reach_its_argv(tmp_path: Path) -> None:
+    binary = tmp_path / "llama-server"
+    binary.touch()
+    draft = tmp_path / "draft.gguf"
+    artifact = Artifact("q8", "gguf", tmp_path, tmp_path / "m.gguf")
+    settings = LlamaCppSettings(
+        binary=binary, threads=2, batch_size=1024, ubatch_size=256, cache_type_k="q8_0",
+        cache_type_v="q8_0", flash_attn="on", cont_batching=False, draft_model=draft, draft_max=4,
+    )  # fmt: skip
+    argv = LlamaCppEngine().launch(artifact, settings, "127.0.0.1", 1).argv
+    assert flag(argv, "-b") == "1024" and flag(argv, "-ub") == "256"
+    assert flag(argv, "-ctk") == "q8_0" and flag(argv, "-ctv") == "q8_0"
+    assert "-nocb" in argv and flag(argv, "-md") == str(draft.resolve())
+    assert flag(argv, "--spec-type") == "draft-simple" and flag(argv, "--spec-draft-n-max") == "4"
+    assert flag(argv, "-td") == "2"  # the draft model runs on the server's threads
+    ngram = LlamaCppSettings(binary=binary, spec_type="ngram-mod")
+    argv = LlamaCppEngine().launch(artifact, ngram, "127.0.0.1", 1).argv
+    assert flag(argv, "--spec-type") == "ngram-mod" and "-md" not in argv
+    plain = LlamaCppEngine().launch(artifact, LlamaCppSettings(binary=binary), "127.0.0.1", 1)
+    assert not {"-ctk", "-ub", "-nocb", "--spec-type", "-md"} & set(plain.argv)
+
+
+def test_llamacpp_refuses_what_llama_server_would_refuse() -> None:
+    with pytest.raises(ValidationError, match="cache_type_v q8_0 needs flash_attn: on"):
+        LlamaCppSettings(cache_type_v="q8_0")
+    LlamaCppSettings(cache_type_k="q4_0")  # a quantized K cache works without flash attention
+    with pytest.raises(ValidationError, match="ubatch_size 1024 is above batch_size 512"):
+        LlamaCppSettings(batch_size=512, ubatch_size=1024)
+    with pytest.raises(ValidationError, match="draft-simple needs draft_model"):
+        LlamaCppSettings(spec_type="draft-simple")
+
+
+def test_transformers_attention_implementation(tmp_path: Path) -> None:
+    artifact = Artifact("bf16", "bf16", tmp_path)
+    argv = (
+        TransformersEngine()
+        .launch(artifact, TransformersSettings(attn_implementation="eager"), "127.0.0.1", 1)
+        .argv
+    )
+    assert flag(argv, "--attn-implementation") == "eager"
+    default = TransformersEngine().launch(artifact, TransformersSettings(), "127.0.0.1", 1).argv
+    assert "--attn-implementation" not in default
+
+
+def test_every_new_setting_can_be_swept() -> None:
+    from quantbench.config import parse_config
+
+    config = parse_config(
+        {"engines": {
+            "llamacpp": {"flash_attn": "on", "sweep": {"cache_type_k": ["f16", "q8_0"],
+                                                       "ubatch_size": [128, 512]}},
+            "vllm": {"sweep": {"enable_prefix_caching": [False, True], "block_size": [16, 32]}},
+            "transformers": {"sweep": {"attn_implementation": ["sdpa", "eager"]}},
+        }}
+    )  # fmt: skip
+    labels = [label for label, _ in config.engines["llamacpp"].sweep_points()]
+    assert labels[0] == "cache_type_k=f16-ubatch_size=128" and len(labels) == 4
+    assert len(config.engines["vllm"].sweep_points()) == 4
+    assert len(config.engines["transformers"].sweep_points()) == 2
