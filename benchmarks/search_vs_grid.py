@@ -72,7 +72,9 @@ def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
         workloads={name: workload},
         traffic={name: Traffic.read(Path("reports/workloads"), name)},
         slo=slo_section(params),
-        bench=bench.model_copy(update={"mode": mode, "search": search, "pairs": {}}),
+        bench=BenchSettings.model_validate(
+            {**bench.model_dump(), "mode": mode, "search": search, "pairs": {}}
+        ),
         references=references,
     )
     return job, name
