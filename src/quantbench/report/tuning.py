@@ -10,6 +10,7 @@ measured independently), so a ratio whose interval holds 1 is no gain beyond noi
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -60,6 +61,23 @@ def _best(rows: list[JudgedRow], metric: str) -> JudgedRow | None:
     return max(ranked, key=lambda r: r.row.metric(metric) or 0.0, default=None)
 
 
+def _gain(
+    pair: str,
+    workload: str,
+    metric: str,
+    tuned: JudgedRow,
+    default: JudgedRow | None,
+    note: str,
+    span: tuple[float, float] | None = None,
+) -> TuningGain:
+    ratio = None
+    if default is not None:
+        a, b = tuned.row.metric(metric), default.row.metric(metric)
+        ratio = a / b if a is not None and b else None
+    low, high = span if span is not None else (None, None)
+    return TuningGain(pair, workload, metric, tuned, default, ratio, low, high, note)
+
+
 def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
     """One gain per pair that swept more than one server setting, under ``profile``."""
     metric = profile.ranked_by
@@ -72,60 +90,30 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
         tuned = _best(mine, metric)
         if tuned is None:
             continue
+
+        gain = functools.partial(_gain, pair, profile.workload, metric, tuned)
+
         if not defaults:
             gains.append(
-                TuningGain(
-                    pair,
-                    profile.workload,
-                    metric,
-                    tuned,
-                    None,
-                    None,
-                    None,
-                    None,
-                    "its sweep ran no point at the default settings (every point changed one)",
+                gain(
+                    None, "its sweep ran no point at the default settings (every point changed one)"
                 )
             )
             continue
         default = _best([r for r in mine if r.row.server_point in defaults], metric)
         if default is None:
-            gains.append(
-                TuningGain(
-                    pair,
-                    profile.workload,
-                    metric,
-                    tuned,
-                    None,
-                    None,
-                    None,
-                    None,
-                    "no default-setting row met the SLO and every check",
-                )
-            )
+            gains.append(gain(None, "no default-setting row met the SLO and every check"))
             continue
         a, b = tuned.row.metric(metric), default.row.metric(metric)
-        assert a is not None and b is not None
+        if not a or not b:
+            gains.append(gain(default, "the default delivers nothing to compare"))
+            continue
         ia, ib = tuned.row.intervals.get(metric), default.row.intervals.get(metric)
         span = (
             ratio_interval(a, ia.low, ia.high, b, ib.low, ib.high)
             if ia is not None and ib is not None
             else None
         )
-        if b <= 0:
-            gains.append(
-                TuningGain(
-                    pair,
-                    profile.workload,
-                    metric,
-                    tuned,
-                    default,
-                    None,
-                    None,
-                    None,
-                    "the default delivers nothing to compare",
-                )
-            )
-            continue
         if tuned.row.server_point in defaults:
             note = "the default setting is the best one"
         elif span is None:
@@ -134,8 +122,5 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
             note = "a gain beyond noise"
         else:
             note = "not separable from the default beyond noise"
-        low, high = span if span is not None else (None, None)
-        gains.append(
-            TuningGain(pair, profile.workload, metric, tuned, default, a / b, low, high, note)
-        )
+        gains.append(gain(default, note, span))
     return gains
