@@ -35,21 +35,16 @@ class Widths:
 
 def embedded_widths() -> Widths:
     """The embedded model's dimensions from its GGUF metadata (no weights are read)."""
-    from gguf import GGUFReader
-
+    from quantbench.formats.gguf import gguf_hparams
     from quantbench.model import embedded_gguf_path
 
-    reader = GGUFReader(str(embedded_gguf_path()))
-
-    def value(key: str) -> int:
-        field = reader.fields[key]
-        return int(field.parts[field.data[0]][0])
-
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    found = gguf_hparams(
+        embedded_gguf_path(), "embedding_length", "feed_forward_length", "context_length"
+    )
     return Widths(
-        hidden_size=value(f"{arch}.embedding_length"),
-        intermediate_size=value(f"{arch}.feed_forward_length"),
-        max_position_embeddings=value(f"{arch}.context_length"),
+        hidden_size=found["embedding_length"],
+        intermediate_size=found["feed_forward_length"],
+        max_position_embeddings=found["context_length"],
     )
 
 

@@ -49,20 +49,14 @@ def hf_kv_bytes_per_token(config: dict[str, Any], element_bytes: float) -> float
 
 def gguf_kv_bytes_per_token(path: Path, cache_type_k: str, cache_type_v: str) -> float:
     """K and V bytes one token holds across every layer, from a GGUF file's metadata."""
-    from gguf import GGUFReader
+    from quantbench.formats.gguf import gguf_hparams
 
-    reader = GGUFReader(str(path))
-
-    def value(key: str) -> int:
-        field = reader.fields[key]
-        return int(field.parts[field.data[0]][0])
-
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-    heads = value(f"{arch}.attention.head_count")
-    kv_heads = value(f"{arch}.attention.head_count_kv")
-    width = value(f"{arch}.embedding_length") // heads * kv_heads
+    h = gguf_hparams(
+        path, "block_count", "embedding_length", "attention.head_count", "attention.head_count_kv"
+    )
+    width = h["embedding_length"] // h["attention.head_count"] * h["attention.head_count_kv"]
     per_element = GGML_KV_BYTES[cache_type_k] + GGML_KV_BYTES[cache_type_v]
-    return value(f"{arch}.block_count") * width * per_element
+    return h["block_count"] * width * per_element
 
 
 def shortfall(needs: Sequence[Need], engine: str, available: int | None = None) -> str | None:

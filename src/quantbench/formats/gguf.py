@@ -148,6 +148,20 @@ class Gguf(Format):
         return {"format": "gguf", "gguf_type": gguf_file_type(path) if path else None}
 
 
+def gguf_hparams(path: Path, *names: str) -> dict[str, int]:
+    """Integer hyperparameters from a GGUF file's metadata (no tensor data is read), by their
+    names without the architecture prefix: ``block_count``, ``attention.head_count_kv``, ..."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    out: dict[str, int] = {}
+    for name in names:
+        field = reader.fields[f"{arch}.{name}"]
+        out[name] = int(field.parts[field.data[0]][0])
+    return out
+
+
 def gguf_file_type(path: Path) -> str | None:
     """The llama.cpp file type (e.g. ``Q4_K_M``) recorded in a GGUF file, if any."""
     from gguf import GGUFReader

@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from quantbench.formats.awq import _no_pinning_without_accelerator, compressed_weights
+from quantbench.formats.awq import Awq, _no_pinning_without_accelerator, compressed_weights
 from quantbench.formats.base import CalibrationSpec, Format, Recipe
 from quantbench.formats.registry import register_format
 from quantbench.quantize.common import (
@@ -129,13 +129,7 @@ class W8a8(Format):
     """int8 W8A8 compressed-tensors checkpoints (llm-compressor's, or anyone's)."""
 
     name: ClassVar[str] = "w8a8"
-    libraries: ClassVar[tuple[str, ...]] = (
-        "llmcompressor",
-        "compressed-tensors",
-        "torch",
-        "transformers",
-        "safetensors",
-    )
+    libraries: ClassVar[tuple[str, ...]] = Awq.libraries  # the same llm-compressor toolchain
     recipe_model: ClassVar[type[Recipe]] = W8a8Spec
     quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
 
