@@ -16,13 +16,13 @@ from quantbench.bench.resume import PartialStore, code_hash, fingerprint
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
-from quantbench.engines.registry import check_pair, get_engine
+from quantbench.engines.registry import check_pair, get_engine, pair_settings
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import UserError, run_main
 from quantbench.fidelity import ReferenceAnswer
 from quantbench.fsutil import atomic_dir, sha256_file, sha256_tree
 from quantbench.load.spec import workloads_section
-from quantbench.params import overlay, read_params, section
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quality import QualityReport
@@ -61,8 +61,7 @@ def main() -> None:
     if quality_path.is_file():
         quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
         references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
-    settings = section(params, f"engines.{pair.engine}", engine.settings_model)
-    settings = overlay(settings, pair.settings, f"bench.pairs.{args.pair}.settings", args.params)
+    settings = pair_settings(params, args.pair, pair, args.params)
     slo = slo_section(params)
     variant_dir = args.variants / pair.variant
     key = fingerprint(

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from quantbench.bench.spec import BenchSettings
 from quantbench.data import DataSettings
-from quantbench.engines.registry import get_engine, smallest_context
+from quantbench.engines.registry import pair_settings, smallest_context
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
 from quantbench.load.spec import workloads_section
 from quantbench.load.tokens import load_counter
 from quantbench.model import model_context as read_model_context
-from quantbench.params import overlay, read_params, section
+from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.workloads.traffic import materialize
 
@@ -37,12 +37,7 @@ def main() -> None:
     data = section(params, "data", DataSettings)
     bench = section(params, "bench", BenchSettings)
     engines = {  # each pair's own settings: the smallest context over them bounds the prompts
-        name: overlay(
-            section(params, f"engines.{pair.engine}", get_engine(pair.engine).settings_model),
-            pair.settings,
-            f"bench.pairs.{name}.settings",
-        )
-        for name, pair in bench.pairs.items()
+        name: pair_settings(params, name, pair, args.params) for name, pair in bench.pairs.items()
     }
     model_context = read_model_context(args.model)
     limits = [smallest_context(bench.pairs[n].engine, s) for n, s in engines.items()]

@@ -71,6 +71,18 @@ def engine_settings(name: str, raw: Any) -> EngineSettings:
     return get_engine(name).settings_model.model_validate({} if raw is None else raw)
 
 
+def pair_settings(
+    params: Mapping[str, Any], name: str, pair: Any, origin: str = "params.yaml"
+) -> EngineSettings:
+    """A bench pair's engine settings from raw params: its engine's section with the pair's own
+    ``settings`` laid over it (what stages read; ``Config.pair_settings`` is the validated twin)."""
+    from quantbench.params import overlay, section
+
+    engine = get_engine(pair.engine)
+    settings = section(params, f"engines.{pair.engine}", engine.settings_model, origin)
+    return overlay(settings, pair.settings, f"bench.pairs.{name}.settings", origin)
+
+
 def valid_pairs(
     variant_formats: Mapping[str, str], settings: Mapping[str, EngineSettings]
 ) -> list[tuple[str, str]]:
