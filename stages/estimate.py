@@ -4,7 +4,8 @@ Writes reports/estimate/estimates.json (full results and one summary row per var
 Bytes are read from each variant's built files where they exist; `hardware: this` is the
 `calibrate` stage's measurement (reports/calibrate/this.json), checked to be of this machine.
 The SLO and the workload are the pipeline's (`slo:`, `workloads:` as generated) unless
-`estimate.slo` / `estimate.workload` say otherwise.
+`estimate.slo` / `estimate.workload` say otherwise. With the calibration it also predicts every
+bench pair, setting and closed-loop workload as the bench will measure them (`pairs`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench.bench.spec import BenchSettings
+from quantbench.engines.registry import pair_settings
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration
 from quantbench.estimate.hardware import THIS_MACHINE
+from quantbench.estimate.pairs import BenchPair, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variant_from_recipe
 from quantbench.formats.registry import variant_recipe
-from quantbench.load.spec import workloads_section
+from quantbench.load.spec import ClosedLoop, workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
@@ -58,7 +62,22 @@ def main() -> None:
         calibration = check_calibration(
             stored.hardware, args.model, settings.measure.threads, where
         )
-    write_estimates(args.model, variants, settings, args.out, calibration=calibration)
+    bench = section(params, "bench", BenchSettings)
+    pairs = {
+        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, args.params))
+        for name, pair in bench.pairs.items()
+    }
+    closed = {  # the closed-loop workloads and the concurrencies the bench measures them at
+        name: [p.concurrency for p in spec.points if isinstance(p, ClosedLoop)]
+        for name, spec in workloads.items()
+    }
+    summaries = {
+        name: Traffic.read(args.workloads, name).summary for name in closed if closed[name]
+    }
+    write_estimates(
+        args.model, variants, settings, args.out, calibration=calibration, pairs=pairs,
+        workloads=workload_shapes({n: c for n, c in closed.items() if c}, summaries),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

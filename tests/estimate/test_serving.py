@@ -129,3 +129,39 @@ def test_overhead_adds_to_every_step(tiny):
 def test_concurrency_must_be_positive(tiny):
     with pytest.raises(ValueError, match="concurrency 0"):
         make(tiny).point(0, 1e9, 1e9)
+
+
+def test_an_engine_that_serves_one_at_a_time_queues_the_rest(tiny):
+    # transformers serve without continuous batching: four clients are one running request and
+    # three in its queue. The estimate used to batch all four, 2-4x too optimistic in throughput.
+    import dataclasses
+
+    batching = make(tiny, overhead=0.002)
+    serial = dataclasses.replace(batching, max_batch=1)
+    one = serial.point(1, 1e9, 1e9)
+    four = serial.point(4, 1e9, 1e9)
+    assert four.running == 1 and one.running == 1
+    assert four.itl_ms == pytest.approx(one.itl_ms)  # a running request decodes alone
+    assert four.output_tps == pytest.approx(one.output_tps)  # no more tokens for more clients
+    e2e_one = one.e2e_s * 1e3
+    assert four.queue_wait_ms == pytest.approx(3 * e2e_one)  # E2E_m * (B/m - 1)
+    assert four.ttft_ms == pytest.approx(one.ttft_ms + 3 * e2e_one)
+    assert batching.point(4, 1e9, 1e9).output_tps > 1.5 * four.output_tps
+
+
+def test_slots_cap_the_batch_and_below_them_nothing_changes(tiny):
+    import dataclasses
+
+    free = make(tiny, overhead=0.002)
+    slots = dataclasses.replace(free, max_batch=4)
+    for c in (1, 2, 4):
+        assert slots.point(c, 1e9, 1e9) == free.point(c, 1e9, 1e9).model_copy(update={"running": c})
+    eight = slots.point(8, 1e9, 1e9)
+    at_four = free.point(4, 1e9, 1e9)
+    assert eight.itl_ms == pytest.approx(at_four.itl_ms)
+    assert eight.output_tps == pytest.approx(at_four.output_tps)
+    assert eight.queue_wait_ms == pytest.approx(at_four.e2e_s * 1e3)  # 8/4 - 1 = one service
+    assert eight.kv_cache_gb == pytest.approx(at_four.kv_cache_gb)  # queued requests hold none
+    # the TTFT limit counts the queue: more clients than slots only wait longer
+    limit = slots.limits(ttft_slo_ms=at_four.ttft_ms * 1.5, itl_slo_ms=1e9)
+    assert 4 <= limit.prefill_compute < 8

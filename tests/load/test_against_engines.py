@@ -85,6 +85,52 @@ def _vllm_bench_serve(python: str, url: str, model: str, tokenizer: Path, out: P
     return dict(json.loads(out.read_text(encoding="utf-8")))
 
 
+# What is compared: the MEANS over requests. With 4 streams of equal length the per-request TPOT is
+# bimodal (measured: 48 of 64 requests at 44-49 ms, 16 at 69-75 ms, the ones whose decode shares
+# steps with the others' prefills); a median sits inside the lower mode, where each run's own noise
+# moves it by up to 5 %, while the means carry the whole distribution and agree within 2 %.
+FIGURES = {
+    # name: (our figure from a PointResult, their field in vllm bench serve's result JSON)
+    "TTFT mean (ms)": (lambda p: p.ttft.mean_ms, "mean_ttft_ms"),
+    "TPOT mean (ms)": (lambda p: p.tpot.mean_ms, "mean_tpot_ms"),
+    "E2E mean (ms)": (lambda p: p.e2e.mean_ms, "mean_e2el_ms"),
+    "output tokens/s": (lambda p: p.output_throughput, "output_throughput"),
+}
+MIN_PAIRS, MAX_PAIRS = 2, 3
+
+
+def _differences(ours: list, theirs: list[dict]) -> dict[str, float]:
+    """Each figure's mean over our runs relative to the mean over theirs, minus 1."""
+    off = {}
+    for name, (mine, key) in FIGURES.items():
+        a = [mine(p) for p in ours]
+        b = [float(t[key]) for t in theirs]
+        off[name] = (sum(a) / len(a)) / (sum(b) / len(b)) - 1
+    return off
+
+
+def _table(ours: list, theirs: list[dict], off: dict[str, float]) -> str:
+    lines = [
+        f"| figure | quantbench ({len(ours)} runs) | vllm bench serve ({len(theirs)} runs) "
+        "| difference of the means |",
+        "|---|---|---|---|",
+    ]
+    for name, (mine, key) in FIGURES.items():
+        a = ", ".join(f"{mine(p):.1f}" for p in ours)
+        b = ", ".join(f"{float(t[key]):.1f}" for t in theirs)
+        lines.append(f"| {name} | {a} | {b} | {off[name]:+.1%} |")
+    medians = [
+        ("TTFT p50", [p.ttft.percentiles_ms["p50"] for p in ours], [t["median_ttft_ms"] for t in theirs]),
+        ("TPOT p50", [p.tpot.percentiles_ms["p50"] for p in ours], [t["median_tpot_ms"] for t in theirs]),
+    ]  # fmt: skip
+    for name, a, b in medians:  # shown, not compared (see FIGURES)
+        lines.append(
+            f"| {name} (ms, not compared) | {', '.join(f'{x:.1f}' for x in a)} | "
+            f"{', '.join(f'{float(x):.1f}' for x in b)} | {sum(a) / sum(map(float, b)) - 1:+.1%} |"
+        )
+    return "\n".join(lines)
+
+
 @pytest.mark.vllm
 def test_quantbench_agrees_with_vllm_bench_serve(prepared_base: Path, tmp_path: Path) -> None:
     from quantbench.engines.vllm import VllmSettings
@@ -95,20 +141,24 @@ def test_quantbench_agrees_with_vllm_bench_serve(prepared_base: Path, tmp_path: 
     artifact = load_artifact(prepared_base, "bf16")
     launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
     # No id tag in front of the prompts: vllm bench serve's prompts are exactly INPUT_LEN tokens,
-    # and 64 random prompts out of 256 share no prefix anyway.
+    # and 64 random prompts out of 256 share no prefix anyway. Both harnesses warm up as much.
     spec = _random_workload(
         load=[{"kind": "concurrency", "concurrency": STREAMS}],
         num_requests=REQUESTS,
+        warmup_requests=2 * STREAMS,
         unique_prompts=False,
     )
     theirs: list[dict] = []
     ours = []
+    off: dict[str, float] = {}
     with Server(launch, tmp_path / "server.log") as server:
         server.warmup()
         target = Target(url=server.url, engine="vllm", model=launch.model_name,
                         tokenizer=str(prepared_base))  # fmt: skip
-        # theirs, ours, theirs, ours: the server's drift over the minutes cancels out
-        for k in range(2):
+        # theirs, ours, theirs, ours: the server's drift over the minutes cancels out. A third
+        # pair only when two leave a figure outside the tolerance: one noisy run on a shared
+        # 2-core host should not decide, and a real bias stays outside with more runs.
+        for k in range(MAX_PAIRS):
             theirs.append(
                 _vllm_bench_serve(
                     settings.python,
@@ -119,24 +169,10 @@ def test_quantbench_agrees_with_vllm_bench_serve(prepared_base: Path, tmp_path: 
                 )
             )
             ours.append(run_session(spec, target, tmp_path / f"ours-{k}", repeat=k).points[0])
+            off = _differences(ours, theirs)
+            if k + 1 >= MIN_PAIRS and all(abs(d) <= TOLERANCE for d in off.values()):
+                break
     assert all(p.completed == REQUESTS and p.lengths.ok for p in ours)
     assert all(t["completed"] == REQUESTS for t in theirs)
-    figures = {
-        "TTFT p50 (ms)": ([p.ttft.percentiles_ms["p50"] for p in ours], "median_ttft_ms"),
-        "TPOT p50 (ms)": ([p.tpot.percentiles_ms["p50"] for p in ours], "median_tpot_ms"),
-        "output tokens/s": ([p.output_throughput for p in ours], "output_throughput"),
-    }
-    lines = [
-        "| figure | quantbench (two runs) | vllm bench serve (two runs) | difference of the means |",
-        "|---|---|---|---|",
-    ]
-    off = {}
-    for name, (mine, key) in figures.items():
-        ref = [float(t[key]) for t in theirs]
-        off[name] = (sum(mine) / len(mine)) / (sum(ref) / len(ref)) - 1
-        lines.append(
-            f"| {name} | {mine[0]:.1f}, {mine[1]:.1f} | {ref[0]:.1f}, {ref[1]:.1f} | "
-            f"{off[name]:+.1%} |"
-        )
-    print("\n".join(lines))
+    print(_table(ours, theirs, off))
     assert all(abs(d) <= TOLERANCE for d in off.values()), off

@@ -266,7 +266,7 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "EstimatesFile": "v1:4f30e5a99986a730",  # the estimator's Architecture is ModelShape: same fields, same files
+    "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
     "PairSummary": "v3:5786df89205d52c7",  # v3: each server's search per workload (v2 migrated)
 }

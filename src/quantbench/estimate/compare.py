@@ -43,6 +43,9 @@ class MeasuredPoint(BaseModel):
     output_len: int | None = Field(default=None, ge=1, description="output tokens, if not default")
     hardware: str = Field(default="this", description="the hardware name the estimate uses")
     setting: str | None = Field(default=None, description="server-setting label")
+    max_batch: int | None = Field(
+        default=None, ge=1, description="requests the engine runs at once with that setting"
+    )
     proxy: bool = Field(
         default=False, description="a stand-in measurement (e.g. a plain generate loop)"
     )

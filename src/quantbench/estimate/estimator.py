@@ -119,8 +119,12 @@ def serving_model(
     input_len: int | None = None,
     output_len: int | None = None,
     engine: str = "none",
+    max_batch: int | None = None,
 ) -> ServingModel:
-    """The serving model of a variant; lengths default to the settings' workload."""
+    """The serving model of a variant; lengths default to the settings' workload.
+
+    ``max_batch``: requests the engine runs at once with its settings (``Engine.max_batch``);
+    None models an engine that batches every request that comes."""
     kv_dtype = resolve_kv_dtype(settings.kv_cache_dtype, arch)
     costs = StepCosts(
         arch=arch,
@@ -135,6 +139,7 @@ def serving_model(
         output_len=output_len or settings.workload.output_len,
         stored_weight_bytes=weights.stored_bytes,
         memory_bytes=hardware.memory_gb * 1e9 * settings.memory_utilization,
+        max_batch=max_batch,
     )
 
 

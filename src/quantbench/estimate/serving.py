@@ -12,6 +12,12 @@ continuously (decode steps of all running requests together, new prompts mixed i
 * TTFT is one step carrying the whole prompt beside ``B - 1`` decoding requests, plus waiting
   for other prompts: M/D/1 queueing with prefill utilisation ``rho = B * T_prompt / E2E``,
   capped at all ``B - 1`` other prompts ahead. An assumption: real arrivals are not Poisson.
+* An engine that runs at most ``m`` requests at once (``max_batch``: llama.cpp's slots, vLLM's
+  ``max_num_seqs``, one for ``transformers serve`` without continuous batching) serves ``B > m``
+  clients as ``m`` running and ``B - m`` queued: every figure of a running request is the
+  figure at ``m``, throughput stays at ``m``'s, and each request first waits in the queue. In a
+  closed loop each client's cycle is ``B / X`` with ``X = m / E2E_m``, so the wait is
+  ``E2E_m * (B / m - 1)``, added to TTFT and E2E.
 * Only means are estimated. A roofline has no variance, so no percentiles are invented; the
   ITL of the first and last decode step show the spread KV growth causes.
 """
@@ -58,6 +64,10 @@ class ConcurrencyPoint(BaseModel):
     output_tps: float = Field(description="output tokens per second, all requests")
     input_tps: float
     request_rate: float = Field(description="requests per second")
+    running: int | None = Field(
+        None, description="requests the engine runs at once (the rest wait in its queue)"
+    )
+    queue_wait_ms: float = Field(0.0, description="mean wait in the engine's queue, in TTFT")
     decode_bound: Bound | None
     decode_intensity: float | None
     kv_cache_gb: float = Field(description="KV cache the running requests hold at most")
@@ -91,6 +101,25 @@ class ServingModel:
     output_len: int
     stored_weight_bytes: float
     memory_bytes: float  # usable memory: capacity x utilisation
+    max_batch: int | None = None  # requests the engine runs at once (None: as many as come)
+
+    def running(self, concurrency: int) -> int:
+        """How many of ``concurrency`` closed-loop clients the engine serves at once."""
+        if self.max_batch is None:
+            return concurrency
+        return max(1, min(concurrency, self.max_batch))
+
+    def queue_wait_s(self, concurrency: int) -> float:
+        """Mean wait in the engine's queue: ``E2E_m * (B / m - 1)`` (zero while B <= m)."""
+        m = self.running(concurrency)
+        if m >= concurrency:
+            return 0.0
+        return self._service_s(m) * (concurrency / m - 1)
+
+    def _service_s(self, running: int) -> float:
+        """E2E of a request among ``running`` requests served together, without a queue."""
+        itl = self._itl_s(running)
+        return self._ttft_s(running, itl) + (self.output_len - 1) * (itl or 0.0)
 
     @property
     def decode_contexts(self) -> np.ndarray:
@@ -108,7 +137,9 @@ class ServingModel:
         return (concurrency - 1) * self.input_len / (self.output_len - 1)
 
     def decode_steps(self, concurrency: int, mixed: bool = True) -> Cost:
-        """Cost of every decode step of a request (arrays over the output)."""
+        """Cost of every decode step of a request (arrays over the output), among the requests
+        the engine runs at once."""
+        concurrency = self.running(concurrency)
         prompt_tokens = self._interference_tokens(concurrency) if mixed else 0.0
         return (
             self.costs.weights()
@@ -133,11 +164,19 @@ class ServingModel:
         return phase
 
     def itl_s(self, concurrency: int) -> float | None:
+        return self._itl_s(self.running(concurrency))
+
+    def _itl_s(self, running: int) -> float | None:
         if self.output_len <= 1:
             return None
-        return float(np.mean(self.decode_steps(concurrency).time(self.rates)))
+        return float(np.mean(self.decode_steps(running).time(self.rates)))
 
     def ttft_s(self, concurrency: int, itl_s: float | None = None) -> float:
+        """TTFT among the running requests, plus the wait in the engine's queue."""
+        running = self.running(concurrency)
+        return self._ttft_s(running, itl_s) + self.queue_wait_s(concurrency)
+
+    def _ttft_s(self, concurrency: int, itl_s: float | None = None) -> float:
         others = concurrency - 1
         first_step = (
             self.costs.weights()
@@ -148,7 +187,7 @@ class ServingModel:
         if others == 0:
             return first
         prompt = float(self.prompt_alone().time(self.rates))
-        itl = self.itl_s(concurrency) if itl_s is None else itl_s
+        itl = self._itl_s(concurrency) if itl_s is None else itl_s
         e2e_without_wait = first + (self.output_len - 1) * (itl or 0.0)
         rho = concurrency * prompt / e2e_without_wait
         all_ahead = others * prompt
@@ -156,7 +195,12 @@ class ServingModel:
         return first + wait
 
     def kv_bytes(self, concurrency: int) -> float:
-        return concurrency * (self.input_len + self.output_len) * self.costs.kv_bytes_per_token
+        """KV cache the running requests hold at most (queued ones hold none)."""
+        return (
+            self.running(concurrency)
+            * (self.input_len + self.output_len)
+            * self.costs.kv_bytes_per_token
+        )
 
     def point(self, concurrency: int, ttft_slo_ms: float, itl_slo_ms: float) -> ConcurrencyPoint:
         """All figures at one concurrency."""
@@ -189,6 +233,8 @@ class ServingModel:
             output_tps=concurrency * self.output_len / e2e,
             input_tps=concurrency * self.input_len / e2e,
             request_rate=concurrency / e2e,
+            running=self.running(concurrency),
+            queue_wait_ms=self.queue_wait_s(concurrency) * 1e3,
             decode_bound=decode_bound,
             decode_intensity=intensity,
             kv_cache_gb=kv / 1e9,
@@ -200,7 +246,10 @@ class ServingModel:
     def kv_memory_limit(self) -> int:
         free = self.memory_bytes - self.stored_weight_bytes
         per_request = (self.input_len + self.output_len) * self.costs.kv_bytes_per_token
-        return max(0, math.floor(free / per_request))
+        fitting = max(0, math.floor(free / per_request))
+        if self.max_batch is not None and fitting >= self.max_batch:
+            return MAX_SEARCH_CONCURRENCY  # the queued requests hold no KV cache
+        return fitting
 
     def decode_compute_bound_from(self) -> int | None:
         """Smallest concurrency whose mean decode step is compute-bound (closed form)."""
@@ -210,7 +259,10 @@ class ServingModel:
         margin = per_seq.flops / self.rates.flops - per_seq.bytes / self.rates.bandwidth
         if margin <= 0:
             return None
-        return max(1, math.ceil(weights / self.rates.bandwidth / margin))
+        first = max(1, math.ceil(weights / self.rates.bandwidth / margin))
+        if self.max_batch is not None and first > self.max_batch:
+            return None  # the engine never batches that many
+        return first
 
     def limits(self, ttft_slo_ms: float, itl_slo_ms: float) -> ConcurrencyLimits:
         prefill = _largest_meeting(lambda b: self.ttft_s(b) * 1e3 <= ttft_slo_ms)

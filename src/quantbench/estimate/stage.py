@@ -30,6 +30,7 @@ from quantbench.estimate.formats import WeightBytes
 from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec
 from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.machine import with_shape_probes
+from quantbench.estimate.pairs import BenchPair, PairPrediction, WorkloadShape, predict_pairs
 from quantbench.estimate.serving import ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.schemas import io as schema_io
@@ -84,8 +85,9 @@ def comparison(
         engine = canonical(point.engine)
         held = held_weights(engine, arch, variant, weights) if variant is not None else weights
         return serving_model(
-            arch, held, hardware, settings, point.input_len, point.output_len, engine
-        )
+            arch, held, hardware, settings, point.input_len, point.output_len, engine,
+            point.max_batch,
+        )  # fmt: skip
 
     slo = settings.slo
     rows = compare_points(serving_for, points, slo.ttft_ms, slo.itl_ms)
@@ -184,13 +186,17 @@ def write_estimates(
     out_path: Path,
     measured: Sequence[MeasuredPoint] = (),
     calibration: HardwareSpec | None = None,
+    pairs: Mapping[str, BenchPair] | None = None,
+    workloads: Mapping[str, WorkloadShape] | None = None,
 ) -> EstimatesFile:
     """Every variant on every ``settings.hardware`` entry, written to one JSON file.
 
     The file (:class:`quantbench.schemas.estimate.EstimatesFile`) holds ``estimates`` (full
     results) and ``summary`` (one flat row each). Hardware is resolved once per entry, so
     ``this`` is measured at most once per run; with ``calibration`` (the ``calibrate`` stage's
-    output) ``this`` is that, and nothing is measured.
+    output) ``this`` is that, and nothing is measured. With a calibration, ``pairs`` and
+    ``workloads`` also get their predictions on this machine (``estimate.pairs``): every bench
+    pair, setting and closed-loop workload, as the bench will measure them.
     """
     specs = list(variants.values()) if isinstance(variants, Mapping) else list(variants)
     estimates: list[VariantEstimate] = []
@@ -216,6 +222,13 @@ def write_estimates(
                 VariantEstimate.model_validate({"hardware_name": hardware_name, **out})
             )
             summary.append(EstimateSummaryRow.model_validate(summary_row(out, hardware_name)))
-    payload = EstimatesFile(estimates=estimates, summary=summary)
+    predictions: list[PairPrediction] = []
+    if calibration is not None and pairs and workloads:
+        by_name = {v.name: v for v in specs}
+        predictions = predict_pairs(
+            read_architecture(model_dir), Path(model_dir), by_name, pairs, workloads,
+            THIS_MACHINE, calibration, settings,
+        )  # fmt: skip
+    payload = EstimatesFile(estimates=estimates, summary=summary, pairs=predictions)
     schema_io.write(out_path, payload)
     return payload

@@ -11,7 +11,12 @@ from typing import Any
 from quantbench.report import charts
 from quantbench.report.best_config import best_config
 from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
-from quantbench.report.estimates import EstimateRow, estimate_rows, preferred_hardware
+from quantbench.report.estimates import (
+    EstimateRow,
+    band_summary,
+    estimate_rows,
+    preferred_hardware,
+)
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
@@ -143,6 +148,8 @@ class WorkloadSection:
     """What the workload's requests were made of (traffic_text)."""
     tuning: list[str] = field(default_factory=list)
     """Per pair that swept its settings: its best against its defaults (report.tuning)."""
+    estimate_band: list[str] = field(default_factory=list)
+    """How many planning figures the estimate got within ±25 %, and what missed (band_summary)."""
 
     @property
     def name(self) -> str:
@@ -289,7 +296,13 @@ def build_report(
         gains = [g.text() for g in tuning_gains(inputs, profile)]
         sections.append(
             WorkloadSection(
-                profile, by_key[profile.key], extra, est_rows, traffic_text(inputs, w), gains
+                profile,
+                by_key[profile.key],
+                extra,
+                est_rows,
+                traffic_text(inputs, w),
+                gains,
+                band_summary(est_rows),
             )
         )
     _fill(views)
@@ -374,6 +387,7 @@ def build_report(
             title,
             {x.name: x.traffic for x in sections},
             {x.name: x.tuning for x in sections},
+            {x.name: x.estimate_band for x in sections},
         ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),

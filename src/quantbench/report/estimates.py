@@ -6,12 +6,20 @@ closed-loop point is put beside the estimate of its variant at the same concurre
 concurrencies the estimate did not cover are listed as such). Where the estimate stage itself
 compared measured points (``comparison.rows``), those rows are used as they are.
 
+Where the estimate stage predicted the bench pairs (``pairs`` in its file: each pair, setting and
+closed-loop workload at its own lengths, with the engine's batch limit), a measured row is put
+beside its own prediction; otherwise beside the variant's estimate at the same concurrency.
+
 Ratios read as in :mod:`quantbench.estimate.compare`: measured / estimated for TTFT and TPOT,
-estimated / measured for throughput, so a ratio above 1 always means reality was slower.
+estimated / measured for throughput, so a ratio above 1 always means reality was slower. The
+planning target (issue 18) is a band: |measured / estimated - 1| <= 25 % for TPOT at one stream
+and for output tokens/s at every load; :func:`band_summary` says how many figures are in it and,
+for each pair that misses, which part of the model is wrong.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from quantbench.report.inputs import PointKey, ReportInputs
@@ -19,6 +27,8 @@ from quantbench.report.profiles import Profile
 from quantbench.schemas.estimate import VariantEstimate
 
 PREFERRED_HARDWARE = "this"
+BAND = 0.25
+"""The planning band: |measured / estimated - 1| <= 25 %."""
 
 
 @dataclass
@@ -43,6 +53,8 @@ class EstimateRow:
     """'report' (matched here) or 'estimate stage' (its own comparison rows)."""
     hardware_label: str = ""
     """The hardware entry's own name (``hardware`` may be the path of a saved JSON)."""
+    max_batch: int | None = None
+    """Requests the engine runs at once with the row's setting, as the prediction assumed."""
 
     @staticmethod
     def _ratio(a: float | None, b: float | None) -> float | None:
@@ -59,6 +71,22 @@ class EstimateRow:
     @property
     def output_tps_ratio(self) -> float | None:
         return self._ratio(self.estimated_output_tps, self.measured_output_tps)
+
+    @property
+    def band_errors(self) -> dict[str, float]:
+        """measured / estimated - 1 for the figures the planning band covers: TPOT at one
+        stream, output tokens/s at every load."""
+        out = {}
+        if self.concurrency == 1 and self.tpot_ratio is not None:
+            out["TPOT"] = self.tpot_ratio - 1
+        if self.output_tps_ratio:
+            out["output tok/s"] = 1 / self.output_tps_ratio - 1
+        return out
+
+    @property
+    def within_band(self) -> bool | None:
+        errors = self.band_errors
+        return all(abs(e) <= BAND for e in errors.values()) if errors else None
 
     @property
     def within_2x(self) -> bool | None:
@@ -119,16 +147,44 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
             )
         return rows, notes
     missing_variants: set[str] = set()
+    predicted = {(p.pair, p.server_point, p.workload): p for p in inputs.predictions}
     for judged in profile.rows:
         row = judged.row
         if not row.measured or row.load_kind != "concurrency" or row.load_value is None:
+            continue
+        key = PointKey(judged.pair, row.server_point, row.workload, row.load_point)
+        prediction = predicted.get((judged.pair, row.server_point, row.workload))
+        own = prediction.at(int(row.load_value)) if prediction is not None else None
+        if prediction is not None and own is not None:
+            rows.append(
+                EstimateRow(
+                    pair=judged.pair,
+                    variant=judged.variant,
+                    engine=judged.engine,
+                    server_point=row.server_point,
+                    load_point=row.load_point,
+                    concurrency=int(row.load_value),
+                    hardware=prediction.hardware_name,
+                    estimate_engine=prediction.engine,
+                    estimated_ttft_ms=own.ttft_ms,
+                    measured_ttft_ms=row.metric("ttft_p50_ms"),
+                    estimated_tpot_ms=own.itl_ms,
+                    measured_tpot_ms=row.metric("tpot_p50_ms"),
+                    estimated_output_tps=own.output_tps,
+                    measured_output_tps=row.metric("output_throughput"),
+                    estimate_lengths=(prediction.input_len, prediction.output_len),
+                    measured_lengths=_measured_lengths(inputs, key),
+                    source="pair prediction",
+                    hardware_label=prediction.hardware_name,
+                    max_batch=prediction.max_batch,
+                )
+            )
             continue
         ests = by_variant.get(judged.variant, [])
         if not ests:
             missing_variants.add(judged.variant)
             continue
         concurrency = int(row.load_value)
-        key = PointKey(judged.pair, row.server_point, row.workload, row.load_point)
         lengths = _measured_lengths(inputs, key)
         for est in ests:
             point = est.at(concurrency)
@@ -162,3 +218,58 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
     for variant in sorted(missing_variants):
         notes.append(f"no estimate for variant {variant} in reports/estimate/estimates.json")
     return rows, notes
+
+
+# Which part of the model a missed figure points at: (part, which figures, what they are).
+_PARTS = (
+    (
+        "the decode step: bandwidth, per-step overhead",
+        lambda row, name: name == "TPOT",
+        "TPOT at one stream",
+    ),
+    (
+        "a request alone: prefill, decode and per-request overhead",
+        lambda row, name: name == "output tok/s" and row.concurrency == 1,
+        "output tok/s at one stream",
+    ),
+    (
+        "serving many: batched steps, the engine's batch limit, prompts mixed into steps",
+        lambda row, name: name == "output tok/s" and row.concurrency > 1,
+        "output tok/s above one stream",
+    ),
+)
+
+
+def band_summary(rows: Sequence[EstimateRow]) -> list[str]:
+    """How many planning figures of this machine (the estimate for ``this`` beside what was
+    measured on it) lie within the band, and for each pair and setting that misses,
+    which part of the model is wrong and by how much (``_PARTS``): the decode step (TPOT at one
+    stream), a request alone (throughput at one stream: prefill and per-request overhead too),
+    or serving many (throughput above one stream)."""
+    here = [row for row in rows if row.hardware.lower() == PREFERRED_HARDWARE]  # measured here
+    judged = [(row, name, err) for row in here for name, err in row.band_errors.items()]
+    if not judged:
+        return []
+    inside = sum(abs(err) <= BAND for _, _, err in judged)
+    lines = [
+        f"{inside} of {len(judged)} planning figures within ±{BAND:.0%} (TPOT at one stream, "
+        "output tokens/s at every load; measured / estimated - 1)"
+    ]
+    by_pair: dict[str, list[tuple[EstimateRow, str, float]]] = {}
+    for item in judged:
+        by_pair.setdefault(f"{item[0].pair} {item[0].server_point}", []).append(item)
+    for label, items in sorted(by_pair.items()):
+        misses = [(row, name, err) for row, name, err in items if abs(err) > BAND]
+        parts = []
+        for part, rows_of, what in _PARTS:
+            errs = [err for row, name, err in misses if rows_of(row, name)]
+            if errs:
+                worst = max(errs, key=abs)
+                parts.append(
+                    f"{what} off by {worst:+.0%}"
+                    + (f" ({len(errs)} loads)" if len(errs) > 1 else "")
+                    + f" ({part})"
+                )
+        if parts:
+            lines.append(f"{label}: " + "; ".join(parts))
+    return lines

@@ -21,7 +21,7 @@ from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import HEADLINE_FIGURES, BenchRow, PairSummary
 from quantbench.schemas.env import EnvInfo
-from quantbench.schemas.estimate import EstimatesFile, VariantEstimate
+from quantbench.schemas.estimate import EstimatesFile, PairPrediction, VariantEstimate
 from quantbench.schemas.finetune import FinetuneReport
 from quantbench.schemas.merge import MergeReport
 from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
@@ -91,6 +91,7 @@ class ReportInputs:
     quality: dict[str, QualityReport] = field(default_factory=dict)
     variants: dict[str, VariantRecord] = field(default_factory=dict)
     estimates: list[VariantEstimate] = field(default_factory=list)
+    predictions: list[PairPrediction] = field(default_factory=list)
     env: EnvInfo | None = None
     merge: MergeReport | None = None
     finetune: FinetuneReport | None = None
@@ -177,9 +178,14 @@ def load_variants(
     return out
 
 
-def load_estimates(path: Path, problems: list[str]) -> list[VariantEstimate]:
+def load_estimates(
+    path: Path, problems: list[str]
+) -> tuple[list[VariantEstimate], list[PairPrediction]]:
+    """The variant estimates and the per-pair predictions (quantbench.estimate.pairs)."""
     found = read_output(path, EstimatesFile, problems)
-    return list(found.estimates) if found is not None else []
+    if found is None:
+        return [], []
+    return list(found.estimates), list(found.pairs)
 
 
 def _session(
@@ -270,7 +276,7 @@ def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> Repo
     inputs.quality = load_quality(root / paths.quality, problems)
     names = {p.variant for p in inputs.pairs.values()} | set(inputs.quality)
     inputs.variants = load_variants(root / paths.variants, names, problems)
-    inputs.estimates = load_estimates(root / paths.estimates, problems)
+    inputs.estimates, inputs.predictions = load_estimates(root / paths.estimates, problems)
     inputs.env = read_output(root / paths.env, EnvInfo, problems)
     inputs.merge = read_output(root / paths.merge, MergeReport, problems)
     inputs.finetune = read_output(root / paths.finetune, FinetuneReport, problems)

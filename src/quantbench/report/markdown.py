@@ -134,6 +134,7 @@ def summary_markdown(
     title: str,
     traffic: dict[str, str] | None = None,
     tuning: dict[str, list[str]] | None = None,
+    estimate_band: dict[str, list[str]] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -174,6 +175,10 @@ def summary_markdown(
                 "best, same SLO; 95 % interval):"
             )
             parts += ["", *(f"- {md(g)}" for g in gains), ""]
+        band = (estimate_band or {}).get(profile.workload) or []
+        if band:
+            parts.append(f"Estimate against measurement: {md(band[0])}.")
+            parts += ["", *(f"- {md(b)}" for b in band[1:]), ""] if band[1:] else [""]
         for extra in recs:
             p = extra.profile
             if p.workload != profile.workload or p.is_default:

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from quantbench.estimate.compare import ComparisonRow, FittedEfficiency
 from quantbench.estimate.estimator import EstimateResult
 from quantbench.estimate.formats import WeightBytes
+from quantbench.estimate.pairs import PairPrediction
 from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 
@@ -91,17 +92,26 @@ class EstimatesFile(StageOutput):
 
     OUTPUT: ClassVar[str] = "reports/estimate/estimates.json"
     STAGE: ClassVar[str] = "estimate"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+    # 2: per-pair predictions (``pairs``) and the engine's queue in each point; a version-1
+    # file has neither and reads as it is
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: stamp(2)}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     estimates: list[VariantEstimate]
     summary: list[EstimateSummaryRow]
+    pairs: list[PairPrediction] = Field(
+        default_factory=list,
+        description="Each bench pair, setting and closed-loop workload on this machine, at the "
+        "concurrencies the bench measures (quantbench.estimate.pairs); empty without a "
+        "calibration.",
+    )
 
 
 __all__ = [
     "EstimateComparison",
     "EstimateSummaryRow",
     "EstimatesFile",
+    "PairPrediction",
     "StoredWeightBytes",
     "VariantEstimate",
 ]
