@@ -9,6 +9,9 @@ within the two winners' intervals).
 
     python benchmarks/search_vs_grid.py gguf-q4_k_m-llamacpp --sweep parallel=1,4 --max 16
 
+`--modes search,unraced` compares the search with and without the race across settings
+(`bench.search.race`) and skips the grid; `--modes search,unraced,grid` runs all three.
+
 It reads what `make repro` built (models/variants, reports/workloads, reports/quality) and the
 params of the pair, its engine and the workload (`--workload`, default the first). The table of
 docs/BENCH.md ("Search against grid") was measured this way.
@@ -63,7 +66,10 @@ def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
         ReferenceAnswer.from_dict(r)
         for r in schema_io.read(quality, QualityReport, name=pair.variant).served_reference
     ]
-    search = {"kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm}
+    search = {
+        "kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm,
+        "race": mode != "unraced",
+    }  # fmt: skip
     job = PairJob(
         name=args.pair,
         artifact=load_artifact(Path("models/variants") / pair.variant, name=pair.variant),
@@ -73,7 +79,12 @@ def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
         traffic={name: Traffic.read(Path("reports/workloads"), name)},
         slo=slo_section(params),
         bench=BenchSettings.model_validate(
-            {**bench.model_dump(), "mode": mode, "search": search, "pairs": {}}
+            {
+                **bench.model_dump(),
+                "mode": "grid" if mode == "grid" else "search",
+                "search": search,
+                "pairs": {},
+            }
         ),
         references=references,
     )
@@ -100,6 +111,25 @@ def agree(a: BenchRow | None, b: BenchRow | None, metric: str) -> str:
     return "no"
 
 
+def edges_text(summary: PairSummary) -> str:
+    """Each setting's edge: the search's (with its interval, and why it stopped early), or the
+    highest rankable load of a grid."""
+    if summary.mode == "grid":
+        passing: dict[str, int] = {}
+        for r in summary.rows:
+            if r.rankable and r.shape:
+                c = int(r.shape["concurrency"])
+                passing[r.server_point] = max(passing.get(r.server_point, 0), c)
+        return "; ".join(f"{k}: {v}" for k, v in sorted(passing.items()))
+    return "; ".join(
+        f"{s.server_point}: {q.edge if q.edge is None else f'{q.edge:g}'}"
+        + (f" [{q.interval[0]:g}, {q.interval[1]:g}]" if q.interval else "")
+        + (f" (dropped after {q.runs} run(s))" if q.dropped else "")
+        for s in summary.servers
+        for q in s.search.values()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pair", help="a bench.pairs entry (its variant must be built)")
@@ -108,44 +138,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confirm", type=int, default=1, help="search.confirm (default 1)")
     parser.add_argument("--workload", help="default: the first of workloads:")
     parser.add_argument("--params", default="params.yaml")
+    parser.add_argument(
+        "--modes", default="search,grid", help="of search, unraced (search.race off), grid"
+    )
     args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - {"search", "unraced", "grid"}
+    if unknown or "search" not in modes or len(modes) < 2:
+        parser.error("--modes: search and at least one of unraced, grid")
     results: dict[str, tuple[PairSummary, float, str]] = {}
-    for mode in ("search", "grid"):
+    for mode in modes:
         job, workload = job_for(args, mode)
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"qb-{mode}-") as out:
             summary = run_pair(job, Path(out))
         results[mode] = (summary, time.monotonic() - started, workload)
         print(f"{mode}: {len(summary.rows)} runs in {results[mode][1]:.0f} s", file=sys.stderr)
-    grid, grid_s, workload = results["grid"]
-    search, search_s, _ = results["search"]
-    metric = grid.ranked_by
-    g_best, s_best = grid.best.get(workload), search.best.get(workload)
+    search, _, workload = results["search"]
+    metric = search.ranked_by
     print(f"| mode | runs | wall s | winner ({metric}, tok/s) | edges per setting |")
     print("|---|---|---|---|---|")
-    edges = "; ".join(
-        f"{s.server_point}: {q.edge if q.edge is None else f'{q.edge:g}'}"
-        + (f" [{q.interval[0]:g}, {q.interval[1]:g}]" if q.interval else "")
-        for s in search.servers
-        for q in s.search.values()
-    )
-    passing = {}
-    for r in grid.rows:
-        if r.rankable and r.shape:
-            c = int(r.shape["concurrency"])
-            passing[r.server_point] = max(passing.get(r.server_point, 0), c)
-    grid_edges = "; ".join(f"{k}: {v}" for k, v in sorted(passing.items()))
-    print(
-        f"| grid | {len(grid.rows)} | {grid_s:.0f} | {winner_text(g_best, metric)} | {grid_edges} |"
-    )
-    print(
-        f"| search | {len(search.rows)} | {search_s:.0f} | {winner_text(s_best, metric)} | {edges} |"
-    )
+    for mode, (summary, seconds, _) in results.items():
+        print(
+            f"| {mode} | {len(summary.rows)} | {seconds:.0f} | "
+            f"{winner_text(summary.best.get(workload), metric)} | {edges_text(summary)} |"
+        )
     print()
-    print(
-        f"Search/grid runs: {len(search.rows)}/{len(grid.rows)} = "
-        f"{len(search.rows) / len(grid.rows):.0%}; same winner: {agree(s_best, g_best, metric)}."
-    )
+    s_best = search.best.get(workload)
+    for mode, (summary, _, _) in results.items():
+        if mode == "search":
+            continue
+        print(
+            f"search/{mode} runs: {len(search.rows)}/{len(summary.rows)} = "
+            f"{len(search.rows) / len(summary.rows):.0%}; same winner: "
+            f"{agree(s_best, summary.best.get(workload), metric)}."
+        )
     return 0
 
 

@@ -177,6 +177,36 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     assert info.runs < info.grid_size == 8
 
 
+def test_a_setting_that_cannot_reach_the_leader_stops_after_one_run(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    # Every setting used to run its whole search (grow, bisect, confirm) even when its first run
+    # showed it could not win: 60 ms a token is at most ~17 tok/s a stream, ~67 at 4 streams,
+    # far below what 2 ms a token delivers at one stream already.
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 60.0]})
+    slo = "tpot:p50<=100ms"  # both settings meet it at every load: only throughput tells them apart
+    search = {"start": 1, "max": 4, "num_requests": 8}
+    raced = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo,
+            bench=BenchSettings(mode="search", search=search)),
+        tmp_path / "raced",
+    )  # fmt: skip
+    fast, slow = (s.search["chat"] for s in raced.servers)
+    assert fast.dropped is None and fast.edge == 4
+    assert slow.runs == 1 and slow.dropped is not None
+    assert "cannot reach the leader (itl_ms=2.0" in slow.dropped
+    assert raced.best["chat"].server_point == "itl_ms=2.0"
+    # without the race the slow setting runs its whole search to the same end
+    full = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo,
+            bench=BenchSettings(mode="search", search={**search, "race": False})),
+        tmp_path / "full",
+    )  # fmt: skip
+    assert full.servers[1].search["chat"].runs > 1
+    assert full.best["chat"].server_point == "itl_ms=2.0"
+    assert no_fake_servers_left()
+
+
 def test_each_workload_keeps_its_own_search(fake_engine, fake_artifact, tmp_path) -> None:
     """One server, two workloads in search mode: the second search overwrote the first."""
     settings = FakeSettings(itl_ms=4.0)

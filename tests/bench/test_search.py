@@ -7,7 +7,13 @@ import random
 
 import pytest
 
-from quantbench.bench.search import edge_interval, edge_of, find_edge, isotonic_pass_rates
+from quantbench.bench.search import (
+    edge_interval,
+    edge_of,
+    find_edge,
+    isotonic_pass_rates,
+    reach_bound,
+)
 
 
 def surface(rates: dict[int, float], seed: int):  # type: ignore[no-untyped-def]
@@ -105,3 +111,31 @@ def test_a_budget_stops_the_search_with_what_it_has() -> None:
     result = find_edge(lambda load: load <= 40, 1, 64, max_runs=4)
     assert result.runs == 4 and result.edge == 8  # 1, 2, 4, 8 passed; 16 was never run
     claims_only_what_it_ran(result)
+
+
+def test_a_setting_that_cannot_win_stops_at_once_and_says_why() -> None:
+    # The race across settings: after each run the caller may give up (the setting's bound is
+    # below the leader); the search stops there, keeps what it ran and says why.
+    asked = []
+
+    def give_up() -> str | None:
+        asked.append(1)
+        return "cannot reach the leader" if len(asked) >= 2 else None
+
+    result = find_edge(lambda load: load <= 40, 1, 64, give_up=give_up)
+    assert result.runs == 2 and result.dropped == "cannot reach the leader"
+    assert result.edge == 2  # 1 and 2 ran and passed; nothing above was claimed
+    claims_only_what_it_ran(result)
+    assert find_edge(lambda load: load <= 40, 1, 64, give_up=lambda: None).dropped is None
+
+
+def test_the_throughput_bound_scales_with_streams_up_to_the_reach() -> None:
+    # c=1 measured at most 40 tok/s: c streams deliver at most 40 c (a stream gets no faster)
+    assert reach_bound([(1, 40.0)], reach=8) == pytest.approx(320.0)
+    # with a batch limit of 1 more clients only queue: 40 is all it can do
+    assert reach_bound([(1, 40.0)], reach=1) == pytest.approx(40.0)
+    # each concurrency takes the tightest bound measured at or below it: c=2 at 50 caps c=8 at 200
+    assert reach_bound([(1, 40.0), (2, 50.0)], reach=8) == pytest.approx(200.0)
+    # what was measured stands even above the reach
+    assert reach_bound([(1, 40.0), (4, 90.0)], reach=2) == pytest.approx(90.0)
+    assert reach_bound([], reach=8) is None

@@ -268,7 +268,7 @@ PINNED: dict[str, str] = {
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
-    "PairSummary": "v3:5786df89205d52c7",  # v3: each server's search per workload (v2 migrated)
+    "PairSummary": "v4:cb689dbe1d730371",  # v4: a search dropped by the race (SearchInfo.dropped)
 }
 
 

@@ -233,7 +233,8 @@ def rank_metric(rank_by_goodput: bool) -> str:
     return "good_output_throughput" if rank_by_goodput else "output_throughput"
 
 
-def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float]:
+def metric_bounds(row: dict[str, Any], metric: str) -> tuple[float, float]:
+    """(low, high) of a row's figure: its interval, or the value itself when it has none."""
     value = float(row[metric])
     iv = (row.get("intervals") or {}).get(metric)
     if iv is None:
@@ -264,8 +265,8 @@ def pick_best(
     if not candidates:
         return None, [], "no row met its SLO and every check"
     leader = max(candidates, key=lambda r: float(r[metric]))
-    lo, _ = _bounds(leader, metric)
-    tied = [r for r in candidates if r is not leader and _bounds(r, metric)[1] >= lo]
+    lo, _ = metric_bounds(leader, metric)
+    tied = [r for r in candidates if r is not leader and metric_bounds(r, metric)[1] >= lo]
     what = metric.replace("_", " ")
     if not tied:
         return leader, [], f"the highest {what}, separable from the rest"

@@ -20,9 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from quantbench import slo as slo_mod
-from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best, rank_metric
+from quantbench.bench.results import (
+    checks,
+    failed_row,
+    fold_repeats,
+    metric_bounds,
+    pick_best,
+    rank_metric,
+)
 from quantbench.bench.resume import PartialStore
-from quantbench.bench.search import find_edge, grid_size
+from quantbench.bench.search import find_edge, grid_size, reach_bound
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings
@@ -168,11 +175,63 @@ def _search_point(job: PairJob, load: float, run: int = 1) -> LoadPoint:
     return point
 
 
+def _ranked_by_goodput(job: PairJob, workload: str) -> bool:
+    text = job.slo_for(workload)
+    return bool(slo_mod.per_request(slo_mod.parse_slo(text))) if text.strip() else False
+
+
+def _race(
+    job: PairJob,
+    workload: str,
+    earlier: Sequence[dict[str, Any]],
+    mine: Sequence[dict[str, Any]],
+    max_batch: int | None,
+) -> Callable[[], str | None] | None:
+    """The search's ``give_up`` for one server setting and workload (bench.search.race): a reason
+    once this setting's throughput bound (``reach_bound`` over its rows so far) lies below the
+    low end of the best earlier setting's interval; None before there is a leader."""
+    search = job.bench.search
+    if not search.race or search.kind != "concurrency":
+        return None
+    by_goodput = _ranked_by_goodput(job, workload)
+    leader, _, _ = pick_best([r for r in earlier if r["workload"] == workload], by_goodput)
+    if leader is None:
+        return None
+    metric = rank_metric(by_goodput)
+    floor = metric_bounds(leader, metric)[0]
+    reach = int(search.max) if max_batch is None else min(int(search.max), max_batch)
+
+    def give_up() -> str | None:
+        measured = [
+            (int(r["shape"]["concurrency"]), metric_bounds(r, metric)[1])
+            for r in mine
+            if r["workload"] == workload
+            and r.get(metric) is not None
+            and (r.get("shape") or {}).get("concurrency")
+        ]
+        bound = reach_bound(measured, reach)
+        if bound is None or bound >= floor:
+            return None
+        limit = f"its batch limit {reach}" if reach == max_batch else f"search.max {reach}"
+        return (
+            f"cannot reach the leader ({leader['server_point']} at {leader['load_point']}, "
+            f"{floor:.1f} {metric.replace('_', ' ')} at the low end of its interval): at most "
+            f"{bound:.1f} at any concurrency up to {limit}"
+        )
+
+    return give_up
+
+
 def _run_search(
-    job: PairJob, runner: _PointRunner, workload: str, keep: Callable[[dict[str, Any]], Any]
+    job: PairJob,
+    runner: _PointRunner,
+    workload: str,
+    keep: Callable[[dict[str, Any]], Any],
+    give_up: Callable[[], str | None] | None = None,
 ) -> SearchInfo:
     """Find the SLO edge, handing each tried point's row to `keep` as soon as it is measured
-    (so a server that dies half-way through the search keeps the points measured before)."""
+    (so a server that dies half-way through the search keeps the points measured before);
+    ``give_up`` (the race across settings) may stop it early."""
     search = job.bench.search
     integer = search.kind == "concurrency"
     spec = job.workloads[workload]
@@ -195,7 +254,10 @@ def _run_search(
         confirm=search.confirm,
         max_runs=search.max_runs,
         confidence=job.bench.confidence,
+        give_up=give_up,
     )
+    if edge.dropped:
+        log.info("%s %s: search stopped: %s", job.name, workload, edge.dropped)
     return SearchInfo(
         kind=search.kind,
         edge=edge.edge,
@@ -205,6 +267,7 @@ def _run_search(
         fitted={f"{load:g}": rate for load, rate in sorted(edge.fitted.items())},
         interval=list(edge.interval) if edge.interval is not None else None,
         confidence=edge.confidence,
+        dropped=edge.dropped,
     )
 
 
@@ -215,9 +278,14 @@ def _planned(job: PairJob) -> list[tuple[str, int]]:
 
 
 def _run_server_point(
-    job: PairJob, server_label: str, settings: EngineSettings, out_dir: Path
+    job: PairJob,
+    server_label: str,
+    settings: EngineSettings,
+    out_dir: Path,
+    earlier: Sequence[dict[str, Any]] = (),
 ) -> tuple[list[dict[str, Any]], ServerPoint, int]:
-    """One server setting: its rows (reused or measured), its server record, points reused."""
+    """One server setting: its rows (reused or measured), its server record, points reused.
+    ``earlier``: the rows of the settings run before it (the leader a search races)."""
     store = job.store
     planned = _planned(job)
     common = {"server_point": server_label, "settings": _changed(settings, job.settings)}
@@ -273,8 +341,10 @@ def _run_server_point(
                     done.append(row)
                     return row
 
+                max_batch = job.engine.max_batch(settings)
                 for w in job.workloads:
-                    searches[w] = _run_search(job, runner, w, keep)
+                    race = _race(job, w, earlier, done, max_batch)
+                    searches[w] = _run_search(job, runner, w, keep, race)
     except (ServerError, PortInUseError) as exc:
         error = str(exc)
         log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
@@ -326,7 +396,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     started = time.time()
     resumed = 0
     for server_label, settings in server_points:
-        done, info, reused = _run_server_point(job, server_label, settings, out_dir)
+        done, info, reused = _run_server_point(job, server_label, settings, out_dir, rows)
         rows += done
         servers.append(info)
         resumed += reused
@@ -336,8 +406,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     decided: dict[str, str] = {}
     rank_goodput = False
     for w in job.workloads:
-        constraints = slo_mod.parse_slo(job.slo_for(w)) if job.slo_for(w).strip() else []
-        by_goodput = bool(slo_mod.per_request(constraints))
+        by_goodput = _ranked_by_goodput(job, w)
         rank_goodput = rank_goodput or by_goodput
         mine = [r for r in rows if r["workload"] == w]
         winner, tied, rule = pick_best(mine, by_goodput, lambda r: peak.get(r["server_point"]))

@@ -14,6 +14,10 @@ The edge's interval is a bootstrap over the runs (each load's outcomes resampled
 edge taken again), like AIPerf's; with one run per load and a clean cliff it is the edge itself.
 
 The runs it took are reported next to the grid's size, so the saving is visible.
+
+Across server settings the search races (``give_up``): a setting stops as soon as what it measured
+shows it cannot reach the leader found so far beyond noise (:func:`reach_bound`), so runs go where
+they can still change the answer, as successive halving would, without restarting any server.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class EdgeResult:
     interval: tuple[float, float] | None = None
     """Bootstrap interval of the edge over tried loads (None: no load passed)."""
     confidence: float = 0.95
+    dropped: str | None = None
+    """Why the search stopped before its edge was settled (``give_up``'s reason), if it did."""
 
     @property
     def runs(self) -> int:
@@ -109,10 +115,12 @@ def find_edge(
     confirm: int = 1,
     max_runs: int | None = None,
     confidence: float = 0.95,
+    give_up: Callable[[], str | None] | None = None,
 ) -> EdgeResult:
     """Search [start, maximum] for the largest load where ``passes(load)`` holds (see the module
     docstring). ``confirm``: extra runs of each of the two loads around the edge (0: one run per
-    load, the plain grow-then-bisect). ``max_runs``: stop there whatever the state.
+    load, the plain grow-then-bisect). ``max_runs``: stop there whatever the state. ``give_up``,
+    asked after every run: a reason to stop now (the setting cannot win), or None to go on.
 
     integer: loads are whole numbers (concurrency) and the bracket closes at adjacent integers;
     otherwise (rates) when (high - low) / high <= precision.
@@ -122,11 +130,16 @@ def find_edge(
 
     def run(load: float) -> None:
         result.tried.append((load, passes(load)))
+        if give_up is not None and result.dropped is None:
+            result.dropped = give_up()
+
+    def out_of_runs() -> bool:
+        return result.runs >= budget or result.dropped is not None
 
     def verdict(load: float) -> bool | None:
         """The load's fitted verdict, running it first if it never ran (None: out of budget)."""
         if all(x != load for x, _ in result.tried):
-            if result.runs >= budget:
+            if out_of_runs():
                 return None
             run(load)
         return isotonic_pass_rates(result.tried)[load] >= PASS_RATE
@@ -141,7 +154,7 @@ def find_edge(
     high: float | None = None  # lowest load believed to fail
     load = start
     confirmed: set[float] = set()
-    while result.runs < budget:
+    while not out_of_runs():
         if high is None:  # grow
             ok = verdict(load)
             if ok is None:
@@ -168,7 +181,7 @@ def find_edge(
             break
         for x in bracket:
             for _ in range(confirm):
-                if result.runs < budget:
+                if not out_of_runs():
                     run(x)
             confirmed.add(x)
         fitted = isotonic_pass_rates(result.tried)
@@ -191,6 +204,27 @@ def find_edge(
     if result.edge is not None:
         result.interval = edge_interval(result.tried, confidence)
     return result
+
+
+def reach_bound(measured: list[tuple[int, float]], reach: int) -> float | None:
+    """The most a setting could deliver at any concurrency from its lowest measured one up to
+    ``reach``, from ``(concurrency, upper end of its throughput interval)`` measured so far.
+
+    In a closed loop throughput is concurrency x per-stream rate, and a stream gets no faster as
+    concurrency rises (the assumption the search already makes of pass rates), so concurrency
+    ``c`` measured at most ``u`` bounds every ``c' >= c`` by ``u x c' / c``; each ``c'`` takes the
+    tightest of the bounds below it. ``reach`` is the highest concurrency that can count: the
+    search's maximum, or the engine's batch limit when it has one (more clients only queue, at
+    the batch limit's throughput). None when nothing was measured.
+    """
+    points = sorted((int(c), u) for c, u in measured if c >= 1)
+    if not points:
+        return None
+    lowest = points[0][0]
+    best = max(u for _, u in points)  # what was measured stands whatever the reach
+    for target in range(lowest, max(lowest, int(reach)) + 1):
+        best = max(best, min(u * target / c for c, u in points if c <= target))
+    return best
 
 
 def grid_size(start: float, maximum: float, integer: bool, precision: float) -> int:

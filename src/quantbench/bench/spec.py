@@ -56,6 +56,13 @@ class SearchSettings(Settings):
     max_runs: int | None = Field(
         None, gt=0, description="Stop after this many runs whatever the state (None: no cap)."
     )
+    race: bool = Field(
+        True,
+        description="Across server settings (concurrency search): stop a setting's search as "
+        "soon as what it measured shows it cannot reach the best setting so far beyond noise "
+        "(its throughput bound up to search.max, or up to its engine's batch limit, below the "
+        "leader's interval). Put the setting you expect to win first in the sweep.",
+    )
 
     @model_validator(mode="after")
     def _start_below_max(self) -> SearchSettings:

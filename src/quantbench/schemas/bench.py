@@ -189,6 +189,11 @@ class SearchInfo(Strict):
         "that were run (None: no load passed).",
     )
     confidence: float = Field(0.95, description="Of the interval.")
+    dropped: str | None = Field(
+        None,
+        description="Why the search stopped early: the setting could not reach the leader "
+        "(bench.search.race).",
+    )
 
 
 class ServedCheck(Strict):
@@ -236,9 +241,13 @@ class PairSummary(StageOutput):
     STAGE: ClassVar[str] = "bench@{pair}"
     # version 2: rows per workload with intervals and checks, best per workload, ties
     # version 3: each server's search per workload (version 2 kept only the last workload's)
-    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3, nested=_searches_by_workload)}
+    # version 4: a search may be dropped by the race across settings (SearchInfo.dropped)
+    MIGRATIONS: ClassVar[Migrations] = {
+        2: stamp(3, nested=_searches_by_workload),
+        3: stamp(4),
+    }
 
-    schema_version: Literal[3] = version(3)
+    schema_version: Literal[4] = version(4)
     pair: str
     variant: str
     format: str
