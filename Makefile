@@ -68,7 +68,7 @@ repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing c
 
 test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
 	$(PY) tools/dag.py --check
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: llamacpp $(DEV_STAMP)  ## run only the fast unit tests
 	$(PY) -m pytest -m "not slow and not server and not e2e" $(PYTEST_ARGS)

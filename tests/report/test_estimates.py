@@ -10,7 +10,7 @@ from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
-from quantbench.report.estimates import EstimateRow, band_summary, estimate_rows
+from quantbench.report.estimates import EstimateRow, band_summary, edge_rows, estimate_rows
 from quantbench.report.inputs import load_inputs
 from quantbench.report.profiles import judge_profiles
 from quantbench.report.spec import ReportSettings
@@ -60,6 +60,38 @@ def test_a_row_is_put_beside_its_own_pair_setting_and_workload(inputs):
     # pairs the estimate stage did not predict keep the variant's estimate
     others = [r for r in rows if r.pair != "bf16-transformers"]
     assert others and all(r.source == "report" for r in others)
+
+
+def test_the_predicted_slo_edge_is_put_beside_the_measured_one(inputs):
+    from quantbench.estimate.pipeline import slo_targets
+
+    (chat,) = [
+        p
+        for p in judge_profiles(inputs, FIXTURE_SLO, ReportSettings(), workloads=FIXTURE_WORKLOADS)
+        if p.key == "chat"
+    ]
+    edges = {e.server_point: e for e in edge_rows(inputs, chat)}
+    assert set(edges) == {"continuous_batching=off", "continuous_batching=on"}  # predicted pairs
+    limits = slo_targets(chat.slo)  # ttft:p90<=500ms; tpot:p50<=60ms
+    for label, edge in edges.items():
+        prediction = next(
+            p for p in inputs.predictions if (p.server_point, p.workload) == (label, "chat")
+        )
+        meeting = [
+            p.concurrency
+            for p in prediction.points
+            if p.ttft_ms <= limits.ttft_ms and p.itl_ms <= limits.itl_ms and p.fits_memory
+        ]
+        assert edge.predicted == (max(meeting) if meeting else None)
+        rows = [
+            j
+            for j in chat.rows
+            if j.pair == "bf16-transformers" and j.row.server_point == label and j.row.measured
+        ]
+        passing = [int(j.row.load_value) for j in rows if j.rankable]
+        assert edge.measured == (max(passing) if passing else None)
+        assert edge.measured_loads == [1, 4]
+        assert "predicted" in edge.text and "on the means" in edge.text
 
 
 def _row(concurrency, tpot=None, tps=None, pair="p", setting="default"):

@@ -36,20 +36,25 @@ def ci_params(source: Path) -> dict:
     for recipe in params["variants"].values():
         if recipe["format"] in ("gptq", "awq"):
             recipe["calibration"] = {"samples": 8, "max_tokens": 256}
-    params["evaluate"].update(max_tokens=1024, heldout_limit=6)
-    for workload in params["workloads"].values():  # every workload, at two small points
+    params["evaluate"].update(max_tokens=512, heldout_limit=6)
+    for workload in params["workloads"].values():  # every workload, at small points
         workload.pop("precision", None)
+        single_turn = workload.get("use") != "multi-turn"
         workload.update(
             num_requests=4,
             warmup_requests=1,
             # limits on every request (max): decided from 4 requests, so each workload has a
             # winner to deploy (a p90 would need 36 requests and stay undecided)
             slo="ttft<=30s; tpot<=2s",
+            # two loads where a conversation is one request; conversations of several turns
+            # and their think times take a minute a point on 2 cores, so one load and short
+            # thinks there (the stage, the records and the report are the same code either way)
             load=[
-                {"kind": "concurrency", "concurrency": 1},
-                {"kind": "concurrency", "concurrency": 2},
+                {"kind": "concurrency", "concurrency": c} for c in ((1, 2) if single_turn else (2,))
             ],
         )
+        if not single_turn:
+            workload["think_scale"] = 0.02
     params["estimate"]["hardware"] = ["this", "L4"]
     # the 4-bit vLLM pairs the default run leaves out for its 30-minute budget: CI still serves
     # every quantization format through a real engine

@@ -14,6 +14,7 @@ from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
 from quantbench.report.estimates import (
     EstimateRow,
     band_summary,
+    edge_rows,
     estimate_rows,
     preferred_hardware,
 )
@@ -150,6 +151,8 @@ class WorkloadSection:
     """Per pair that swept its settings: its best against its defaults (report.tuning)."""
     estimate_band: list[str] = field(default_factory=list)
     """How many planning figures the estimate got within ±25 %, and what missed (band_summary)."""
+    edges: list[str] = field(default_factory=list)
+    """The SLO edge predicted against measured, per pair and setting (edge_rows)."""
 
     @property
     def name(self) -> str:
@@ -303,6 +306,7 @@ def build_report(
                 traffic_text(inputs, w),
                 gains,
                 band_summary(est_rows),
+                [e.text for e in edge_rows(inputs, profile)],
             )
         )
     _fill(views)
@@ -388,6 +392,7 @@ def build_report(
             {x.name: x.traffic for x in sections},
             {x.name: x.tuning for x in sections},
             {x.name: x.estimate_band for x in sections},
+            {x.name: x.edges for x in sections},
         ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),

@@ -273,3 +273,80 @@ def band_summary(rows: Sequence[EstimateRow]) -> list[str]:
         if parts:
             lines.append(f"{label}: " + "; ".join(parts))
     return lines
+
+
+@dataclass
+class EdgeRow:
+    """The SLO edge (the most streams that meet the workload's SLO) predicted and measured, for
+    one pair, setting and workload."""
+
+    pair: str
+    server_point: str
+    predicted: int | None
+    """The largest concurrency (1-16) the prediction says meets the SLO's TTFT and per-token
+    limits and fits in memory (None: not even one stream)."""
+    measured: int | None
+    """The largest measured concurrency whose row met the SLO and every check (None: none)."""
+    measured_loads: list[int]
+    limits: str
+
+    @property
+    def text(self) -> str:
+        def show(x: int | None) -> str:
+            return "none" if x is None else str(x)
+
+        loads = ", ".join(map(str, self.measured_loads))
+        measured = show(self.measured)
+        if self.measured is not None and self.measured == max(self.measured_loads):
+            measured = f"at least {measured}"  # the highest load measured passed
+        return (
+            f"{self.pair} {self.server_point}: predicted {show(self.predicted)}, measured "
+            f"{measured} (of loads {loads}; {self.limits})"
+        )
+
+
+def edge_rows(inputs: ReportInputs, profile: Profile) -> list[EdgeRow]:
+    """Predicted against measured SLO edge for each pair and setting the estimate predicted.
+
+    The prediction holds means, the SLO percentiles: the estimate's TTFT and TPOT are compared
+    with the SLO's tightest TTFT and per-token limits, whatever their percentile (said in
+    ``limits``). The measured edge is the largest concurrency whose row is rankable; a grid
+    that measured only a few loads bounds it only that finely (``measured_loads``)."""
+    from quantbench.estimate.pipeline import slo_targets
+
+    targets = slo_targets(profile.slo)
+    limits = f"TTFT <= {targets.ttft_ms:g} ms, TPOT <= {targets.itl_ms:g} ms on the means"
+    out = []
+    for prediction in inputs.predictions:
+        if prediction.workload != profile.workload:
+            continue
+        mine = [
+            judged
+            for judged in profile.rows
+            if judged.pair == prediction.pair
+            and judged.row.server_point == prediction.server_point
+            and judged.row.measured
+            and judged.row.load_kind == "concurrency"
+            and judged.row.load_value is not None
+        ]
+        if not mine:
+            continue
+        meeting = [
+            p.concurrency
+            for p in prediction.points
+            if p.ttft_ms <= targets.ttft_ms
+            and (p.itl_ms is None or p.itl_ms <= targets.itl_ms)
+            and p.fits_memory
+        ]
+        passing = [int(j.row.load_value) for j in mine if j.rankable]  # type: ignore[arg-type]
+        out.append(
+            EdgeRow(
+                pair=prediction.pair,
+                server_point=prediction.server_point,
+                predicted=max(meeting) if meeting else None,
+                measured=max(passing) if passing else None,
+                measured_loads=sorted({int(j.row.load_value) for j in mine}),  # type: ignore[arg-type]
+                limits=limits,
+            )
+        )
+    return out

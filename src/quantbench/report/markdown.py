@@ -135,6 +135,7 @@ def summary_markdown(
     traffic: dict[str, str] | None = None,
     tuning: dict[str, list[str]] | None = None,
     estimate_band: dict[str, list[str]] | None = None,
+    edges: dict[str, list[str]] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -179,6 +180,10 @@ def summary_markdown(
         if band:
             parts.append(f"Estimate against measurement: {md(band[0])}.")
             parts += ["", *(f"- {md(b)}" for b in band[1:]), ""] if band[1:] else [""]
+        edge = (edges or {}).get(profile.workload) or []
+        if edge:
+            parts.append("SLO edge (most streams meeting the SLO), predicted against measured:")
+            parts += ["", *(f"- {md(e)}" for e in edge), ""]
         for extra in recs:
             p = extra.profile
             if p.workload != profile.workload or p.is_default:
