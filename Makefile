@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 VARIANT ?= bf16
 ENGINE ?= transformers
 
-.PHONY: help setup base vllm llamacpp repro test test-fast lint format dag check-dag dag-deps serve faults clean clean-all
+.PHONY: help setup base vllm llamacpp repro plan plan-full sweep-full test test-fast lint format dag check-dag dag-deps serve faults clean clean-all
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -65,6 +65,15 @@ repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing c
 	$(PY) -m quantbench.cli validate --quiet
 	dvc repro
 	@echo "outputs: models/ (weights, DVC-cached) and reports/ (JSON reports)"
+
+plan: base  ## the bench stages' points and expected duration for params.yaml (after calibrate, workloads)
+	$(VENV)/bin/quantbench plan
+
+plan-full: base  ## the same for the full setting space (profiles/full-space.yaml), before running it
+	$(VENV)/bin/quantbench plan --profile profiles/full-space.yaml
+
+sweep-full: setup  ## print the full space's plan, then run it as a DVC experiment (hours on 2 cores)
+	$(VENV)/bin/quantbench plan --profile profiles/full-space.yaml --run
 
 test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
 	$(PY) tools/dag.py --check

@@ -112,6 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.set_defaults(handler=_mock_server)
 
+    from quantbench.bench.preview import add_plan_arguments, run_plan
+
+    plan = sub.add_parser(
+        "plan",
+        help="the bench stages' points and expected duration for params.yaml and -S overrides "
+        "(as dvc exp run takes them), before anything starts",
+    )
+    add_plan_arguments(plan)
+    plan.set_defaults(handler=run_plan)
+
     from quantbench.estimate.cli import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(

@@ -207,6 +207,9 @@ class Engine(ABC):
     """Other names measured points may give this engine (``llama.cpp``, a proxy of it)."""
     overhead_probe: ClassVar[bool] = False
     """Whether :meth:`measure_overhead` measures something (the calibration runs it)."""
+    startup_estimate_s: ClassVar[float] = 10.0
+    """Seconds a server typically takes to be ready, for `quantbench plan` where this pair has
+    not run yet (it uses the pair's own ``ready_seconds`` once it has)."""
 
     def serves(self, fmt: str) -> bool:
         return fmt in self.formats

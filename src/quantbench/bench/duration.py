@@ -1,0 +1,211 @@
+"""How long the bench stages will take, before any server starts (`quantbench plan`).
+
+For each bench pair, each server setting of its sweep and each workload, the points it will run
+and the time they take:
+
+* a grid point of ``c`` closed-loop streams sends its warm-up and measured conversations (the
+  most its precision target allows, or its ``num_requests``); a stream spends ``turns x E2E(c)
+  + (turns - 1) x think`` on one, so the point takes ``conversations x that / c``. An open-loop
+  point at ``r`` conversations a second takes ``conversations / r`` plus one conversation's
+  time to drain;
+* a search point runs the loads the search would try if the prediction were the truth (the
+  search itself run on the predicted pass/fail: where the edge is, how many runs it takes); the
+  race across settings (``search.race``) is not counted: it can only shorten the run;
+* each server start costs what it cost when this pair last ran (its ``ready_seconds``), else
+  the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check.
+
+E2E comes from the roofline's prediction for the pair, setting and workload on this machine
+(:mod:`quantbench.estimate.pairs`). Under batching on a CPU the roofline is optimistic (up to 2x
+on throughput, docs/ESTIMATE.md), so the plan is a lower bound there; the comparison against the
+default run's real durations is in docs/BENCH.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from quantbench.bench.search import find_edge
+from quantbench.bench.spec import BenchSettings
+from quantbench.estimate.pairs import PairPrediction
+from quantbench.estimate.pipeline import slo_targets
+from quantbench.load.spec import ClosedLoop, OpenLoop, WorkloadSpec
+
+SERVER_CHECK_S = 15.0
+"""Warm-up and the served check of one server start (a dozen short greedy answers)."""
+
+
+@dataclass(frozen=True)
+class TrafficShape:
+    """What one conversation of a workload is, on average (its generated traffic's summary)."""
+
+    turns: float = 1.0
+    think_s: float = 0.0
+
+
+@dataclass
+class PointPlan:
+    server_point: str
+    workload: str
+    load_point: str
+    conversations: int | None
+    seconds: float | None
+    note: str = ""
+
+
+@dataclass
+class PairPlan:
+    pair: str
+    engine: str
+    startup_s: float
+    points: list[PointPlan] = field(default_factory=list)
+    server_points: int = 1
+
+    @property
+    def seconds(self) -> float | None:
+        each = [p.seconds for p in self.points]
+        if any(s is None for s in each):
+            return None
+        return sum(s for s in each if s is not None) + self.server_points * (
+            self.startup_s + SERVER_CHECK_S
+        )
+
+
+def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: TrafficShape):  # type: ignore[no-untyped-def]
+    """One stream's time for one conversation at this concurrency (None: no prediction)."""
+    if prediction is None:
+        return None
+    point = prediction.at(max(1, min(concurrency, max(p.concurrency for p in prediction.points))))
+    if point is None:
+        return None
+    return shape.turns * point.e2e_s + max(0.0, shape.turns - 1) * shape.think_s
+
+
+def grid_point(
+    spec: WorkloadSpec,
+    i: int,
+    prediction: PairPrediction | None,
+    shape: TrafficShape,
+) -> PointPlan:
+    point = spec.points[i]
+    label = spec.point_label(i)
+    n, seconds = spec.point_size(i)
+    warm = spec.warmup_for(point)
+    if isinstance(point, ClosedLoop):
+        per = conversation_s(prediction, point.concurrency, shape)
+        if per is None:
+            return PointPlan("", spec.name or "", label, n, None, "no prediction")
+        if seconds is not None:  # time-boxed: warm-up, the window, then the last ones drain
+            return PointPlan(
+                "", spec.name or "", label, n, warm * per / point.concurrency + seconds + per
+            )
+        total = (n or 0) + warm
+        return PointPlan("", spec.name or "", label, total, total * per / point.concurrency)
+    assert isinstance(point, OpenLoop)
+    per = conversation_s(prediction, 1, shape) or 0.0
+    if seconds is not None:
+        return PointPlan("", spec.name or "", label, n, seconds + per)
+    total = (n or 0) + warm
+    return PointPlan("", spec.name or "", label, total, total / point.rate + per)
+
+
+def search_points(
+    spec: WorkloadSpec,
+    bench: BenchSettings,
+    slo: str,
+    prediction: PairPrediction | None,
+    shape: TrafficShape,
+) -> list[PointPlan]:
+    """The loads the search would try if the prediction were the truth, each timed."""
+    search = bench.search
+    name = spec.name or ""
+    if prediction is None or search.kind != "concurrency":
+        return [PointPlan("", name, "search", None, None, "no prediction for a concurrency search")]
+    targets = slo_targets(spec.slo_text(slo))
+
+    def passes(load: float) -> bool:
+        at = prediction.at(int(load)) or prediction.points[-1]
+        return at.ttft_ms <= targets.ttft_ms and (at.itl_ms is None or at.itl_ms <= targets.itl_ms)
+
+    edge = find_edge(
+        passes,
+        search.start,
+        search.max,
+        integer=True,
+        confirm=search.confirm,
+        max_runs=search.max_runs,
+    )
+    out = []
+    for load, _ in edge.tried:
+        c = int(load)
+        per = conversation_s(prediction, c, shape)
+        n = search.num_requests or spec.point_size(0)[0] or 0
+        total = n + (spec.warmup_requests if spec.warmup_requests is not None else c)
+        seconds = None if per is None else total * per / c
+        out.append(PointPlan("", name, f"c{c}", total, seconds, "search, as predicted"))
+    return out
+
+
+def plan_pair(
+    name: str,
+    engine: str,
+    server_points: Sequence[str],
+    workloads: Mapping[str, WorkloadSpec],
+    shapes: Mapping[str, TrafficShape],
+    predictions: Sequence[PairPrediction],
+    bench: BenchSettings,
+    slo: str,
+    startup_s: float,
+) -> PairPlan:
+    """Every point of one pair, timed (see the module docstring)."""
+    plan = PairPlan(name, engine, startup_s, server_points=len(server_points))
+    for label in server_points:
+        for workload, spec in workloads.items():
+            spec = spec if spec.name else spec.model_copy(update={"name": workload})
+            prediction = next(
+                (
+                    p
+                    for p in predictions
+                    if (p.pair, p.server_point, p.workload) == (name, label, workload)
+                ),
+                None,
+            )
+            shape = shapes.get(workload, TrafficShape())
+            if bench.mode == "search":
+                points = search_points(spec, bench, slo, prediction, shape)
+            else:
+                points = [grid_point(spec, i, prediction, shape) for i in range(len(spec.points))]
+            for point in points:
+                point.server_point = label
+                point.workload = workload
+                plan.points.append(point)
+    return plan
+
+
+def minutes(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def render(plans: Sequence[PairPlan]) -> str:
+    """A markdown table per pair and the total."""
+    lines = [
+        "| pair | server points | points | conversations | expected |",
+        "|---|---|---|---|---|",
+    ]
+    for plan in plans:
+        conversations = sum(p.conversations or 0 for p in plan.points)
+        lines.append(
+            f"| {plan.pair} | {plan.server_points} | {len(plan.points)} | {conversations} | "
+            f"{minutes(plan.seconds)} |"
+        )
+    known = [p.seconds for p in plans if p.seconds is not None]
+    total = sum(known)
+    unknown = [p.pair for p in plans if p.seconds is None]
+    lines.append("")
+    lines.append(
+        f"Expected bench time: {minutes(total)}"
+        + (f" plus {', '.join(unknown)} (no prediction)" if unknown else "")
+        + ". Each point at its precision cap (one that meets its target sooner stops sooner); "
+        "the roofline behind it is optimistic where engines batch on a CPU (docs/ESTIMATE.md)."
+    )
+    return "\n".join(lines)

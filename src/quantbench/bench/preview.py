@@ -1,0 +1,192 @@
+"""`quantbench plan`: what the bench stages of params.yaml (with `dvc exp run -S`-style overrides)
+will run, and how long that should take on this machine, before anything starts.
+
+The overrides go through DVC's own parser (Hydra syntax, exactly what `dvc exp run -S` takes), so
+the command previewed is the command run. The timing needs the pipeline's calibration of this
+machine (`reports/calibrate/this.json`) and the workloads' traffic (`reports/workloads/`): `dvc
+repro calibrate workloads` makes both in a minute. Pairs whose prediction is missing are counted
+but not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from quantbench.errors import UserError
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument(
+        "-S",
+        "--set-param",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="OVERRIDE",
+        help="a params override as `dvc exp run -S` takes it (repeatable), e.g. "
+        "'+bench.pairs.gguf-q4_k_m-llamacpp.settings={parallel: 8, sweep: {}}'",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a YAML file whose `overrides:` list is applied before any -S (profiles/)",
+    )
+    parser.add_argument(
+        "--run",
+        action="store_true",
+        help="after the plan, run it: `dvc exp run` with the profile's and -S overrides",
+    )
+    parser.add_argument("--model", type=Path, default=Path("models/base"))
+    parser.add_argument("--variants", type=Path, default=Path("models/variants"))
+    parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
+    parser.add_argument("--calibration", type=Path, default=Path("reports/calibrate/this.json"))
+    parser.add_argument("--bench", type=Path, default=Path("reports/bench"))
+
+
+def profile_overrides(path: Path | None) -> list[str]:
+    """The ``overrides:`` list of a profile file (none without one)."""
+    if path is None:
+        return []
+    import yaml
+
+    if not path.is_file():
+        raise UserError(f"--profile {path}: no such file (profiles/ holds the project's)")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    found = data.get("overrides") if isinstance(data, dict) else None
+    if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
+        raise UserError(f"--profile {path}: needs `overrides:`, a list of `dvc exp run -S` texts")
+    return list(found)
+
+
+def with_overrides(params: Path, overrides: list[str]) -> dict[str, Any]:
+    """params.yaml with the overrides applied by DVC's own parser, as a mapping."""
+    from quantbench.params import read_params
+
+    if not overrides:
+        return read_params(str(params))
+    from dvc.utils.hydra import apply_overrides
+
+    with tempfile.TemporaryDirectory(prefix="qb-plan-") as tmp:
+        copy = Path(tmp) / "params.yaml"
+        shutil.copyfile(params, copy)
+        try:
+            apply_overrides(str(copy), overrides)
+        except Exception as exc:  # DVC's InvalidArgumentError wraps Hydra's own message
+            cause = exc.__cause__ or exc
+            raise UserError(f"-S {' '.join(overrides)}: {cause}") from None
+        return read_params(str(copy))
+
+
+def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
+    """This pair's last measured start-up (its summary's ready_seconds), else the engine's."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.bench import PairSummary
+
+    path = bench_dir / pair / "summary.json"
+    if path.is_file():
+        try:
+            summary = schema_io.read(path, PairSummary, pair=pair)
+        except Exception:  # an unreadable old summary only loses its hint
+            summary = None
+        if summary is not None and summary.engine == engine.name:
+            ready = [s.report.ready_seconds for s in summary.servers if s.report.ready_seconds]
+            if ready:
+                return float(max(ready))
+    return float(engine.startup_estimate_s)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from quantbench.bench.duration import TrafficShape, plan_pair, render
+    from quantbench.bench.spec import BenchSettings
+    from quantbench.config import parse_config
+    from quantbench.engines.registry import get_engine, pair_settings
+    from quantbench.estimate.arch import read_architecture
+    from quantbench.estimate.pairs import BenchPair, predict_pairs, workload_shapes
+    from quantbench.estimate.pipeline import follow_pipeline
+    from quantbench.estimate.spec import EstimateSettings
+    from quantbench.estimate.variants import variant_from_recipe
+    from quantbench.formats.registry import variant_recipe
+    from quantbench.load.spec import ClosedLoop, workloads_section
+    from quantbench.params import section
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.machine import MachineCalibration
+    from quantbench.slo import slo_section
+    from quantbench.workloads.traffic import Traffic
+
+    overrides = [*profile_overrides(args.profile), *args.overrides]
+    params = with_overrides(Path(args.params), overrides)
+    parse_config(params, args.params)  # the same checks as the pipeline's, before any estimate
+    bench = section(params, "bench", BenchSettings)
+    workloads = workloads_section(params, args.params)
+    slo = slo_section(params)
+    pairs = {
+        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, args.params))
+        for name, pair in bench.pairs.items()
+    }
+    summaries: dict[str, Any] = {}
+    shapes: dict[str, TrafficShape] = {}
+    for name in workloads:
+        try:
+            summaries[name] = Traffic.read(args.workloads, name).summary
+        except UserError:
+            continue
+        summary = summaries[name]
+        shapes[name] = TrafficShape(
+            turns=float((summary.get("turns") or {}).get("mean") or 1.0),
+            think_s=float((summary.get("think_s") or {}).get("mean") or 0.0),
+        )
+    predictions = []
+    notes = []
+    if args.calibration.is_file() and summaries:
+        calibration = schema_io.read(args.calibration, MachineCalibration).hardware
+        settings = follow_pipeline(
+            section(params, "estimate", EstimateSettings), slo, workloads, summaries
+        )
+        variants = {
+            name: variant_from_recipe(name, variant_recipe(params, name), args.variants / name)
+            for name in params.get("variants") or {}
+        }
+        closed = {
+            name: [p.concurrency for p in spec.points if isinstance(p, ClosedLoop)] or [1]
+            for name, spec in workloads.items()
+            if name in summaries
+        }
+        predictions = predict_pairs(
+            read_architecture(args.model), args.model, variants, pairs,
+            workload_shapes(closed, summaries), "this", calibration, settings,
+        )  # fmt: skip
+    else:
+        notes.append(
+            f"no timing: {args.calibration} or {args.workloads}/ is missing "
+            "(`dvc repro calibrate workloads` makes both)"
+        )
+    plans = []
+    for name, pair in pairs.items():
+        engine = get_engine(pair.engine)
+        labels = [label for label, _ in pair.settings.sweep_points()]
+        plans.append(
+            plan_pair(
+                name, pair.engine, labels, workloads, shapes, predictions, bench, slo,
+                _startup(args.bench, name, engine),
+            )
+        )  # fmt: skip
+    print(render(plans))
+    for note in notes:
+        print(note)
+    command = ["dvc", "exp", "run"] + [x for o in overrides for x in ("-S", o)]
+    if not overrides:
+        command = ["dvc", "repro"]
+    print(f"{'Running' if args.run else 'To run it'}: {shlex.join(command)}", flush=True)
+    if args.run:  # this interpreter's DVC, whatever PATH holds
+        import subprocess
+        import sys
+
+        return subprocess.run([sys.executable, "-m", *command], check=False).returncode
+    return 0

@@ -1,0 +1,110 @@
+"""`quantbench plan`: the bench's points timed from predictions, overrides as `dvc exp run -S`
+takes them, and the shipped full-space profile kept valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quantbench.bench.duration import SERVER_CHECK_S, TrafficShape, plan_pair
+from quantbench.bench.preview import profile_overrides, with_overrides
+from quantbench.bench.spec import BenchSettings
+from quantbench.config import parse_config
+from quantbench.errors import UserError
+from quantbench.estimate.pairs import PairPrediction
+from quantbench.estimate.serving import ConcurrencyPoint
+from quantbench.load.spec import WorkloadSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _point(c: int, e2e_s: float, ttft_ms: float = 100.0, itl_ms: float = 20.0) -> ConcurrencyPoint:
+    return ConcurrencyPoint(
+        concurrency=c, ttft_ms=ttft_ms, itl_ms=itl_ms, itl_first_ms=itl_ms, itl_last_ms=itl_ms,
+        itl_decode_only_ms=itl_ms, e2e_s=e2e_s, output_tps=c * 32 / e2e_s, input_tps=1.0,
+        request_rate=c / e2e_s, decode_bound="memory", decode_intensity=1.0, kv_cache_gb=0.0,
+        fits_memory=True, meets_ttft_slo=True, meets_itl_slo=True,
+    )  # fmt: skip
+
+
+def _prediction(points: list[ConcurrencyPoint]) -> PairPrediction:
+    return PairPrediction(
+        pair="p-e", variant="p", engine="e", server_point="default", workload="chat",
+        hardware_name="this", max_batch=None, input_len=16, output_len=32, points=points,
+    )  # fmt: skip
+
+
+CHAT = WorkloadSpec.model_validate(
+    {
+        "prompts": {"source": "random", "input_len": 16, "output_len": 32},
+        "load": [{"kind": "concurrency", "concurrency": 1}, {"kind": "rate", "rate": 2.0}],
+        "num_requests": 10,
+        "warmup_requests": 2,
+    }
+)
+
+
+def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
+    prediction = _prediction([_point(1, 2.0), _point(4, 4.0)])
+    plan = plan_pair(
+        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()}, [prediction],
+        BenchSettings(), "", startup_s=30.0,
+    )  # fmt: skip
+    closed, opened = plan.points
+    assert (closed.load_point, closed.conversations) == ("c1", 12)
+    assert closed.seconds == pytest.approx(12 * 2.0 / 1)
+    # open loop at 2 a second: 12 conversations in 6 s, then the last one drains (E2E at c=1)
+    assert opened.seconds == pytest.approx(12 / 2.0 + 2.0)
+    assert plan.seconds == pytest.approx(24.0 + 8.0 + 30.0 + SERVER_CHECK_S)
+    # a conversation of 3 turns with 1 s thinks: 3 E2E + 2 s per stream
+    three = plan_pair(
+        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape(3.0, 1.0)}, [prediction],
+        BenchSettings(), "", startup_s=0.0,
+    )  # fmt: skip
+    assert three.points[0].seconds == pytest.approx(12 * (3 * 2.0 + 2 * 1.0))
+
+
+def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
+    # TTFT passes the 2 s limit up to 3 streams: the search grows 1, 2, 4, bisects to 3, confirms
+    points = [_point(c, 1.0 + c, ttft_ms=500.0 * c) for c in range(1, 17)]
+    bench = BenchSettings(mode="search", search={"start": 1, "max": 16, "num_requests": 16})
+    plan = plan_pair(
+        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()},
+        [_prediction(points)], bench, "ttft:p90<=1.6s", startup_s=0.0,
+    )  # fmt: skip
+    loads = [p.load_point for p in plan.points]
+    assert loads[:4] == ["c1", "c2", "c4", "c3"] and set(loads) == {"c1", "c2", "c3", "c4"}
+    first = plan.points[0]
+    assert first.seconds == pytest.approx((16 + 2) * 2.0 / 1)
+
+
+def test_a_pair_without_a_prediction_is_counted_not_timed():
+    plan = plan_pair(
+        "p-e", "e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "", startup_s=1.0
+    )
+    assert len(plan.points) == 2 and plan.seconds is None
+
+
+def test_overrides_use_dvc_s_own_syntax_and_say_what_is_wrong(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("bench:\n  mode: grid\n  pairs: {a: {variant: a, engine: vllm}}\n")
+    found = with_overrides(params, ["bench.mode=search", "+bench.pairs.a.settings={parallel: 2}"])
+    assert found["bench"]["mode"] == "search"
+    assert found["bench"]["pairs"]["a"]["settings"] == {"parallel": 2}
+    assert params.read_text().count("grid") == 1  # the file itself is left as it was
+    with pytest.raises(UserError, match=r"(?s)Could not override 'bench.nope'.*\+bench.nope"):
+        with_overrides(params, ["bench.nope=1"])
+
+
+def test_the_full_space_profile_is_valid_params(tmp_path):
+    overrides = profile_overrides(REPO / "profiles" / "full-space.yaml")
+    params = with_overrides(REPO / "params.yaml", overrides)
+    config = parse_config(params)
+    assert config.bench.mode == "search" and len(config.bench.pairs) >= 7
+    for name in config.bench.pairs:
+        assert len(config.pair_settings(name).sweep_points()) > 1, name  # every pair sweeps
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("overrides: bench.mode=search\n")
+    with pytest.raises(UserError, match="needs `overrides:`"):
+        profile_overrides(bad)
