@@ -156,6 +156,50 @@ def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel
 
 
 @pytest.mark.server
+@pytest.mark.slow
+def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp_path) -> None:
+    # Speculative decoding's acceptance rate decides whether a draft pays; the harness threw the
+    # server's counts away. The Q8_0 file drafting for itself, greedy: nearly every draft is
+    # accepted, and the counts reach the record through the harness's own parser.
+    import json
+    import time
+    import urllib.request
+
+    from quantbench.engines.llamacpp import LlamaCppSettings
+    from quantbench.load.records import RequestRecord
+    from quantbench.load.streaming import StreamParser
+
+    artifact = load_artifact(gguf_q8_0)
+    (gguf,) = sorted(gguf_q8_0.glob("*.gguf"))
+    settings = LlamaCppSettings(spec_type="draft-simple", draft_model=gguf, draft_max=4)
+    launch = get_engine("llamacpp").launch(artifact, settings, "127.0.0.1", free_port())
+    body = {
+        "model": launch.model_name, "stream": True, "temperature": 0, "max_tokens": 48,
+        "messages": [{"role": "user", "content": "Count from one to twenty in words."}],
+        "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    with Server(launch, tmp_path / "server.log") as server:
+        server.warmup()
+        record = RequestRecord(
+            request_id="r", index=0, point="p", scenario="s", prompt_id="p", phase="measured",
+            worker=0, send_time=time.monotonic(),
+        )  # fmt: skip
+        parser = StreamParser(record, "chat")
+        request = urllib.request.Request(
+            server.url + "/v1/chat/completions", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=120) as response:
+            for line in response:
+                parser.feed_line(line, time.monotonic())
+        parser.finish()
+    assert record.status == "completed" and record.output_tokens
+    assert record.draft_tokens is not None and record.draft_tokens > 0, record
+    assert record.draft_accepted is not None
+    assert record.draft_accepted / record.draft_tokens >= 0.8  # it drafts for itself
+
+
+@pytest.mark.server
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> None:

@@ -297,3 +297,19 @@ def test_request_rates_carry_their_interval_within_one_run() -> None:
         assert figure is not None and figure.value == value
         assert figure.low <= value <= figure.high and figure.n == 10
     assert summary(records).goodput_interval is None  # no per-request SLO, no goodput
+
+
+def test_speculative_acceptance_is_summed_over_completed_measured_requests() -> None:
+    from dataclasses import replace
+
+    records = [
+        replace(rec(0, 0.0, [0.1, 0.2], 0.2, warmup=True), draft_tokens=100, draft_accepted=0),
+        replace(rec(1, 1.0, [1.1, 1.2], 1.3), draft_tokens=10, draft_accepted=8),
+        replace(rec(2, 1.0, [1.2, 1.3], 1.4), draft_tokens=30, draft_accepted=12),
+        replace(rec(3, 1.5, [1.6], 1.7, status="failed", out=1), draft_tokens=50, draft_accepted=0),
+        rec(4, 1.5, [1.6, 1.7], 1.8),  # its engine said nothing
+    ]
+    spec = summary(records).speculation
+    assert spec is not None and (spec.requests, spec.drafted, spec.accepted) == (2, 40, 20)
+    assert spec.acceptance_rate == pytest.approx(0.5)
+    assert summary([rec(1, 1.0, [1.1, 1.2], 1.3)]).speculation is None

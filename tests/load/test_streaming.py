@@ -204,3 +204,25 @@ def test_what_the_prefix_cache_served_is_read_from_either_dialect(last: dict, ca
               (b"data: [DONE]\n", 100.3), (b"\n", 100.3)])  # fmt: skip
     p.finish()
     assert rec.cached_tokens == cached
+
+
+@pytest.mark.parametrize(
+    ("timings", "expected"),
+    [
+        # llama-server with a draft model or n-gram lookup: its last chunk's timings say
+        ({"cache_n": 0, "predicted_n": 32, "draft_n": 40, "draft_n_accepted": 26}, (40, 26)),
+        # speculation on but nothing drafted: llama-server leaves the fields out
+        ({"cache_n": 0, "predicted_n": 32}, (None, None)),
+    ],
+    ids=["drafted", "nothing-drafted"],
+)
+def test_speculative_decoding_s_draft_counts_are_recorded(timings: dict, expected) -> None:
+    # The acceptance rate decides whether a draft model pays; the harness threw it away.
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    last = {"choices": [{"delta": {}, "finish_reason": "length"}], "timings": timings}
+    _feed(p, [(_chat("Hi"), 100.1), (b"\n", 100.1),
+              (b"data: " + json.dumps(last).encode() + b"\n", 100.2), (b"\n", 100.2),
+              (b"data: [DONE]\n", 100.3), (b"\n", 100.3)])  # fmt: skip
+    p.finish()
+    assert (rec.draft_tokens, rec.draft_accepted) == expected

@@ -267,8 +267,8 @@ PINNED: dict[str, str] = {
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
-    "SessionSummary": "v2:3e23a66bef5cbbc0",  # + optional rate intervals: old files still valid
-    "PairSummary": "v4:cb689dbe1d730371",  # v4: a search dropped by the race (SearchInfo.dropped)
+    "SessionSummary": "v3:987a8a8c64fa2aef",  # v3: speculative decoding's acceptance per point
+    "PairSummary": "v4:d32cbc1fa690bdd3",  # v4: a search dropped by the race, draft acceptance
 }
 
 

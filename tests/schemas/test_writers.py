@@ -45,7 +45,7 @@ def test_bench_rows_are_bench_row_schema() -> None:
     assert row.intervals["output_throughput"].n == 3 and row.slo_passes == "0/3"
     failed = {**COMMON, **failed_row("server died", "chat"), "load_point": "c1", "shape": None}
     assert set(failed) | {"slo_passes", "load", "cache", "lengths_ok", "length_note",
-                          "harness_ok", "harness_note", "stop_reason"} == set(BenchRow.model_fields)  # fmt: skip
+                          "harness_ok", "harness_note", "stop_reason", "draft_acceptance"} == set(BenchRow.model_fields)  # fmt: skip
     assert not BenchRow.model_validate(failed).measured
     assert pick_best([folded, failed], rank_by_goodput=True)[0] is None  # neither meets the SLO
 

@@ -159,6 +159,9 @@ def fold_repeats(
         "possible_share": possible_cache_share,
         "served_share": sum(served) / len(served) if served else None,
     }
+    specs = [r.speculation for r in results if r.speculation is not None]
+    proposed = sum(s.drafted for s in specs)
+    row["draft_acceptance"] = sum(s.accepted for s in specs) / proposed if proposed else None
     row["stop_reason"] = "; ".join(sorted({r.stop_reason for r in results if r.stop_reason}))
     tps = row["output_throughput"] or 0.0
     row["cost_per_million_tokens"] = cost_per_million_tokens(price_per_hour, tps)

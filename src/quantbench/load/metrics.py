@@ -51,6 +51,7 @@ from quantbench.schemas.session import (
     LengthCheck,
     LoadAchieved,
     PointResult,
+    Speculation,
     Window,
     pct_key,
 )
@@ -339,6 +340,18 @@ def summarize(
         served_share=(sum(cached) / in_tokens) if cached and in_tokens else None,
     )
 
+    drafted = [r for r in done if r.draft_tokens is not None]
+    speculation = None
+    if drafted:
+        proposed = sum(r.draft_tokens or 0 for r in drafted)
+        accepted = sum(r.draft_accepted or 0 for r in drafted)
+        speculation = Speculation(
+            requests=len(drafted),
+            drafted=proposed,
+            accepted=accepted,
+            acceptance_rate=accepted / proposed if proposed else None,
+        )
+
     result = PointResult(
         point=point,
         scenario=scenario,
@@ -385,6 +398,7 @@ def summarize(
         lengths=lengths,
         harness=harness,
         cache=cache,
+        speculation=speculation,
         token_sources=dict(Counter(r.tokens_source for r in done)),
         errors=dict(errors.most_common(10)),
     )

@@ -61,6 +61,10 @@ class RequestRecord:
     cached_tokens: int | None = None
     """Prompt tokens the server says came from its prefix cache (usage.prompt_tokens_details,
     or llama-server's timings.cache_n); None where it does not say."""
+    draft_tokens: int | None = None
+    draft_accepted: int | None = None
+    """Speculative decoding: tokens the draft proposed and the target accepted for this request
+    (llama-server's timings.draft_n / draft_n_accepted); None where the server does not say."""
     output_tokens: int | None = None
     tokens_source: TokenSource = "none"
     status: Status = "completed"

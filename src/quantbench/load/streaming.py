@@ -135,6 +135,11 @@ class StreamParser:
         timings = event.get("timings")
         if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
             rec.cached_tokens = int(timings["cache_n"])  # llama-server
+        if isinstance(timings, dict) and isinstance(timings.get("draft_n"), int):
+            # llama-server with speculative decoding (absent when the draft proposed nothing)
+            rec.draft_tokens = int(timings["draft_n"])
+            accepted = timings.get("draft_n_accepted")
+            rec.draft_accepted = int(accepted) if isinstance(accepted, int) else None
         if isinstance(usage, dict):
             details = usage.get("prompt_tokens_details")
             if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):

@@ -111,6 +111,11 @@ class BenchRow(Strict):
     harness_ok: bool = True
     harness_note: str = ""
     cache: CacheSummary | None = None
+    draft_acceptance: float | None = Field(
+        None,
+        description="Speculative decoding: draft tokens accepted over proposed, over the row's "
+        "repeats (None: no speculation reported).",
+    )
     stop_reason: str = ""
     cost_per_million_tokens: float | None = Field(description="At bench.price_per_hour.")
     rankable: bool = Field(

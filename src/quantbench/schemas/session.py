@@ -19,7 +19,7 @@ from quantbench import slo as slo_mod
 
 # Every interval's one form (defined beside the code that computes intervals).
 from quantbench.precision import Figure
-from quantbench.schemas.base import Migrations, StageOutput, Strict, version
+from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 
 
 def pct_key(p: float) -> str:
@@ -152,6 +152,16 @@ class CacheUse(Strict):
     served_share: float | None
 
 
+class Speculation(Strict):
+    """Speculative decoding over the completed measured requests: draft tokens proposed and
+    accepted, as the engine reports them per request."""
+
+    requests: int = Field(description="Requests whose engine reported draft statistics.")
+    drafted: int
+    accepted: int
+    acceptance_rate: float | None = Field(description="accepted / drafted (None: none drafted).")
+
+
 class PointResult(Strict):
     """Results of one load point: the typed result schema of the harness (quantbench.load.metrics
     defines every figure)."""
@@ -209,6 +219,9 @@ class PointResult(Strict):
     lengths: LengthCheck
     harness: HarnessCheck
     cache: CacheUse
+    speculation: Speculation | None = Field(
+        None, description="Speculative decoding's acceptance (None: the engine reported none)."
+    )
     token_sources: dict[str, int] = Field(description="Where output token counts came from.")
     errors: dict[str, int] = Field(description="Most frequent error messages and their counts.")
     slo: list[slo_mod.ConstraintResult] = Field(default_factory=list)
@@ -263,9 +276,10 @@ class SessionSummary(StageOutput):
     STAGE: ClassVar[str] = "bench@{pair}"
     # version 2: measured window with cool-down, not-served counts, intervals, achieved load,
     # length, harness and cache checks (docs/LOAD.md); version 1 results cannot be recomputed
-    MIGRATIONS: ClassVar[Migrations] = {}
+    # version 3: speculative decoding's acceptance per point (a version-2 file has none)
+    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3)}
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     url: str
     engine: str
     model: str
@@ -298,6 +312,7 @@ __all__ = [
     "LoadAchieved",
     "PointResult",
     "SessionSummary",
+    "Speculation",
     "Window",
     "pct_key",
 ]
