@@ -48,9 +48,8 @@ def base_refs(prepared_base: Path) -> list:
     return references(HFBackend.load(prepared_base, "bf16", "float32"), prepared_base)
 
 
-def cached_tokens_of_a_repeat(server: Server) -> int | None:
-    """The same long prompt twice; what the engine says its prefix cache served the second
-    time, read by the load harness's own stream parser (None: the engine did not say)."""
+def stream_one(server: Server, body: dict):  # type: ignore[no-untyped-def]
+    """One streamed request, read by the load harness's own stream parser: its record."""
     import json
     import time
     import urllib.request
@@ -58,28 +57,34 @@ def cached_tokens_of_a_repeat(server: Server) -> int | None:
     from quantbench.load.records import RequestRecord
     from quantbench.load.streaming import StreamParser
 
+    record = RequestRecord(
+        request_id="r", index=0, point="p", scenario="s", prompt_id="p", phase="measured",
+        worker=0, send_time=time.monotonic(),
+    )  # fmt: skip
+    parser = StreamParser(record, "chat")
+    request = urllib.request.Request(
+        server.url + "/v1/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=120) as response:
+        for line in response:
+            parser.feed_line(line, time.monotonic())
+    parser.finish()
+    return record
+
+
+def cached_tokens_of_a_repeat(server: Server) -> int | None:
+    """The same long prompt twice; what the engine says its prefix cache served the second
+    time, read by the load harness's own stream parser (None: the engine did not say)."""
     prompt = " ".join(f"Island fact {i}: the harbour has {i} boats." for i in range(20))
     body = {
         "model": server.spec.model_name, "messages": [{"role": "user", "content": prompt}],
         "max_tokens": 4, "stream": True, "temperature": 0,
         "stream_options": {"include_usage": True},
     }  # fmt: skip
-    record = None
-    for _ in range(2):
-        record = RequestRecord(
-            request_id="r", index=0, point="p", scenario="s", prompt_id="p", phase="measured",
-            worker=0, send_time=time.monotonic(),
-        )  # fmt: skip
-        parser = StreamParser(record, "chat")
-        request = urllib.request.Request(
-            server.url + "/v1/chat/completions", data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=120) as response:
-            for line in response:
-                parser.feed_line(line, time.monotonic())
-        parser.finish()
-    assert record is not None and record.prompt_tokens and record.prompt_tokens > 200
+    stream_one(server, body)
+    record = stream_one(server, body)
+    assert record.prompt_tokens and record.prompt_tokens > 200
     return record.cached_tokens
 
 
@@ -161,13 +166,7 @@ def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp
     # Speculative decoding's acceptance rate decides whether a draft pays; the harness threw the
     # server's counts away. The Q8_0 file drafting for itself, greedy: nearly every draft is
     # accepted, and the counts reach the record through the harness's own parser.
-    import json
-    import time
-    import urllib.request
-
     from quantbench.engines.llamacpp import LlamaCppSettings
-    from quantbench.load.records import RequestRecord
-    from quantbench.load.streaming import StreamParser
 
     artifact = load_artifact(gguf_q8_0)
     (gguf,) = sorted(gguf_q8_0.glob("*.gguf"))
@@ -180,19 +179,7 @@ def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp
     }  # fmt: skip
     with Server(launch, tmp_path / "server.log") as server:
         server.warmup()
-        record = RequestRecord(
-            request_id="r", index=0, point="p", scenario="s", prompt_id="p", phase="measured",
-            worker=0, send_time=time.monotonic(),
-        )  # fmt: skip
-        parser = StreamParser(record, "chat")
-        request = urllib.request.Request(
-            server.url + "/v1/chat/completions", data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=120) as response:
-            for line in response:
-                parser.feed_line(line, time.monotonic())
-        parser.finish()
+        record = stream_one(server, body)
     assert record.status == "completed" and record.output_tokens
     assert record.draft_tokens is not None and record.draft_tokens > 0, record
     assert record.draft_accepted is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.schemas import examples
 
 from quantbench.engines.llamacpp import LlamaCppSettings
 from quantbench.engines.transformers import TransformersSettings
@@ -10,14 +11,7 @@ from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs, workload_shapes
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 
-CPU = HardwareSpec.model_validate(
-    {
-        "name": "cpu-2core", "kind": "cpu", "memory_gb": 24.0, "memory_bandwidth_gbs": 12.0,
-        "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
-        "compute_efficiency": 0.6, "bandwidth_efficiency": {"default": 0.5},
-        "source": "test fixture",
-    }
-)  # fmt: skip
+CPU = HardwareSpec.model_validate(examples.CPU_2CORE)
 VARIANTS = {
     "bf16": EstimatedVariant(name="bf16", format="bf16"),
     "gguf-q4_k_m": EstimatedVariant(name="gguf-q4_k_m", format="gguf", gguf_type="Q4_K_M"),

@@ -4,6 +4,7 @@ planning band (±25 %) counted, with what missed named."""
 from __future__ import annotations
 
 import pytest
+from tests.schemas import examples
 
 from quantbench.engines.transformers import TransformersSettings
 from quantbench.estimate.arch import read_architecture
@@ -17,14 +18,7 @@ from quantbench.report.spec import ReportSettings
 
 from .conftest import FIXTURE_SLO, FIXTURE_WORKLOADS, WORKLOADS
 
-CPU = HardwareSpec.model_validate(
-    {
-        "name": "cpu-2core", "kind": "cpu", "memory_gb": 24.0, "memory_bandwidth_gbs": 12.0,
-        "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
-        "compute_efficiency": 0.6, "bandwidth_efficiency": {"default": 0.5},
-        "source": "test fixture",
-    }
-)  # fmt: skip
+CPU = HardwareSpec.model_validate(examples.CPU_2CORE)
 
 
 @pytest.fixture(scope="module")

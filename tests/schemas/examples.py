@@ -273,6 +273,15 @@ def machine_calibration() -> MachineCalibration:
     return MachineCalibration(hardware=hardware, model="models/base")  # fmt: skip
 
 
+CPU_2CORE: dict[str, Any] = {
+    "name": "cpu-2core", "kind": "cpu", "memory_gb": 25.0, "memory_bandwidth_gbs": 12.0,
+    "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
+    "compute_efficiency": 0.6, "bandwidth_efficiency": {"default": 0.5},
+    "source": "test fixture",
+}  # fmt: skip
+"""A 2-core CPU hardware entry (``HardwareSpec``) small enough to reason about."""
+
+
 def estimates_file(root: Path) -> EstimatesFile:
     """The estimate stage's own output for three variants on a 2-core CPU entry, under root."""
     from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
@@ -280,15 +289,7 @@ def estimates_file(root: Path) -> EstimatesFile:
 
     write_json(root / "models" / "merged" / "config.json", SMOL_CONFIG)
     hardware = root / "reports" / "estimate" / "cpu-2core.json"
-    write_json(
-        hardware,
-        {
-            "name": "cpu-2core", "kind": "cpu", "memory_gb": 25.0, "memory_bandwidth_gbs": 12.0,
-            "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
-            "compute_efficiency": 0.6, "bandwidth_efficiency": {"default": 0.5},
-            "source": "test fixture",
-        },
-    )  # fmt: skip
+    write_json(hardware, CPU_2CORE)
     settings = EstimateSettings(
         hardware=[str(hardware)],
         workload=EstimateWorkload(input_len=44, output_len=32, concurrency=[1, 2, 4, 8]),

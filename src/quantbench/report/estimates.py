@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.report.inputs import PointKey, ReportInputs
-from quantbench.report.profiles import Profile
+from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.schemas.estimate import VariantEstimate
 
 PREFERRED_HARDWARE = "this"
@@ -113,6 +115,32 @@ def _measured_lengths(inputs: ReportInputs, key: PointKey) -> tuple[float | None
     )
 
 
+def _beside(
+    judged: JudgedRow,
+    lengths: tuple[float | None, float | None],
+    point: ConcurrencyPoint,
+    **source: Any,
+) -> EstimateRow:
+    """A measured closed-loop row beside one estimated point (``source``: where it came from)."""
+    row = judged.row
+    return EstimateRow(
+        pair=judged.pair,
+        variant=judged.variant,
+        engine=judged.engine,
+        server_point=row.server_point,
+        load_point=row.load_point,
+        concurrency=int(row.load_value or 0),
+        estimated_ttft_ms=point.ttft_ms,
+        measured_ttft_ms=row.metric("ttft_p50_ms"),
+        estimated_tpot_ms=point.itl_ms,
+        measured_tpot_ms=row.metric("tpot_p50_ms"),
+        estimated_output_tps=point.output_tps,
+        measured_output_tps=row.metric("output_throughput"),
+        measured_lengths=lengths,
+        **source,
+    )
+
+
 def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[EstimateRow], list[str]]:
     """Rows for every measured closed-loop point and hardware entry, and notes on gaps."""
     rows: list[EstimateRow] = []
@@ -152,28 +180,21 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
         row = judged.row
         if not row.measured or row.load_kind != "concurrency" or row.load_value is None:
             continue
+        concurrency = int(row.load_value)
         key = PointKey(judged.pair, row.server_point, row.workload, row.load_point)
+        lengths = _measured_lengths(inputs, key)
+
         prediction = predicted.get((judged.pair, row.server_point, row.workload))
-        own = prediction.at(int(row.load_value)) if prediction is not None else None
+        own = prediction.at(concurrency) if prediction is not None else None
         if prediction is not None and own is not None:
             rows.append(
-                EstimateRow(
-                    pair=judged.pair,
-                    variant=judged.variant,
-                    engine=judged.engine,
-                    server_point=row.server_point,
-                    load_point=row.load_point,
-                    concurrency=int(row.load_value),
+                _beside(
+                    judged,
+                    lengths,
+                    own,
                     hardware=prediction.hardware_name,
                     estimate_engine=prediction.engine,
-                    estimated_ttft_ms=own.ttft_ms,
-                    measured_ttft_ms=row.metric("ttft_p50_ms"),
-                    estimated_tpot_ms=own.itl_ms,
-                    measured_tpot_ms=row.metric("tpot_p50_ms"),
-                    estimated_output_tps=own.output_tps,
-                    measured_output_tps=row.metric("output_throughput"),
                     estimate_lengths=(prediction.input_len, prediction.output_len),
-                    measured_lengths=_measured_lengths(inputs, key),
                     source="pair prediction",
                     hardware_label=prediction.hardware_name,
                     max_batch=prediction.max_batch,
@@ -184,8 +205,6 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
         if not ests:
             missing_variants.add(judged.variant)
             continue
-        concurrency = int(row.load_value)
-        lengths = _measured_lengths(inputs, key)
         for est in ests:
             point = est.at(concurrency)
             if point is None:
@@ -195,23 +214,13 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
                 )
                 continue
             rows.append(
-                EstimateRow(
-                    pair=judged.pair,
-                    variant=judged.variant,
-                    engine=judged.engine,
-                    server_point=row.server_point,
-                    load_point=row.load_point,
-                    concurrency=concurrency,
+                _beside(
+                    judged,
+                    lengths,
+                    point,
                     hardware=est.hardware_name,
                     estimate_engine=est.engine,
-                    estimated_ttft_ms=point.ttft_ms,
-                    measured_ttft_ms=row.metric("ttft_p50_ms"),
-                    estimated_tpot_ms=point.itl_ms,
-                    measured_tpot_ms=row.metric("tpot_p50_ms"),
-                    estimated_output_tps=point.output_tps,
-                    measured_output_tps=row.metric("output_throughput"),
                     estimate_lengths=(est.workload.input_len, est.workload.output_len),
-                    measured_lengths=lengths,
                     hardware_label=est.hardware.name or est.hardware_name,
                 )
             )
