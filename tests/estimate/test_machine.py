@@ -71,3 +71,14 @@ def test_probes_on_this_machine(tmp_path):
     assert set(refined.measurement.gemv_shape_gbs["bf16"]) == {"576x576", "1536x576"}
     cached = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
     assert cached.measurement.gemv_shape_gbs == refined.measurement.gemv_shape_gbs
+
+
+def test_a_shape_probe_cycles_through_at_most_a_bounded_number_of_matrices():
+    # An 8x16 bf16 matrix is 256 bytes: filling twice a 105 MB cache took 860,000 calls a pass,
+    # and the calibration of a tiny model 7 minutes. Past the cap a pass is dispatch-bound anyway.
+    llc = 105 * 2**20
+    assert machine.probe_count(8, 16, 2, llc) == machine.MAX_PROBE_CALLS
+    # a real model's shapes still stream from memory: SmolLM2's 576x576 and 576x1536 in bf16
+    assert machine.probe_count(576, 576, 2, llc) == 332
+    assert machine.probe_count(576, 1536, 2, llc) == 125
+    assert machine.probe_count(576, 576, 2, 256 * 2**20) < machine.MAX_PROBE_CALLS

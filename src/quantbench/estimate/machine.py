@@ -104,17 +104,31 @@ def _gemv_gbs(dtype_name: str, cols: int, llc: int) -> float:
     return weight.numel() * itemsize / seconds / 1e9
 
 
+MAX_PROBE_CALLS = 2048
+"""Most matrices one shape probe cycles through. Filling twice the last-level cache with 8x16
+matrices took 800,000 calls a pass (minutes); long before that a pass is bound by each call's
+dispatch, not its bytes, so the rate it measures is the same. A model's real shapes (576x576
+bf16 is 0.66 MB) need a few hundred even on a 256 MB cache, so the cap leaves them alone."""
+
+
+def probe_count(rows: int, cols: int, itemsize: int, llc: int) -> int:
+    """How many distinct ``rows x cols`` matrices one probe pass cycles through: enough to fill
+    twice the last-level cache, at most :data:`MAX_PROBE_CALLS`."""
+    return max(1, min(MAX_PROBE_CALLS, math.ceil(2 * llc / (rows * cols * itemsize))))
+
+
 def _gemv_shape_gbs(dtype_name: str, rows: int, cols: int, llc: int) -> float:
     """Weight bytes/s of one vector times each of many distinct ``rows x cols`` matrices.
 
     Enough matrices to fill twice the last-level cache, so every pass streams from memory
-    as a model's layers do, and every call pays its own dispatch cost as a model's do.
+    as a model's layers do, and every call pays its own dispatch cost as a model's do
+    (:func:`probe_count`).
     """
     import torch
 
     dtype = getattr(torch, _TORCH_DTYPES[dtype_name])
     itemsize = torch.empty((), dtype=dtype).element_size()
-    count = max(1, math.ceil(2 * llc / (rows * cols * itemsize)))
+    count = probe_count(rows, cols, itemsize, llc)
     weights = [torch.ones(rows, cols, dtype=dtype) for _ in range(count)]
     vector = torch.ones(1, cols, dtype=dtype)
 
