@@ -108,3 +108,14 @@ def test_the_full_space_profile_is_valid_params(tmp_path):
     bad.write_text("overrides: bench.mode=search\n")
     with pytest.raises(UserError, match="needs `overrides:`"):
         profile_overrides(bad)
+
+
+def test_the_table_says_what_it_could_not_time():
+    from quantbench.bench.duration import PairPlan, PointPlan, render
+
+    timed = PairPlan("a-e", "e", 0.0, [PointPlan("default", "chat", "c1", 10, 600.0)])
+    untimed = PairPlan("b-e", "e", 0.0, [PointPlan("default", "chat", "c1", 10, None)])
+    text = render([timed, untimed])
+    assert "| a-e | 1 | 1 | 10 | 10.2 min |" in text and "| b-e | 1 | 1 | 10 | ? |" in text
+    assert "Expected bench time: 10.2 min plus b-e (no prediction)" in text
+    assert "Expected bench time: unknown: b-e (no prediction)" in render([untimed])

@@ -202,9 +202,10 @@ def render(plans: Sequence[PairPlan]) -> str:
     total = sum(known)
     unknown = [p.pair for p in plans if p.seconds is None]
     lines.append("")
+    head = f"Expected bench time: {minutes(total)}" if known else "Expected bench time: unknown"
     lines.append(
-        f"Expected bench time: {minutes(total)}"
-        + (f" plus {', '.join(unknown)} (no prediction)" if unknown else "")
+        head
+        + (f"{' plus' if known else ':'} {', '.join(unknown)} (no prediction)" if unknown else "")
         + ". Each point at its precision cap (one that meets its target sooner stops sooner); "
         "the roofline behind it is optimistic where engines batch on a CPU (docs/ESTIMATE.md)."
     )
