@@ -14,17 +14,15 @@ import argparse
 from pathlib import Path
 
 from quantbench.bench.spec import BenchSettings
-from quantbench.engines.registry import pair_settings
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration
 from quantbench.estimate.hardware import THIS_MACHINE
-from quantbench.estimate.pairs import BenchPair, workload_shapes
+from quantbench.estimate.pairs import bench_pairs, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
-from quantbench.estimate.variants import variant_from_recipe
-from quantbench.formats.registry import variant_recipe
-from quantbench.load.spec import ClosedLoop, workloads_section
+from quantbench.estimate.variants import variants_from_params
+from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
@@ -44,16 +42,11 @@ def main() -> None:
     args = parser.parse_args()
     setup_logging()
     params = read_params(args.params)
-    variants = {
-        name: variant_from_recipe(name, variant_recipe(params, name), args.variants / name)
-        for name in params.get("variants") or {}
-    }
+    variants = variants_from_params(params, args.variants)
     workloads = workloads_section(params, args.params)
+    summaries = {name: Traffic.read(args.workloads, name).summary for name in workloads}
     settings = follow_pipeline(  # slo: and workloads: unless estimate: sets its own
-        section(params, "estimate", EstimateSettings),
-        slo_section(params),
-        workloads,
-        {name: Traffic.read(args.workloads, name).summary for name in workloads},
+        section(params, "estimate", EstimateSettings), slo_section(params), workloads, summaries
     )
     calibration = None
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
@@ -63,20 +56,10 @@ def main() -> None:
             stored.hardware, args.model, settings.measure.threads, where
         )
     bench = section(params, "bench", BenchSettings)
-    pairs = {
-        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, args.params))
-        for name, pair in bench.pairs.items()
-    }
-    closed = {  # the closed-loop workloads and the concurrencies the bench measures them at
-        name: [p.concurrency for p in spec.points if isinstance(p, ClosedLoop)]
-        for name, spec in workloads.items()
-    }
-    summaries = {
-        name: Traffic.read(args.workloads, name).summary for name in closed if closed[name]
-    }
     write_estimates(
-        args.model, variants, settings, args.out, calibration=calibration, pairs=pairs,
-        workloads=workload_shapes({n: c for n, c in closed.items() if c}, summaries),
+        args.model, variants, settings, args.out, calibration=calibration,
+        pairs=bench_pairs(params, bench.pairs, args.params),
+        workloads=workload_shapes(workloads, summaries),
     )  # fmt: skip
 
 

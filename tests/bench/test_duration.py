@@ -48,7 +48,7 @@ CHAT = WorkloadSpec.model_validate(
 def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     prediction = _prediction([_point(1, 2.0), _point(4, 4.0)])
     plan = plan_pair(
-        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()}, [prediction],
+        "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()}, [prediction],
         BenchSettings(), "", startup_s=30.0,
     )  # fmt: skip
     closed, opened = plan.points
@@ -59,7 +59,7 @@ def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     assert plan.seconds == pytest.approx(24.0 + 8.0 + 30.0 + SERVER_CHECK_S)
     # a conversation of 3 turns with 1 s thinks: 3 E2E + 2 s per stream
     three = plan_pair(
-        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape(3.0, 1.0)}, [prediction],
+        "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape(3.0, 1.0)}, [prediction],
         BenchSettings(), "", startup_s=0.0,
     )  # fmt: skip
     assert three.points[0].seconds == pytest.approx(12 * (3 * 2.0 + 2 * 1.0))
@@ -70,7 +70,7 @@ def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
     points = [_point(c, 1.0 + c, ttft_ms=500.0 * c) for c in range(1, 17)]
     bench = BenchSettings(mode="search", search={"start": 1, "max": 16, "num_requests": 16})
     plan = plan_pair(
-        "p-e", "e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()},
+        "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()},
         [_prediction(points)], bench, "ttft:p90<=1.6s", startup_s=0.0,
     )  # fmt: skip
     loads = [p.load_point for p in plan.points]
@@ -80,9 +80,7 @@ def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
 
 
 def test_a_pair_without_a_prediction_is_counted_not_timed():
-    plan = plan_pair(
-        "p-e", "e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "", startup_s=1.0
-    )
+    plan = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "", startup_s=1.0)
     assert len(plan.points) == 2 and plan.seconds is None
 
 
@@ -113,8 +111,8 @@ def test_the_full_space_profile_is_valid_params(tmp_path):
 def test_the_table_says_what_it_could_not_time():
     from quantbench.bench.duration import PairPlan, PointPlan, render
 
-    timed = PairPlan("a-e", "e", 0.0, [PointPlan("default", "chat", "c1", 10, 600.0)])
-    untimed = PairPlan("b-e", "e", 0.0, [PointPlan("default", "chat", "c1", 10, None)])
+    timed = PairPlan("a-e", 0.0, [PointPlan("default", "chat", "c1", 10, 600.0)])
+    untimed = PairPlan("b-e", 0.0, [PointPlan("default", "chat", "c1", 10, None)])
     text = render([timed, untimed])
     assert "| a-e | 1 | 1 | 10 | 10.2 min |" in text and "| b-e | 1 | 1 | 10 | ? |" in text
     assert "Expected bench time: 10.2 min plus b-e (no prediction)" in text

@@ -84,6 +84,15 @@ def test_workload_shapes_take_each_workload_s_generated_means():
         "chat": {"input_tokens": {"mean": 40.4}, "output_tokens": {"mean": 31.6}},
         "rag": {"input_tokens": {"mean": 1460.0}, "output_tokens": {"mean": 48.2}},
     }
-    shapes = workload_shapes({"chat": [4, 1, 4], "rag": [2]}, summaries)
+    from quantbench.load.spec import WorkloadSpec
+
+    def spec(*streams: int) -> WorkloadSpec:
+        return WorkloadSpec.model_validate(
+            {"prompts": {"source": "random", "input_len": 8, "output_len": 8}, "num_requests": 8,
+             "load": [{"kind": "concurrency", "concurrency": c, "label": f"p{i}"}
+                      for i, c in enumerate(streams)]}
+        )  # fmt: skip
+
+    shapes = workload_shapes({"chat": spec(4, 1, 4), "rag": spec(2)}, summaries)
     assert shapes["chat"] == WorkloadShape(40, 32, (1, 4))
     assert shapes["rag"] == WorkloadShape(1460, 48, (2,))

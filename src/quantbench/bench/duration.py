@@ -50,13 +50,11 @@ class PointPlan:
     load_point: str
     conversations: int | None
     seconds: float | None
-    note: str = ""
 
 
 @dataclass
 class PairPlan:
     pair: str
-    engine: str
     startup_s: float
     points: list[PointPlan] = field(default_factory=list)
     server_points: int = 1
@@ -94,7 +92,7 @@ def grid_point(
     if isinstance(point, ClosedLoop):
         per = conversation_s(prediction, point.concurrency, shape)
         if per is None:
-            return PointPlan("", spec.name or "", label, n, None, "no prediction")
+            return PointPlan("", spec.name or "", label, n, None)
         if seconds is not None:  # time-boxed: warm-up, the window, then the last ones drain
             return PointPlan(
                 "", spec.name or "", label, n, warm * per / point.concurrency + seconds + per
@@ -120,7 +118,7 @@ def search_points(
     search = bench.search
     name = spec.name or ""
     if prediction is None or search.kind != "concurrency":
-        return [PointPlan("", name, "search", None, None, "no prediction for a concurrency search")]
+        return [PointPlan("", name, "search", None, None)]  # not timed: no prediction
     targets = slo_targets(spec.slo_text(slo))
 
     def passes(load: float) -> bool:
@@ -142,13 +140,12 @@ def search_points(
         n = search.num_requests or spec.point_size(0)[0] or 0
         total = n + (spec.warmup_requests if spec.warmup_requests is not None else c)
         seconds = None if per is None else total * per / c
-        out.append(PointPlan("", name, f"c{c}", total, seconds, "search, as predicted"))
+        out.append(PointPlan("", name, f"c{c}", total, seconds))
     return out
 
 
 def plan_pair(
     name: str,
-    engine: str,
     server_points: Sequence[str],
     workloads: Mapping[str, WorkloadSpec],
     shapes: Mapping[str, TrafficShape],
@@ -158,7 +155,7 @@ def plan_pair(
     startup_s: float,
 ) -> PairPlan:
     """Every point of one pair, timed (see the module docstring)."""
-    plan = PairPlan(name, engine, startup_s, server_points=len(server_points))
+    plan = PairPlan(name, startup_s, server_points=len(server_points))
     for label in server_points:
         for workload, spec in workloads.items():
             spec = spec if spec.name else spec.model_copy(update={"name": workload})

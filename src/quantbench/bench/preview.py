@@ -106,14 +106,13 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.duration import TrafficShape, plan_pair, render
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
-    from quantbench.engines.registry import get_engine, pair_settings
+    from quantbench.engines.registry import get_engine
     from quantbench.estimate.arch import read_architecture
-    from quantbench.estimate.pairs import BenchPair, predict_pairs, workload_shapes
+    from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
     from quantbench.estimate.pipeline import follow_pipeline
     from quantbench.estimate.spec import EstimateSettings
-    from quantbench.estimate.variants import variant_from_recipe
-    from quantbench.formats.registry import variant_recipe
-    from quantbench.load.spec import ClosedLoop, workloads_section
+    from quantbench.estimate.variants import variants_from_params
+    from quantbench.load.spec import workloads_section
     from quantbench.params import section
     from quantbench.schemas import io as schema_io
     from quantbench.schemas.machine import MachineCalibration
@@ -126,10 +125,7 @@ def run_plan(args: argparse.Namespace) -> int:
     bench = section(params, "bench", BenchSettings)
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
-    pairs = {
-        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, args.params))
-        for name, pair in bench.pairs.items()
-    }
+    pairs = bench_pairs(params, bench.pairs, args.params)
     summaries: dict[str, Any] = {}
     shapes: dict[str, TrafficShape] = {}
     for name in workloads:
@@ -149,18 +145,10 @@ def run_plan(args: argparse.Namespace) -> int:
         settings = follow_pipeline(
             section(params, "estimate", EstimateSettings), slo, workloads, summaries
         )
-        variants = {
-            name: variant_from_recipe(name, variant_recipe(params, name), args.variants / name)
-            for name in params.get("variants") or {}
-        }
-        closed = {
-            name: [p.concurrency for p in spec.points if isinstance(p, ClosedLoop)] or [1]
-            for name, spec in workloads.items()
-            if name in summaries
-        }
         predictions = predict_pairs(
-            read_architecture(args.model), args.model, variants, pairs,
-            workload_shapes(closed, summaries), "this", calibration, settings,
+            read_architecture(args.model), args.model,
+            variants_from_params(params, args.variants), pairs,
+            workload_shapes(workloads, summaries), "this", calibration, settings,
         )  # fmt: skip
     else:
         notes.append(
@@ -173,7 +161,7 @@ def run_plan(args: argparse.Namespace) -> int:
         labels = [label for label, _ in pair.settings.sweep_points()]
         plans.append(
             plan_pair(
-                name, pair.engine, labels, workloads, shapes, predictions, bench, slo,
+                name, labels, workloads, shapes, predictions, bench, slo,
                 _startup(args.bench, name, engine),
             )
         )  # fmt: skip

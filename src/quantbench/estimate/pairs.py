@@ -18,14 +18,15 @@ The report matches each measured row by (pair, setting, workload, concurrency).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.engines.base import EngineSettings
-from quantbench.engines.registry import get_engine
+from quantbench.engines.registry import get_engine, pair_settings
 from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.engines import canonical, held_weights
@@ -33,6 +34,7 @@ from quantbench.estimate.estimator import serving_model
 from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.load.spec import ClosedLoop, WorkloadSpec
 
 SEARCH_RANGE = range(1, 17)
 """Concurrencies predicted beside the measured ones: where an SLO-edge search may probe."""
@@ -91,13 +93,16 @@ def predict_pairs(
     params validation refuses them before this runs)."""
     slo = settings.slo
     out: list[PairPrediction] = []
+    stored = {  # read once per variant, whichever engines serve it
+        name: variant_weight_bytes(arch, variants[name], Path(model_dir))
+        for name in {pair.variant for pair in pairs.values()} & set(variants)
+    }
     for name, pair in pairs.items():
         variant = variants.get(pair.variant)
         if variant is None:
             continue
         engine = canonical(pair.engine)
-        stored = variant_weight_bytes(arch, variant, Path(model_dir))
-        held = held_weights(engine, arch, variant, stored)
+        held = held_weights(engine, arch, variant, stored[pair.variant])
         for label, point_settings in pair.settings.sweep_points():
             max_batch = get_engine(pair.engine).max_batch(point_settings)
             for workload, shape in workloads.items():
@@ -123,18 +128,31 @@ def predict_pairs(
     return out
 
 
+def bench_pairs(
+    params: Mapping[str, Any], pairs: Mapping[str, Any], origin: str = "params.yaml"
+) -> dict[str, BenchPair]:
+    """``bench.pairs`` (validated ``Pair`` entries) with each pair's engine settings laid over its
+    engine's section (``engines.registry.pair_settings``), as the bench stages will run them."""
+    return {
+        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, origin))
+        for name, pair in pairs.items()
+    }
+
+
 def workload_shapes(
-    concurrencies: Mapping[str, Sequence[int]], summaries: Mapping[str, Mapping[str, object]]
+    workloads: Mapping[str, WorkloadSpec], summaries: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, WorkloadShape]:
-    """Each workload's mean lengths (its generated traffic's summary) and closed-loop loads."""
+    """Each workload with a generated traffic summary: its mean lengths and the concurrencies of
+    its closed-loop points (none for an open loop: its prediction still spans 1-16)."""
     shapes = {}
-    for name, levels in concurrencies.items():
-        summary = summaries[name]
-        mean_in = float(summary["input_tokens"]["mean"])  # type: ignore[index]
-        mean_out = float(summary["output_tokens"]["mean"])  # type: ignore[index]
+    for name, spec in workloads.items():
+        summary = summaries.get(name)
+        if summary is None:
+            continue
+        levels = {p.concurrency for p in spec.points if isinstance(p, ClosedLoop)}
         shapes[name] = WorkloadShape(
-            input_len=max(1, round(mean_in)),
-            output_len=max(1, round(mean_out)),
-            concurrencies=tuple(sorted(set(levels))),
+            input_len=max(1, round(float(summary["input_tokens"]["mean"]))),
+            output_len=max(1, round(float(summary["output_tokens"]["mean"]))),
+            concurrencies=tuple(sorted(levels)),
         )
     return shapes

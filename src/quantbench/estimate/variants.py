@@ -132,6 +132,16 @@ def parse_variant(
     )
 
 
+def variants_from_params(params: Mapping[str, Any], folder: Path) -> dict[str, EstimatedVariant]:
+    """Every ``variants:`` recipe of a params mapping, read from ``folder/<name>`` where built."""
+    from quantbench.formats.registry import variant_recipe
+
+    return {
+        name: variant_from_recipe(name, variant_recipe(dict(params), name), folder / name)
+        for name in params.get("variants") or {}
+    }
+
+
 def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> EstimatedVariant:
     """The estimator's view of a params.yaml variant recipe, through its format's module, read
     from its built folder where it exists (real bytes: the .gguf file, or the checkpoint)."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quantbench.estimate.pipeline import slo_targets
 from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.report.inputs import PointKey, ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile
@@ -321,8 +322,6 @@ def edge_rows(inputs: ReportInputs, profile: Profile) -> list[EdgeRow]:
     with the SLO's tightest TTFT and per-token limits, whatever their percentile (said in
     ``limits``). The measured edge is the largest concurrency whose row is rankable; a grid
     that measured only a few loads bounds it only that finely (``measured_loads``)."""
-    from quantbench.estimate.pipeline import slo_targets
-
     targets = slo_targets(profile.slo)
     limits = f"TTFT <= {targets.ttft_ms:g} ms, TPOT <= {targets.itl_ms:g} ms on the means"
     out = []
