@@ -76,6 +76,38 @@ def test_continuous_usage_gives_tokens_per_chunk() -> None:
     assert rec.output_tokens == 5
 
 
+def test_tokens_the_server_counted_but_did_not_stream_are_given_to_the_chunks() -> None:
+    """transformers serve under a forced length generates past EOS and streams no text for the
+    special tokens (a third of them on the default run): usage says 7, three chunks came. The
+    window's token count must be what TPOT counts, spread over the chunks."""
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    for i, text in enumerate(["a", "b", "c"]):
+        p.feed_line(_chat(text), float(i))
+        p.feed_line(b"\n", float(i))
+    usage = {"prompt_tokens": 3, "completion_tokens": 7}
+    p.feed_line(b'data: {"choices":[],"usage":' + json.dumps(usage).encode() + b"}\n", 3.0)
+    p.feed_line(b"\n", 3.0)
+    _done(p, 3.1)
+    p.finish()
+    assert rec.output_tokens == 7
+    assert sum(rec.chunk_tokens) == 7
+    assert rec.chunk_tokens == [3, 2, 2]
+
+
+def test_a_stream_that_shows_every_token_keeps_one_per_chunk() -> None:
+    rec = _rec()
+    p = StreamParser(rec, "chat")
+    for i, text in enumerate(["a", "b"]):
+        p.feed_line(_chat(text), float(i))
+        p.feed_line(b"\n", float(i))
+    p.feed_line(b'data: {"choices":[],"usage":{"completion_tokens":2}}\n', 2.0)
+    p.feed_line(b"\n", 2.0)
+    _done(p, 2.1)
+    p.finish()
+    assert rec.chunk_tokens == [1, 1]
+
+
 def test_completions_text_and_crlf_and_comments() -> None:
     rec = _rec()
     p = StreamParser(rec, "completions")

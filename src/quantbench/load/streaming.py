@@ -29,6 +29,24 @@ class StreamError(Exception):
     """The server reported an error inside the stream, or sent something unreadable."""
 
 
+def spread_unstreamed_tokens(record: RequestRecord) -> None:
+    """Give the chunks the tokens the server counted in its usage but streamed no text for.
+
+    A server generates some tokens its detokenizer never shows: special tokens (``transformers
+    serve`` with a forced length keeps generating past EOS and skips them: a third of its tokens
+    on the default run), or characters held back and sent merged. TPOT counts them (usage's
+    ``completion_tokens``), so the window's token count must too, or output tokens/s of such a
+    server reads low against its own TPOT and against other engines. They are spread evenly
+    over the chunks, the best guess of when they were generated (a steady decode).
+    """
+    counted = sum(record.chunk_tokens)
+    if record.output_tokens is None or not record.chunk_tokens or record.output_tokens <= counted:
+        return
+    extra, n = record.output_tokens - counted, len(record.chunk_tokens)
+    for i in range(n):
+        record.chunk_tokens[i] += extra // n + (1 if i < extra % n else 0)
+
+
 class StreamParser:
     """Feeds SSE lines, with their arrival times, into a record."""
 
@@ -63,6 +81,7 @@ class StreamParser:
         StreamError for an empty stream or one cut short."""
         self._dispatch()
         self.record.output_text = "".join(self._text)
+        spread_unstreamed_tokens(self.record)
         if not self.record.chunk_times:
             raise StreamError(
                 "empty stream: HTTP 200 but no content"

@@ -59,8 +59,8 @@ class _HFTokenizer:
             ids = self._tok.apply_chat_template(
                 item.as_messages(), add_generation_prompt=True, tokenize=True
             )
-            if isinstance(ids, dict):  # newer transformers return a BatchEncoding
-                ids = ids["input_ids"]
+            if not isinstance(ids, list):  # transformers 5 returns a BatchEncoding (a
+                ids = ids["input_ids"]  # UserDict, not a dict: len() would count its keys)
             return len(ids)
         return len(self._tok(item.as_prompt())["input_ids"])
 
