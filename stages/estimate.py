@@ -15,10 +15,11 @@ from pathlib import Path
 
 from quantbench.bench.spec import BenchSettings
 from quantbench.errors import run_main
-from quantbench.estimate.calibrate import check_calibration
+from quantbench.estimate.calibrate import check_calibration, read_pair_fits
 from quantbench.estimate.hardware import THIS_MACHINE
 from quantbench.estimate.pairs import bench_pairs, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
+from quantbench.estimate.served import served_template_tokens
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variants_from_params
@@ -26,7 +27,7 @@ from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
-from quantbench.schemas.machine import MachineCalibration
+from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.slo import slo_section
 from quantbench.workloads.traffic import Traffic
 
@@ -38,28 +39,36 @@ def main() -> None:
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
     parser.add_argument("--calibration", type=Path, default=Path(MachineCalibration.OUTPUT))
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
+    parser.add_argument(
+        "--pair-calibrations", type=Path, default=Path(PairCalibration.OUTPUT).parent
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
     args = parser.parse_args()
     setup_logging()
     params = read_params(args.params)
     variants = variants_from_params(params, args.variants)
     workloads = workloads_section(params, args.params)
-    summaries = {name: Traffic.read(args.workloads, name).summary for name in workloads}
+    traffic = {name: Traffic.read(args.workloads, name) for name in workloads}
+    summaries = {name: t.summary for name, t in traffic.items()}
     settings = follow_pipeline(  # slo: and workloads: unless estimate: sets its own
         section(params, "estimate", EstimateSettings), slo_section(params), workloads, summaries
     )
     calibration = None
+    fits = {}
+    bench = section(params, "bench", BenchSettings)
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
         stored = schema_io.read(args.calibration, MachineCalibration)
         where = args.calibration.as_posix()
         calibration = check_calibration(
             stored.hardware, args.model, settings.measure.threads, where
         )
-    bench = section(params, "bench", BenchSettings)
+        fits = read_pair_fits(args.pair_calibrations, bench.pairs)
     write_estimates(
         args.model, variants, settings, args.out, calibration=calibration,
-        pairs=bench_pairs(params, bench.pairs, args.params),
-        workloads=workload_shapes(workloads, summaries),
+        pairs=bench_pairs(params, bench.pairs, args.params, fits),
+        workloads=workload_shapes(
+            workloads, summaries, served_template_tokens(args.model, workloads, traffic)
+        ),
     )  # fmt: skip
 
 

@@ -162,6 +162,33 @@ def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel
 
 @pytest.mark.server
 @pytest.mark.slow
+def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) -> None:
+    """The calibrate_pair stage's probe on llama-server with 4 slots: three prompt lengths
+    alone, 2-4 together; the fit sees what the engine does (a prompt costs per token, the
+    template's head comes from the prefix cache, 4 sequences step slower than 1 but share)."""
+    from quantbench.engines.llamacpp import LlamaCppSettings
+    from quantbench.estimate.pair_probe import calibrate_pair
+
+    settings = LlamaCppSettings(sweep={"parallel": [1, 4]})
+    probed = calibrate_pair(
+        "gguf-q8_0-llamacpp", "gguf-q8_0", get_engine("llamacpp"), load_artifact(gguf_q8_0),
+        settings, "127.0.0.1", tmp_path,
+    )  # fmt: skip
+    assert probed.server_point == "parallel=4"  # the setting that batches most
+    assert sorted({r.concurrency for r in probed.requests}) == [1, 2, 3, 4]
+    assert len({r.prompt_tokens for r in probed.requests if r.concurrency == 1}) == 3
+    fit = probed.fit
+    assert fit.prefill_ms_per_token > 0 and fit.cached_prompt_tokens > 0
+    assert fit.batch_measured == 4
+    one, four = fit.step_at_reference(1), fit.step_at_reference(4)
+    assert one < four < 4 * one, fit.describe()
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(gguf_q8_0) in " ".join(
+        p.info["cmdline"] or []
+    )]  # fmt: skip
+
+
+@pytest.mark.server
+@pytest.mark.slow
 def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp_path) -> None:
     # Speculative decoding's acceptance rate decides whether a draft pays; the harness threw the
     # server's counts away. The Q8_0 file drafting for itself, greedy: nearly every draft is

@@ -96,3 +96,53 @@ def test_workload_shapes_take_each_workload_s_generated_means():
     shapes = workload_shapes({"chat": spec(4, 1, 4), "rag": spec(2)}, summaries)
     assert shapes["chat"] == WorkloadShape(40, 32, (1, 4))
     assert shapes["rag"] == WorkloadShape(1460, 48, (2,))
+
+
+def test_workload_shapes_add_the_template_and_carry_reuse_and_think_time():
+    from quantbench.load.spec import WorkloadSpec
+
+    summaries = {
+        "multi-turn": {
+            "input_tokens": {"mean": 115.0}, "output_tokens": {"mean": 21.0},
+            "prefix_reuse_share": 0.93, "requests": 815,
+            "think_s": {"mean": 1.0, "count": 559},  # no think before a conversation's first turn
+        }
+    }  # fmt: skip
+    spec = WorkloadSpec.model_validate(
+        {"prompts": {"source": "random", "input_len": 8, "output_len": 8}, "num_requests": 8,
+         "load": [{"kind": "concurrency", "concurrency": 4, "label": "c4"}]}
+    )  # fmt: skip
+    shape = workload_shapes({"multi-turn": spec}, summaries, {"multi-turn": 40.0})["multi-turn"]
+    assert shape.input_len == 155 and shape.template_tokens == 40.0
+    assert shape.think_s == pytest.approx(559 / 815)
+    # without a prefix cache every served token is computed; with one, the reusable share of
+    # the workload's own tokens and the template's cached head are not
+    assert shape.computed_prompt(False, 26.0) == 155
+    assert shape.computed_prompt(True, 26.0) == pytest.approx(115 * 0.07 + 14)
+
+
+def test_a_probed_pair_is_predicted_from_its_probe(smol, tmp_path):
+    """The probed costs replace the roofline's: TPOT at one stream is the probed step, and a
+    llama.cpp pair's prompt counts only what its prefix cache did not hold."""
+    from dataclasses import replace
+
+    from quantbench.estimate.step_fit import StepFit
+
+    fit = StepFit(
+        request_ms=25.0, prefill_ms_per_token=3.5, shared_step_ms=12.0, own_step_ms=9.0,
+        context_ms_per_token=0.0, reference_context=59.0, batch_measured=4,
+        batched_step_ms={"1": 21.0, "2": 33.0, "3": 42.0, "4": 42.5}, cached_prompt_tokens=26.0,
+    )  # fmt: skip
+    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=fit)}
+    chat = {"chat": WorkloadShape(64, 33, (1, 4), template_tokens=40.0)}
+    settings = EstimateSettings()
+    (one_slot, four) = predict_pairs(smol, tmp_path, VARIANTS, pairs, chat, "this", CPU, settings)
+    alone = four.at(1)
+    assert alone.itl_ms == pytest.approx(21.0)
+    # TTFT alone: the request's cost and the 64 - 26 tokens its prefix cache did not hold
+    assert alone.ttft_ms == pytest.approx(25.0 + 3.5 * 38)
+    assert alone.output_tps == pytest.approx(33 / (alone.ttft_ms / 1e3 + 32 * 0.021))
+    # four streams: the measured step of four, and the others' prompts riding along
+    assert four.at(4).itl_ms == pytest.approx(42.5 + 3 * 38 / 32 * 3.5)
+    # one slot: four clients queue for it; the running request steps alone
+    assert one_slot.server_point == "parallel=1" and one_slot.at(4).itl_ms == pytest.approx(21.0)

@@ -165,3 +165,37 @@ def test_slots_cap_the_batch_and_below_them_nothing_changes(tiny):
     # the TTFT limit counts the queue: more clients than slots only wait longer
     limit = slots.limits(ttft_slo_ms=at_four.ttft_ms * 1.5, itl_slo_ms=1e9)
     assert 4 <= limit.prefill_compute < 8
+
+
+def test_think_times_keep_clients_away_and_the_cycle_counts_them(tiny):
+    from dataclasses import replace
+
+    from quantbench.estimate.step_fit import StepFit
+
+    fit = StepFit(
+        request_ms=20.0, prefill_ms_per_token=0.0, shared_step_ms=10.0, own_step_ms=10.0,
+        context_ms_per_token=0.0, reference_context=80.0, batch_measured=4,
+    )  # fmt: skip
+    base = replace(make(tiny, input_len=64, output_len=11), fit=fit)
+    busy = base.point(4, 1e9, 1e9)
+    assert busy.itl_ms == pytest.approx(50.0)  # four running: 10 + 4 x 10
+    thinking = replace(base, think_s=0.2)
+    point = thinking.point(4, 1e9, 1e9)
+    # the fixed point: b = 4 E2E(b) / (E2E(b) + 0.2 s), E2E(b) = TTFT(b) + 10 (10 + 10 b) ms
+    b = thinking.in_flight(4)
+    e2e = point.e2e_s
+    assert b == pytest.approx(4 * e2e / (e2e + 0.2), rel=1e-3)
+    assert 1 < b < 4
+    assert point.itl_ms == pytest.approx(10 + 10 * b)
+    assert point.output_tps == pytest.approx(4 * 11 / (e2e + 0.2))
+    assert point.output_tps < busy.output_tps
+
+
+def test_a_prefix_cache_leaves_only_the_new_tokens_to_prefill(tiny):
+    from dataclasses import replace
+
+    model = make(tiny, input_len=400, output_len=32)
+    cached = replace(model, prefill_len=40)
+    assert cached.point(1, 1e9, 1e9).ttft_ms < model.point(1, 1e9, 1e9).ttft_ms
+    assert cached.itl_s(4) < model.itl_s(4)  # others' prompts carry fewer tokens
+    assert cached.itl_s(1) == pytest.approx(model.itl_s(1))  # alone, nothing rides along

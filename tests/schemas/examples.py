@@ -37,7 +37,7 @@ from quantbench.schemas.env import (
 )
 from quantbench.schemas.estimate import EstimatesFile
 from quantbench.schemas.finetune import FinetuneReport, TrainData
-from quantbench.schemas.machine import MachineCalibration
+from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.merge import LogitComparison, MergeReport, Probe
 from quantbench.schemas.model_info import (
     Architecture,
@@ -273,6 +273,28 @@ def machine_calibration() -> MachineCalibration:
     return MachineCalibration(hardware=hardware, model="models/base")  # fmt: skip
 
 
+def pair_calibration() -> PairCalibration:
+    """A llama.cpp pair probed with 4 slots: alone at three lengths, then 2-4 together."""
+    from quantbench.estimate.step_fit import ProbeRequest, fit_steps
+
+    requests = [
+        ProbeRequest(concurrency=1, prompt_tokens=p, cached_tokens=26, output_tokens=32,
+                     ttft_ms=25 + 3.5 * (p - 26), tpot_ms=21.0)
+        for p in (43, 113, 218)
+    ] + [
+        ProbeRequest(concurrency=k, prompt_tokens=43, cached_tokens=26, output_tokens=32,
+                     ttft_ms=100.0 * k, tpot_ms=ms)
+        for k, ms in ((2, 33.3), (3, 42.3), (4, 42.5)) for _ in range(k)
+    ]  # fmt: skip
+    return PairCalibration(
+        pair="gguf-q4_k_m-llamacpp", variant="gguf-q4_k_m", engine="llamacpp",
+        server_point="parallel=4", settings={"parallel": 4},
+        command=["llama-server", "-m", "model-Q4_K_M.gguf", "-np", "4"],
+        cpu_model="Intel(R) Xeon(R) Processor", measured_at="2026-11-24T13:00:00+00:00",
+        seconds=12.5, requests=requests, fit=fit_steps(requests),
+    )  # fmt: skip
+
+
 CPU_2CORE: dict[str, Any] = {
     "name": "cpu-2core", "kind": "cpu", "memory_gb": 25.0, "memory_bandwidth_gbs": 12.0,
     "matmul_tflops": {"bf16": 0.35, "fp32": 0.2, "fp16": 0.1, "int8": 0.4},
@@ -422,6 +444,7 @@ def every_output(root: Path) -> list[StageOutput]:
         quality_report(),
         env_info(),
         machine_calibration(),
+        pair_calibration(),
         estimates_file(root),
         session_summary([point]),
         pair_summary(),

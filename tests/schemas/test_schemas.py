@@ -18,7 +18,7 @@ from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput, stamp, version
 from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.catalog import STAGE_OUTPUTS
-from quantbench.schemas.machine import MachineCalibration
+from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.model_info import BaseModelInfo
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.session import SessionSummary
@@ -155,9 +155,11 @@ def test_which_outputs_read_version_zero() -> None:
     is migrated, except the load results: version 2 measures over another window (warm-up out,
     cool-down in, unanswered requests counted), so an older file cannot be converted, only
     measured again (reading it says which stage to rerun). The machine calibration was born
-    versioned: there is no older file of it."""
+    versioned, and so was each pair's probe: there is no older file of either."""
     unreadable = [m for m in STAGE_OUTPUTS if 0 not in m.readable_versions()]
-    assert unreadable == [VariantRecord, MachineCalibration, SessionSummary, PairSummary]
+    assert unreadable == [
+        VariantRecord, MachineCalibration, PairCalibration, SessionSummary, PairSummary
+    ]  # fmt: skip
 
 
 def test_a_real_version_zero_model_info_is_migrated(tmp_path: Path) -> None:
@@ -266,6 +268,7 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
+    "PairCalibration": "v1:1710c407f4f838c1",  # the pair probe (calibrate_pair)
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v3:987a8a8c64fa2aef",  # v3: speculative decoding's acceptance per point
     "PairSummary": "v4:d32cbc1fa690bdd3",  # v4: a search dropped by the race, draft acceptance

@@ -47,6 +47,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
     parser.add_argument("--calibration", type=Path, default=Path("reports/calibrate/this.json"))
+    parser.add_argument(
+        "--pair-calibrations",
+        type=Path,
+        default=Path("reports/calibrate/pairs"),
+        help="the calibrate_pair stage's probes (pairs without one are timed by the roofline)",
+    )
     parser.add_argument("--bench", type=Path, default=Path("reports/bench"))
 
 
@@ -108,8 +114,10 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
     from quantbench.estimate.arch import read_architecture
+    from quantbench.estimate.calibrate import read_pair_fits
     from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
     from quantbench.estimate.pipeline import follow_pipeline
+    from quantbench.estimate.served import served_template_tokens
     from quantbench.estimate.spec import EstimateSettings
     from quantbench.estimate.variants import variants_from_params
     from quantbench.load.spec import workloads_section
@@ -125,12 +133,16 @@ def run_plan(args: argparse.Namespace) -> int:
     bench = section(params, "bench", BenchSettings)
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
-    pairs = bench_pairs(params, bench.pairs, args.params)
+    pairs = bench_pairs(
+        params, bench.pairs, args.params, read_pair_fits(args.pair_calibrations, bench.pairs)
+    )
+    traffic: dict[str, Traffic] = {}
     summaries: dict[str, Any] = {}
     shapes: dict[str, TrafficShape] = {}
     for name in workloads:
         try:
-            summaries[name] = Traffic.read(args.workloads, name).summary
+            traffic[name] = Traffic.read(args.workloads, name)
+            summaries[name] = traffic[name].summary
         except UserError:
             continue
         summary = summaries[name]
@@ -148,7 +160,9 @@ def run_plan(args: argparse.Namespace) -> int:
         predictions = predict_pairs(
             read_architecture(args.model), args.model,
             variants_from_params(params, args.variants), pairs,
-            workload_shapes(workloads, summaries), "this", calibration, settings,
+            workload_shapes(
+                workloads, summaries, served_template_tokens(args.model, workloads, traffic)
+            ), "this", calibration, settings,
         )  # fmt: skip
     else:
         notes.append(

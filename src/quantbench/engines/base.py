@@ -254,6 +254,11 @@ class Engine(ABC):
         """How many requests the server runs at once with these settings (None: no fixed cap)."""
         return None
 
+    def prefix_caching(self, settings: Any) -> bool:
+        """Whether the server keeps computed prompt prefixes for later requests with these
+        settings (the estimate then counts only what a request adds; False: recomputes all)."""
+        return False
+
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int
     ) -> dict[str, list[Any]]:

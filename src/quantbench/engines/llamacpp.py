@@ -240,6 +240,11 @@ class LlamaCppEngine(Engine):
     def max_batch(self, settings: LlamaCppSettings) -> int | None:
         return settings.parallel
 
+    def prefix_caching(self, settings: LlamaCppSettings) -> bool:
+        # llama-server keeps each slot's last prompt and answer (cache_prompt defaults to true)
+        # and sends a request to the slot whose cache shares most of its prompt.
+        return True
+
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int
     ) -> dict[str, list[Any]]:

@@ -48,6 +48,10 @@ class ServerExitedError(ServerError):
     """The server process exited (during start-up or while serving)."""
 
 
+class _EmptyAnswer(ValueError):
+    """A whole, well-formed stream with no content (a model may answer EOS at once)."""
+
+
 class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
 
@@ -311,21 +315,30 @@ class Server:
             time.sleep(0.25)
 
     def chat(self, content: str, max_tokens: int = 16, timeout_s: float = 120) -> str:
-        """One streaming chat request; returns the streamed text (used for warm-up and checks).
+        """One streaming chat request, greedy; returns the streamed text (used for warm-up and
+        checks). Fails as :meth:`stream` does, except an empty answer that ends properly, which
+        a model may give."""
+        body = {
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
+        try:
+            record = self.stream(body, timeout_s)
+        except _EmptyAnswer:
+            return ""
+        return record.output_text or ""
+
+    def stream(self, body: dict[str, Any], timeout_s: float = 120) -> RequestRecord:
+        """One streaming chat request with ``body`` (model and ``stream`` are set here); returns
+        the harness's record of it (send, first-token and end times, the server's token counts).
 
         The stream is read by the load harness's own parser, so what fails a measured request
         fails here too, as a ValueError naming why (an event of the wrong shape, a stream cut
-        short), except an empty answer that ends properly, which a model may give. ``timeout_s``
-        bounds the whole request, not only each read, so a server that sends keep-alive comments
-        forever cannot hold the caller (TimeoutError).
+        short). ``timeout_s`` bounds the whole request, not only each read, so a server that
+        sends keep-alive comments forever cannot hold the caller (TimeoutError).
         """
-        body = {
-            "model": self.spec.model_name,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": max_tokens,
-            "stream": True,
-            "temperature": 0,
-        }
+        body = {**body, "model": self.spec.model_name, "stream": True}
         request = urllib.request.Request(
             self.url + "/v1/chat/completions",
             data=json.dumps(body).encode(),
@@ -349,14 +362,15 @@ class Server:
                     parser.feed_line(raw, now)
                     if parser.done:
                         break
+            record.end_time = time.monotonic()
             parser.finish()
         except StreamError as exc:
             if not record.chunk_times and (parser.done or record.finish_reason is not None):
                 # A whole, well-formed answer that happens to be empty (the model chose EOS at
-                # once): nothing wrong with the server; a served check judges the answer.
-                return ""
+                # once): nothing wrong with the server; the caller judges the answer.
+                raise _EmptyAnswer(str(exc)) from None
             raise ValueError(f"unusable answer stream: {exc}") from None
-        return record.output_text or ""
+        return record
 
     def warmup(self, timeout_s: float = 120) -> str:
         """A first request, so one-time costs (lazy loading, kernel selection) are not measured.

@@ -189,6 +189,9 @@ class VllmEngine(Engine):
     def max_batch(self, settings: VllmSettings) -> int | None:
         return settings.max_num_seqs
 
+    def prefix_caching(self, settings: VllmSettings) -> bool:
+        return settings.enable_prefix_caching is not False  # None: vLLM's default, on
+
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int
     ) -> dict[str, list[Any]]:

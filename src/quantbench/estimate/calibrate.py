@@ -12,8 +12,9 @@ measure settings, so a new machine, model or thread count measures again and not
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from quantbench.estimate import machine
@@ -22,6 +23,9 @@ from quantbench.estimate.engines import add_engine_overhead
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.hardware import HardwareSpec, shape_key
 from quantbench.estimate.machine import PROBED_GEMV_DTYPES, add_shape_probes
+from quantbench.estimate.step_fit import StepFit
+
+log = logging.getLogger(__name__)
 
 
 def measured_engines() -> list[str]:
@@ -87,3 +91,28 @@ def check_calibration(
             f"for {wanted}: {rerun}"
         )
     return spec
+
+
+def read_pair_fits(folder: Path, pairs: Iterable[str]) -> dict[str, StepFit]:
+    """The ``calibrate_pair`` stage's fits of ``pairs`` found in ``folder`` (one file per pair),
+    each checked to be of this machine; a pair without a file is left to the roofline."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.machine import PairCalibration
+
+    here = machine.cpu_model()
+    fits: dict[str, StepFit] = {}
+    for pair in pairs:
+        path = folder / f"{pair}.json"
+        if not path.is_file():
+            continue
+        probed = schema_io.read(path, PairCalibration, pair=pair)
+        if probed.cpu_model != here:
+            raise EstimateInputError(
+                f"{path} was probed on {probed.cpu_model!r}, this machine is {here!r}: rerun "
+                f"`dvc repro calibrate_pair@{pair}` (or delete {path})"
+            )
+        if probed.fit is None:
+            log.warning("%s: no probe (%s): predicted from the roofline", pair, probed.error)
+            continue
+        fits[pair] = probed.fit
+    return fits

@@ -11,7 +11,14 @@ workload's own mean lengths (as generated), at the concurrencies the bench measu
 * the engine's overhead and kernel efficiencies as calibrated;
 * how many requests the engine runs at once with that setting (``Engine.max_batch``: llama.cpp's
   slots, vLLM's ``max_num_seqs``, one for ``transformers serve`` without continuous batching);
-  more clients than that wait in its queue (``ServingModel``).
+  more clients than that wait in its queue (``ServingModel``);
+* the prompt as the server sees it: the chat template's tokens added to the workload's own
+  (:mod:`quantbench.estimate.served`), and, where the engine keeps a prefix cache with that
+  setting (``Engine.prefix_caching``), only the part it did not hold computed: the workload's
+  reusable share and the template's shared head (as the probe saw it cached);
+* the workload's think times between turns;
+* where the pair's server was probed on this machine (the ``calibrate_pair`` stage), its
+  measured request and step costs instead of the roofline's (``BenchPair.fit``).
 
 The report matches each measured row by (pair, setting, workload, concurrency).
 """
@@ -19,7 +26,7 @@ The report matches each measured row by (pair, setting, workload, concurrency).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,7 @@ from quantbench.estimate.estimator import serving_model
 from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.step_fit import StepFit
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
 
 SEARCH_RANGE = range(1, 17)
@@ -48,15 +56,34 @@ class BenchPair:
     variant: str
     engine: str
     settings: EngineSettings
+    fit: StepFit | None = None
+    """The pair's server probed on this machine (None: the roofline's costs)."""
 
 
 @dataclass(frozen=True)
 class WorkloadShape:
-    """A closed-loop workload as generated: mean prompt and output tokens, measured loads."""
+    """A closed-loop workload as generated: mean prompt and output tokens, measured loads.
+
+    ``input_len`` is the prompt as served (``template_tokens`` of chat template included);
+    ``reuse_share`` the share of the workload's own prompt tokens a prefix cache could serve;
+    ``think_s`` the mean think time per request."""
 
     input_len: int
     output_len: int
     concurrencies: tuple[int, ...]
+    template_tokens: float = 0.0
+    reuse_share: float = 0.0
+    think_s: float = 0.0
+
+    def computed_prompt(self, prefix_cache: bool, cached_template: float) -> float:
+        """Prompt tokens a request's prefill computes: all of them without a prefix cache;
+        with one, what neither the workload's reusable share nor the template's cached head
+        covers (at least one token)."""
+        if not prefix_cache:
+            return float(self.input_len)
+        own = self.input_len - self.template_tokens
+        template = max(self.template_tokens - cached_template, 0.0)
+        return max(1.0, own * (1 - self.reuse_share) + template)
 
 
 class PairPrediction(BaseModel):
@@ -103,13 +130,22 @@ def predict_pairs(
             continue
         engine = canonical(pair.engine)
         held = held_weights(engine, arch, variant, stored[pair.variant])
+        served_by = get_engine(pair.engine)
+        cached_template = pair.fit.cached_prompt_tokens if pair.fit is not None else 0.0
         for label, point_settings in pair.settings.sweep_points():
-            max_batch = get_engine(pair.engine).max_batch(point_settings)
+            max_batch = served_by.max_batch(point_settings)
+            caches = served_by.prefix_caching(point_settings)
             for workload, shape in workloads.items():
                 serving = serving_model(
                     arch, held, hardware, settings, shape.input_len, shape.output_len,
                     engine, max_batch,
                 )  # fmt: skip
+                serving = replace(
+                    serving,
+                    fit=pair.fit,
+                    prefill_len=shape.computed_prompt(caches, cached_template),
+                    think_s=shape.think_s,
+                )
                 levels = sorted(set(shape.concurrencies) | set(SEARCH_RANGE))
                 out.append(
                     PairPrediction(
@@ -129,30 +165,53 @@ def predict_pairs(
 
 
 def bench_pairs(
-    params: Mapping[str, Any], pairs: Mapping[str, Any], origin: str = "params.yaml"
+    params: Mapping[str, Any],
+    pairs: Mapping[str, Any],
+    origin: str = "params.yaml",
+    fits: Mapping[str, StepFit] | None = None,
 ) -> dict[str, BenchPair]:
     """``bench.pairs`` (validated ``Pair`` entries) with each pair's engine settings laid over its
-    engine's section (``engines.registry.pair_settings``), as the bench stages will run them."""
+    engine's section (``engines.registry.pair_settings``), as the bench stages will run them;
+    ``fits``: the pairs probed on this machine (``calibrate_pair``), by pair name."""
+    fits = fits or {}
     return {
-        name: BenchPair(pair.variant, pair.engine, pair_settings(params, name, pair, origin))
+        name: BenchPair(
+            pair.variant, pair.engine, pair_settings(params, name, pair, origin), fits.get(name)
+        )
         for name, pair in pairs.items()
     }
 
 
 def workload_shapes(
-    workloads: Mapping[str, WorkloadSpec], summaries: Mapping[str, Mapping[str, Any]]
+    workloads: Mapping[str, WorkloadSpec],
+    summaries: Mapping[str, Mapping[str, Any]],
+    template_tokens: Mapping[str, float] | None = None,
 ) -> dict[str, WorkloadShape]:
-    """Each workload with a generated traffic summary: its mean lengths and the concurrencies of
-    its closed-loop points (none for an open loop: its prediction still spans 1-16)."""
+    """Each workload with a generated traffic summary: its mean lengths (the chat template's
+    ``template_tokens`` added to the prompt's), its prefix-reuse share, its think time per
+    request and the concurrencies of its closed-loop points (none for an open loop: its
+    prediction still spans 1-16)."""
     shapes = {}
+    template_tokens = template_tokens or {}
     for name, spec in workloads.items():
         summary = summaries.get(name)
         if summary is None:
             continue
         levels = {p.concurrency for p in spec.points if isinstance(p, ClosedLoop)}
+        template = float(template_tokens.get(name, 0.0))
+        think = summary.get("think_s") or {}
+        requests = float(summary.get("requests") or 0)
+        think_per_request = (
+            float(think["mean"]) * float(think["count"]) / requests
+            if think.get("count") and requests
+            else 0.0
+        )
         shapes[name] = WorkloadShape(
-            input_len=max(1, round(float(summary["input_tokens"]["mean"]))),
+            input_len=max(1, round(float(summary["input_tokens"]["mean"]) + template)),
             output_len=max(1, round(float(summary["output_tokens"]["mean"]))),
             concurrencies=tuple(sorted(levels)),
+            template_tokens=template,
+            reuse_share=float(summary.get("prefix_reuse_share") or 0.0),
+            think_s=think_per_request,
         )
     return shapes

@@ -7,7 +7,7 @@ from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile
 from quantbench.schemas.finetune import FinetuneReport
-from quantbench.schemas.machine import MachineCalibration
+from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.merge import MergeReport
 from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
@@ -27,6 +27,7 @@ STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     QualityReport,
     EnvInfo,
     MachineCalibration,
+    PairCalibration,
     EstimatesFile,
     SessionSummary,
     PairSummary,

@@ -1,4 +1,5 @@
-"""``reports/calibrate/this.json`` (stage ``calibrate``): this machine measured for the estimator.
+"""``reports/calibrate/this.json`` (stage ``calibrate``): this machine measured for the estimator;
+``reports/calibrate/pairs/<pair>.json`` (stage ``calibrate_pair``): each bench pair's server probed.
 
 (The machine's calibration; the quantizers' calibration data is :mod:`quantbench.schemas.variant`'s.)
 
@@ -9,11 +10,12 @@ probe, the thread count, the CPU model and the torch version), and what it was m
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from quantbench.estimate.hardware import HardwareSpec
+from quantbench.estimate.step_fit import ProbeRequest, StepFit
 from quantbench.schemas.base import Migrations, StageOutput, version
 
 
@@ -29,4 +31,31 @@ class MachineCalibration(StageOutput):
     model: str = Field(description="The model folder whose matrix shapes were probed.")
 
 
-__all__ = ["MachineCalibration"]
+class PairCalibration(StageOutput):
+    """One bench pair's real server probed on this machine: what its requests and steps cost
+    (``quantbench.estimate.step_fit``), for the estimate's predictions of that pair."""
+
+    OUTPUT: ClassVar[str] = "reports/calibrate/pairs/{pair}.json"
+    STAGE: ClassVar[str] = "calibrate_pair@{pair}"
+    MIGRATIONS: ClassVar[Migrations] = {}
+
+    schema_version: Literal[1] = version(1)
+    pair: str
+    variant: str
+    engine: str
+    server_point: str = Field(description="the setting probed (the sweep's largest batch)")
+    settings: dict[str, Any] = Field(description="the engine settings the server ran with")
+    command: list[str] = Field(description="the server's command line, secrets redacted")
+    cpu_model: str
+    measured_at: str
+    seconds: float = Field(description="the probe's wall time, server start included")
+    requests: list[ProbeRequest] = Field(description="every measured request of the probe")
+    fit: StepFit | None = Field(description="None: the probe failed (``error``)")
+    error: str | None = Field(
+        None,
+        description="why the server could not be probed; the estimate then predicts the "
+        "pair from the roofline alone",
+    )
+
+
+__all__ = ["MachineCalibration", "PairCalibration"]

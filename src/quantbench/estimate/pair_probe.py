@@ -1,0 +1,172 @@
+"""Probe one bench pair's real server for what its requests and steps cost (the
+``calibrate_pair`` stage), for :mod:`quantbench.estimate.step_fit`.
+
+The server is started as the bench starts it (same engine, artifact and settings; the sweep's
+setting that batches most), warmed up, then sent greedy requests of a fixed output length
+(``ignore_eos`` or the engine's equivalent): alone at three prompt lengths, ``repeats`` times
+each, then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up to
+:data:`MAX_PROBE_BATCH`. About ten seconds of requests per pair beside the server's start.
+Nothing here is a benchmark: the figures feed a model that the bench's own measurements are
+then held against (``report``: the ±25 % planning band).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from quantbench.estimate.step_fit import ProbeError, ProbeRequest, fit_steps
+from quantbench.load.records import RequestRecord
+from quantbench.load.requests import body_rules, turn_body
+
+if TYPE_CHECKING:
+    from quantbench.engines.artifact import Artifact
+    from quantbench.engines.base import Engine, EngineSettings
+    from quantbench.engines.server import Server
+    from quantbench.schemas.machine import PairCalibration
+
+log = logging.getLogger(__name__)
+
+MAX_PROBE_BATCH = 4
+"""Most requests sent together: enough to show how a step's cost splits between what its
+sequences share and what each adds, few enough to stay within a CPU's batch sizes."""
+OUTPUT_TOKENS = 32
+_SENTENCE = (
+    "The council met on Tuesday to discuss the budget proposal for the coming year, the "
+    "repairs to the old bridge, the schedule of the public library and the new bus line."
+)
+PROMPT_SENTENCES = (0, 2, 5)
+"""Prompt lengths alone, in sentences of about 35 tokens, beside a short question: from a
+chat turn to a resent history, where TTFT is close to a line in the prompt tokens."""
+
+
+def _prompt(sentences: int, nonce: int) -> str:
+    """A prompt no earlier one shares beyond the chat template: each starts with its own
+    number, so a prefix cache serves only the template, as it would for real traffic."""
+    return " ".join([f"Note {nonce}.", *[_SENTENCE] * sentences, "Write one sentence about it."])
+
+
+def probe_point(engine: Engine, settings: EngineSettings) -> tuple[str, EngineSettings]:
+    """The setting of the pair's sweep whose batch limit is largest (None: no limit) and its
+    label: the one whose batched steps the probe can see most of."""
+    points = list(settings.sweep_points())
+
+    def batch(item: tuple[str, EngineSettings]) -> float:
+        limit = engine.max_batch(item[1])
+        return float("inf") if limit is None else float(limit)
+
+    return max(points, key=batch)
+
+
+def _request(server: Server, engine: Engine, prompt: str, timeout_s: float) -> RequestRecord:
+    rules = body_rules(
+        model=server.spec.model_name,
+        profile=engine.profile,
+        fixed_output_length=True,
+        request_fields={"temperature": 0},
+    )
+    body = turn_body(
+        rules,
+        api="chat",
+        max_tokens=OUTPUT_TOKENS,
+        messages=[{"role": "user", "content": prompt}],
+    )
+    return server.stream(body, timeout_s)
+
+
+def _measured(record: RequestRecord, concurrency: int) -> ProbeRequest:
+    ttft, tpot = record.ttft, record.tpot
+    if record.prompt_tokens is None or ttft is None or tpot is None:
+        raise ProbeError(
+            f"a probe request came back without the figures the fit needs (prompt tokens "
+            f"{record.prompt_tokens}, output tokens {record.output_tokens}, TTFT {ttft}): the "
+            "server must report usage in its stream"
+        )
+    return ProbeRequest(
+        concurrency=concurrency,
+        prompt_tokens=record.prompt_tokens,
+        cached_tokens=record.cached_tokens or 0,
+        output_tokens=record.output_tokens or 0,
+        ttft_ms=ttft * 1e3,
+        tpot_ms=tpot * 1e3,
+    )
+
+
+def probe_server(
+    server: Server, engine: Engine, batch: int, repeats: int = 2, timeout_s: float = 300
+) -> list[ProbeRequest]:
+    """The probe's requests against a started, warmed-up server (see the module)."""
+    out: list[ProbeRequest] = []
+    nonce = 0
+    for _ in range(repeats):
+        for sentences in PROMPT_SENTENCES:
+            nonce += 1
+            out.append(_measured(_request(server, engine, _prompt(sentences, nonce), timeout_s), 1))
+    for k in range(2, batch + 1):
+        gate = threading.Barrier(k)
+
+        def together(i: int, k: int = k, gate: threading.Barrier = gate) -> RequestRecord:
+            gate.wait()
+            return _request(server, engine, _prompt(0, 1000 * k + i), timeout_s)
+
+        with ThreadPoolExecutor(k) as pool:
+            records = list(pool.map(together, range(k)))
+        out += [_measured(r, k) for r in records]
+    return out
+
+
+def calibrate_pair(
+    name: str,
+    variant: str,
+    engine: Engine,
+    artifact: Artifact,
+    settings: EngineSettings,
+    host: str,
+    log_dir: Path,
+) -> PairCalibration:
+    """Start the pair's server, probe it, stop it, fit; a server that does not start or serve
+    is recorded in ``error`` (no fit)."""
+    from quantbench.engines.ports import PortInUseError, free_port
+    from quantbench.engines.server import Server, ServerError
+    from quantbench.estimate.machine import cpu_model
+    from quantbench.schemas.machine import PairCalibration
+
+    started = time.monotonic()
+    label, point = probe_point(engine, settings)
+    limit = engine.max_batch(point)
+    batch = min(MAX_PROBE_BATCH, limit) if limit is not None else MAX_PROBE_BATCH
+    launch = engine.launch(artifact, point, host, free_port(host))
+    server = Server(launch, log_dir / f"{name}.server.log")
+    requests: list[ProbeRequest] = []
+    fit = error = None
+    try:
+        with server:
+            server.warmup()
+            requests = probe_server(server, engine, batch)
+        fit = fit_steps(requests)
+        log.info("%s (%s): %s", name, label, fit.describe())
+    except (ServerError, PortInUseError, ProbeError, ValueError, OSError) as exc:
+        # a server that does not serve costs this pair its probe, not the pipeline: the
+        # estimate predicts it from the roofline, and the bench records its own failure
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log.error("%s (%s): probe failed: %s", name, label, error)
+    changed: dict[str, Any] = point.model_dump(mode="json")
+    return PairCalibration(
+        pair=name,
+        variant=variant,
+        engine=engine.name,
+        server_point=label,
+        settings=changed,
+        command=launch.redacted_argv(),
+        cpu_model=cpu_model(),
+        measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        seconds=time.monotonic() - started,
+        requests=requests,
+        fit=fit,
+        error=error,
+    )

@@ -1,0 +1,37 @@
+"""The prompt as served: the chat template's and the harness tag's tokens, counted for real."""
+
+from __future__ import annotations
+
+from quantbench.estimate.served import EXAMPLE_TAG, template_tokens
+from quantbench.load.plan import Conversation, Turn
+from quantbench.load.prompts import PromptItem
+from quantbench.load.tokens import load_counter
+
+
+def _conv(turns: int, system: str | None = None) -> Conversation:
+    return Conversation(
+        prompt_id="p",
+        scenario="s",
+        turns=[Turn(content="tell me about the sea", max_tokens=8) for _ in range(turns)],
+        system=system,
+    )
+
+
+def test_template_tokens_are_what_the_chat_template_adds(tiny_model_dir) -> None:
+    counter = load_counter(tiny_model_dir)
+    text = "tell me about the sea"
+    item = PromptItem(id="a", max_tokens=8, messages=[{"role": "user", "content": text}])
+    served = counter.count_prompt(item, "chat")
+    assert served > counter.count_text(text) + 10  # SmolLM2's default system prompt, markers
+    untagged = template_tokens(tiny_model_dir, [_conv(1)], tagged=False)
+    assert untagged == served - counter.count_text(text)
+    tag = counter.count_text(f"[{EXAMPLE_TAG}] x") - counter.count_text("x")
+    assert template_tokens(tiny_model_dir, [_conv(1)]) == untagged + tag
+    # a completions prompt has no template: the tag only
+    assert template_tokens(tiny_model_dir, [_conv(1)], api="completions") == tag
+
+
+def test_later_turns_resend_more_markers(tiny_model_dir) -> None:
+    one = template_tokens(tiny_model_dir, [_conv(1, system="be brief")], tagged=False)
+    three = template_tokens(tiny_model_dir, [_conv(3, system="be brief")], tagged=False)
+    assert three > one  # turns 2 and 3 carry the earlier turns' role markers too
