@@ -146,3 +146,16 @@ def test_a_probed_pair_is_predicted_from_its_probe(smol, tmp_path):
     assert four.at(4).itl_ms == pytest.approx(42.5 + 3 * 38 / 32 * 3.5)
     # one slot: four clients queue for it; the running request steps alone
     assert one_slot.server_point == "parallel=1" and one_slot.at(4).itl_ms == pytest.approx(21.0)
+
+
+def test_a_cache_of_blocks_keeps_only_whole_blocks_of_each_shared_prefix():
+    # three requests as served: a first turn (nothing shared but the template's head), two
+    # later turns sharing 140 and 300 tokens with their conversation's previous request
+    shape = WorkloadShape(
+        160, 20, (4,), template_tokens=40.0, prompts=((60.0, 0.0), (150.0, 140.0), (320.0, 300.0))
+    )
+    assert shape.computed_prompt(False, 26.0, 128) == 160
+    # per token (llama.cpp): all of each shared prefix, the template head at least
+    assert shape.computed_prompt(True, 26.0, 1) == pytest.approx((34 + 10 + 20) / 3)
+    # blocks of 128 (vLLM on a CPU): 128 of 140, 256 of 300, none of a 26-token head
+    assert shape.computed_prompt(True, 0.0, 128) == pytest.approx((60 + 22 + 64) / 3)

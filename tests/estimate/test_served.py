@@ -35,3 +35,26 @@ def test_later_turns_resend_more_markers(tiny_model_dir) -> None:
     one = template_tokens(tiny_model_dir, [_conv(1, system="be brief")], tagged=False)
     three = template_tokens(tiny_model_dir, [_conv(3, system="be brief")], tagged=False)
     assert three > one  # turns 2 and 3 carry the earlier turns' role markers too
+
+
+def test_a_later_turn_shares_all_but_its_new_message(tiny_model_dir) -> None:
+    from quantbench.estimate.served import prompt_profile
+
+    conv = Conversation(
+        prompt_id="p", scenario="s", system="be brief",
+        turns=[Turn(content="tell me about the sea", max_tokens=8),
+               Turn(content="and the sky", max_tokens=8)],
+    )  # fmt: skip
+    first, later = prompt_profile(tiny_model_dir, [conv])
+    counter = load_counter(tiny_model_dir)
+    assert first[1] == 0  # a system prompt no earlier conversation sent
+    # the later turn resends the first and its answer: all of it is shared, and only its own
+    # message (with the few tokens that wrap it) is new
+    new = later[0] - later[1]
+    assert counter.count_text("and the sky") < new < counter.count_text("and the sky") + 12
+    assert later[0] > first[0] + 8  # the answer's tokens (max_tokens) are in the history
+    # a second conversation with the same system prompt shares it on its first turn
+    again = Conversation(prompt_id="q", scenario="s", system="be brief",
+                         turns=[Turn(content="hello", max_tokens=8)])  # fmt: skip
+    _, _, first_again = prompt_profile(tiny_model_dir, [conv, again])
+    assert first_again[1] >= counter.count_text("be brief")

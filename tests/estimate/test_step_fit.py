@@ -103,3 +103,32 @@ def test_one_prompt_length_cannot_be_fitted() -> None:
 def test_the_fit_round_trips_through_json() -> None:
     fit = fit_steps(probe(25.0, 3.5, {1: 21.0, 2: 33.3}))
     assert StepFit.model_validate_json(fit.model_dump_json()) == fit
+
+
+def _with_repeat(requests: list[ProbeRequest], shared: int, cached: int) -> list[ProbeRequest]:
+    repeat = ProbeRequest(
+        concurrency=1, prompt_tokens=shared + 12, cached_tokens=cached, shared_prefix=shared,
+        output_tokens=OUT, ttft_ms=30.0, tpot_ms=21.0,
+    )  # fmt: skip
+    return [*requests, repeat]
+
+
+@pytest.mark.parametrize(
+    ("cached", "block"),
+    [
+        (200, 1),  # llama.cpp: the whole shared prefix from its slot
+        (196, 1),  # within the template's tail
+        (128, 128),  # vLLM on a CPU: one whole block of 128 of a 204-token prefix
+        (0, 205),  # blocks longer than the prefix: nothing of it served
+    ],
+)
+def test_a_repeat_shows_the_prefix_cache_s_block(cached: int, block: int) -> None:
+    requests = _with_repeat(probe(25.0, 3.5, {1: 21.0, 2: 30.0}), shared=204, cached=cached)
+    fit = fit_steps(requests)
+    assert fit.cache_block == block
+    # the template's head is read from the prompts of their own, not from the repeat
+    assert fit.cached_prompt_tokens == 0
+
+
+def test_without_a_repeat_the_cache_is_taken_per_token() -> None:
+    assert fit_steps(probe(25.0, 3.5, {1: 21.0})).cache_block == 1

@@ -268,7 +268,7 @@ PINNED: dict[str, str] = {
     "QualityReport": "v2:8bbe1bb08cae3633",
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "PairCalibration": "v1:1710c407f4f838c1",  # the pair probe (calibrate_pair)
+    "PairCalibration": "v1:cadbe7ce4701e6d0",  # the pair probe (calibrate_pair)
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v3:987a8a8c64fa2aef",  # v3: speculative decoding's acceptance per point
     "PairSummary": "v4:d32cbc1fa690bdd3",  # v4: a search dropped by the race, draft acceptance

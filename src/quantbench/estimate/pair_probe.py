@@ -4,7 +4,8 @@
 The server is started as the bench starts it (same engine, artifact and settings; the sweep's
 setting that batches most), warmed up, then sent greedy requests of a fixed output length
 (``ignore_eos`` or the engine's equivalent): alone at three prompt lengths, ``repeats`` times
-each, then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up to
+each, the longest once more with a line added (how much of a shared prefix the prefix cache
+serves, and in what blocks), then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up to
 :data:`MAX_PROBE_BATCH`. About ten seconds of requests per pair beside the server's start.
 Nothing here is a benchmark: the figures feed a model that the bench's own measurements are
 then held against (``report``: the ±25 % planning band).
@@ -43,6 +44,13 @@ _SENTENCE = (
 PROMPT_SENTENCES = (0, 2, 5)
 """Prompt lengths alone, in sentences of about 35 tokens, beside a short question: from a
 chat turn to a resent history, where TTFT is close to a line in the prompt tokens."""
+
+
+REPEAT_SUFFIX = " Then one more."
+TEMPLATE_TAIL = 8
+"""Tokens at a chat prompt's end that a longer message does not share (the end of the user's
+text, the message's close and the assistant's opening): a few; the cache block is read to
+within them."""
 
 
 def _prompt(sentences: int, nonce: int) -> str:
@@ -107,6 +115,13 @@ def probe_server(
         for sentences in PROMPT_SENTENCES:
             nonce += 1
             out.append(_measured(_request(server, engine, _prompt(sentences, nonce), timeout_s), 1))
+    # the longest prompt again with a line added: how much of a shared prefix the cache serves
+    longest = out[-1]
+    again = _request(
+        server, engine, _prompt(PROMPT_SENTENCES[-1], nonce) + REPEAT_SUFFIX, timeout_s
+    )
+    shared = max(1, longest.prompt_tokens - TEMPLATE_TAIL)
+    out.append(_measured(again, 1).model_copy(update={"shared_prefix": shared}))
     for k in range(2, batch + 1):
         gate = threading.Barrier(k)
 

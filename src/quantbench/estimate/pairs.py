@@ -25,7 +25,7 @@ The report matches each measured row by (pair, setting, workload, concurrency).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,13 +74,23 @@ class WorkloadShape:
     template_tokens: float = 0.0
     reuse_share: float = 0.0
     think_s: float = 0.0
+    prompts: tuple[tuple[float, float], ...] = ()
+    """Per request, as served: (prompt tokens, of them a prefix an earlier request left in a
+    cache) (``served.prompt_profile``); empty: only the mean and the reusable share are known."""
 
-    def computed_prompt(self, prefix_cache: bool, cached_template: float) -> float:
-        """Prompt tokens a request's prefill computes: all of them without a prefix cache;
-        with one, what neither the workload's reusable share nor the template's cached head
-        covers (at least one token)."""
+    def computed_prompt(self, prefix_cache: bool, cached_template: float, block: int = 1) -> float:
+        """Mean prompt tokens a request's prefill computes: all of them without a prefix cache;
+        with one, what it does not hold: of each request's shared prefix the whole ``block``s
+        (a cache of blocks keeps no partial one), and at least the template's head every
+        request shares (``cached_template``, as the probe saw it cached); at least one token."""
         if not prefix_cache:
             return float(self.input_len)
+        if self.prompts:
+            computed = [
+                max(1.0, served - max((shared // block) * block, cached_template))
+                for served, shared in self.prompts
+            ]
+            return sum(computed) / len(computed)
         own = self.input_len - self.template_tokens
         template = max(self.template_tokens - cached_template, 0.0)
         return max(1.0, own * (1 - self.reuse_share) + template)
@@ -132,6 +142,7 @@ def predict_pairs(
         held = held_weights(engine, arch, variant, stored[pair.variant])
         served_by = get_engine(pair.engine)
         cached_template = pair.fit.cached_prompt_tokens if pair.fit is not None else 0.0
+        block = pair.fit.cache_block if pair.fit is not None else 1
         for label, point_settings in pair.settings.sweep_points():
             max_batch = served_by.max_batch(point_settings)
             caches = served_by.prefix_caching(point_settings)
@@ -143,7 +154,7 @@ def predict_pairs(
                 serving = replace(
                     serving,
                     fit=pair.fit,
-                    prefill_len=shape.computed_prompt(caches, cached_template),
+                    prefill_len=shape.computed_prompt(caches, cached_template, block),
                     think_s=shape.think_s,
                 )
                 levels = sorted(set(shape.concurrencies) | set(SEARCH_RANGE))
@@ -186,6 +197,7 @@ def workload_shapes(
     workloads: Mapping[str, WorkloadSpec],
     summaries: Mapping[str, Mapping[str, Any]],
     template_tokens: Mapping[str, float] | None = None,
+    prompts: Mapping[str, Sequence[tuple[float, float]]] | None = None,
 ) -> dict[str, WorkloadShape]:
     """Each workload with a generated traffic summary: its mean lengths (the chat template's
     ``template_tokens`` added to the prompt's), its prefix-reuse share, its think time per
@@ -193,6 +205,7 @@ def workload_shapes(
     prediction still spans 1-16)."""
     shapes = {}
     template_tokens = template_tokens or {}
+    prompts = prompts or {}
     for name, spec in workloads.items():
         summary = summaries.get(name)
         if summary is None:
@@ -213,5 +226,6 @@ def workload_shapes(
             template_tokens=template,
             reuse_share=float(summary.get("prefix_reuse_share") or 0.0),
             think_s=think_per_request,
+            prompts=tuple(prompts.get(name, ())),
         )
     return shapes

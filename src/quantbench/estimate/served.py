@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from quantbench.load.plan import Conversation
 from quantbench.load.prompts import PromptItem
@@ -72,6 +73,77 @@ def served_template_tokens(
     """:func:`template_tokens` of every workload whose traffic is given, as its spec sends it."""
     return {
         name: template_tokens(tokenizer, traffic[name].conversations, spec.unique_prompts, spec.api)
+        for name, spec in workloads.items()
+        if name in traffic
+    }
+
+
+def _template_count(counter: Any, messages: list[dict[str, str]], generation: bool) -> int:
+    item = PromptItem(id="template", max_tokens=1, messages=messages)
+    if generation:
+        return counter.count_prompt(item, "chat")
+    tok = counter._tok  # the HF tokenizer: a prompt closed without the assistant's opening
+    ids = tok.apply_chat_template(messages, add_generation_prompt=False, tokenize=True)
+    return len(ids if isinstance(ids, list) else ids["input_ids"])
+
+
+def prompt_profile(
+    tokenizer: Path,
+    conversations: Sequence[Conversation],
+    tagged: bool = True,
+    api: str = "chat",
+) -> list[tuple[float, float]]:
+    """Per request: (prompt tokens as served, of them a prefix a cache could hold from an
+    earlier request). A later turn shares everything but its own new message with the
+    conversation's previous request and its answer; a first turn shares a system prompt another
+    conversation sent before (the template's own head, which every request shares, is the
+    probe's to measure: ``StepFit.cached_prompt_tokens``)."""
+    from quantbench.workloads.stats import prompt_lengths
+
+    counter = load_counter(tokenizer)
+    x = counter.count_text(PLACEHOLDER)
+    tag = counter.count_text(f"[{EXAMPLE_TAG}] {PLACEHOLDER}") - x if tagged else 0
+    chat = api == "chat"
+    extra: dict[tuple[int, bool], float] = {}
+    new_turn: dict[tuple[int, bool], float] = {}
+    out: list[tuple[float, float]] = []
+    seen: set[str] = set()
+    for conv in conversations:
+        system = conv.system is not None
+        lengths = prompt_lengths(conv, counter.count_text)
+        for turn, ((raw, reused), t) in enumerate(zip(lengths, conv.turns, strict=True)):
+            if not chat or conv.raw_prompt is not None:
+                out.append((raw + tag, float(reused)))
+                continue
+            shape = (turn, system)
+            if shape not in extra:
+                messages = _messages(*shape)
+                full = counter.count_prompt(PromptItem(id="t", max_tokens=1, messages=messages),
+                                            "chat")  # fmt: skip
+                extra[shape] = full - len(messages) * x
+                # what the last message adds beyond the prompt before it, closed
+                before = messages[:-1]
+                new_turn[shape] = full - (_template_count(counter, before, False) if before else 0)
+            served = raw + extra[shape] + tag
+            user = counter.count_text(t.content)
+            if turn > 0:
+                shared = served - (user - x + new_turn[shape])
+            elif system and conv.system in seen:
+                shared = served - (user + tag - x + new_turn[shape])
+            else:
+                shared = 0.0
+            if system and conv.system is not None:
+                seen.add(conv.system)
+            out.append((served, max(shared, 0.0)))
+    return out
+
+
+def served_prompt_profiles(
+    tokenizer: Path, workloads: Mapping[str, WorkloadSpec], traffic: Mapping[str, Traffic]
+) -> dict[str, list[tuple[float, float]]]:
+    """:func:`prompt_profile` of every workload whose traffic is given, as its spec sends it."""
+    return {
+        name: prompt_profile(tokenizer, traffic[name].conversations, spec.unique_prompts, spec.api)
         for name, spec in workloads.items()
         if name in traffic
     }

@@ -41,6 +41,12 @@ class ProbeRequest(BaseModel):
     concurrency: int = Field(ge=1, description="requests sent together (1: alone)")
     prompt_tokens: int = Field(ge=1, description="the server's count, chat template included")
     cached_tokens: int = Field(0, ge=0, description="of them, served by the prefix cache")
+    shared_prefix: int | None = Field(
+        None,
+        ge=1,
+        description="a repeat: prompt tokens it shares with an earlier request "
+        "(that request's prompt but its last few template tokens)",
+    )
     output_tokens: int = Field(ge=2)
     ttft_ms: float = Field(gt=0)
     tpot_ms: float = Field(gt=0)
@@ -81,6 +87,13 @@ class StepFit(BaseModel):
         ge=0,
         description="prompt tokens the prefix cache served on a prompt of its own: "
         "the chat template's head every request shares",
+    )
+    cache_block: int = Field(
+        1,
+        ge=1,
+        description="the prefix cache's granularity as a repeat showed it: it serves whole "
+        "blocks of this many tokens of a shared prefix (1: every token; vLLM on a CPU caches "
+        "blocks of 128)",
     )
     notes: list[str] = Field(default_factory=list)
 
@@ -127,6 +140,21 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return float(intercept), float(slope)
 
 
+def cache_block(requests: Sequence[ProbeRequest]) -> int:
+    """The prefix cache's granularity from the repeats: a cache that served (nearly) the whole
+    shared prefix works per token (1); one that served ``c`` tokens of it works in blocks of
+    ``c`` (a shared prefix shorter than two blocks, as the probe's is); one that served none,
+    in blocks longer than the prefix. No repeat or no cache: 1 (nothing to round)."""
+    repeats = [r for r in requests if r.shared_prefix is not None]
+    if not repeats:
+        return 1
+    r = max(repeats, key=lambda r: r.shared_prefix or 0)
+    shared = r.shared_prefix or 0
+    if r.cached_tokens >= shared - 8:  # the last few tokens differ by the template's tail
+        return 1
+    return r.cached_tokens if r.cached_tokens > 0 else shared + 1
+
+
 def fit_steps(requests: Sequence[ProbeRequest]) -> StepFit:
     """Fit :class:`StepFit` to a probe: requests alone at two or more prompt lengths, and
     (where the engine batches) requests sent together."""
@@ -138,7 +166,8 @@ def fit_steps(requests: Sequence[ProbeRequest]) -> StepFit:
             f"{len(alone)} alone at {sorted(lengths) or 'no'} prompt tokens computed"
         )
     notes: list[str] = []
-    cached = statistics.median(r.cached_tokens for r in alone)
+    cached = statistics.median(r.cached_tokens for r in alone if r.shared_prefix is None)
+    block = cache_block(alone)
     request_ms, prefill = _line([r.prefilled for r in alone], [r.ttft_ms for r in alone])
     if prefill < 0:
         notes.append(f"TTFT fell with prompt length ({prefill:.3f} ms/token): taken as 0")
@@ -165,6 +194,7 @@ def fit_steps(requests: Sequence[ProbeRequest]) -> StepFit:
             reference_context=reference,
             batch_measured=1,
             cached_prompt_tokens=cached,
+            cache_block=block,
             notes=[*notes, "no batched requests: each running sequence costs a whole step"],
         )
     reference = statistics.median(r.mean_context for r in together)
@@ -195,5 +225,6 @@ def fit_steps(requests: Sequence[ProbeRequest]) -> StepFit:
         batch_measured=k,
         batched_step_ms={str(n): max(v, 0.0) for n, v in sorted(steps.items())},
         cached_prompt_tokens=cached,
+        cache_block=block,
         notes=notes,
     )
