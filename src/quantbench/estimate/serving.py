@@ -20,10 +20,11 @@ continuously (decode steps of all running requests together, new prompts mixed i
   ``E2E_m * (B / m - 1)``, added to TTFT and E2E.
 * Where the pair's real server was probed on this machine (``fit``: the ``calibrate_pair``
   stage, :mod:`quantbench.estimate.step_fit`), its measured costs replace the roofline's times:
-  a step of ``k`` sequences costs ``shared + k * own`` (with context), each prompt token it
-  carries ``prefill``, and each request ``request`` more before its first token, plus half a
-  step of waiting for the step in progress when others are running. Memory and the bounds
-  stay the roofline's.
+  a step of ``k`` sequences costs what the probe measured at 1-4 (interpolated, extended
+  beyond by the mean cost per sequence, with context), each prompt token it carries
+  ``prefill``, and each request ``request`` more before its first token, plus half a step of
+  waiting for the step in progress when others are running. Memory and the bounds stay the
+  roofline's.
 * A prefix cache (``prefill_len``) computes only the part of each prompt it did not hold; think
   times between turns (``think_s``, mean per request) keep clients away: of ``B`` clients,
   ``B * E2E / (E2E + think)`` have a request in flight on average (solved as a fixed point),
