@@ -152,10 +152,41 @@ def test_a_cache_of_blocks_keeps_only_whole_blocks_of_each_shared_prefix():
     # three requests as served: a first turn (nothing shared but the template's head), two
     # later turns sharing 140 and 300 tokens with their conversation's previous request
     shape = WorkloadShape(
-        160, 20, (4,), template_tokens=40.0, prompts=((60.0, 0.0), (150.0, 140.0), (320.0, 300.0))
+        160,
+        20,
+        (4,),
+        template_tokens=40.0,
+        prompts=((60.0, 0.0, 0.0), (150.0, 140.0, 80.0), (320.0, 300.0, 80.0)),
     )
     assert shape.computed_prompt(False, 26.0, 128) == 160
     # per token (llama.cpp): all of each shared prefix, the template head at least
     assert shape.computed_prompt(True, 26.0, 1) == pytest.approx((34 + 10 + 20) / 3)
     # blocks of 128 (vLLM on a CPU): 128 of 140, 256 of 300, none of a 26-token head
     assert shape.computed_prompt(True, 0.0, 128) == pytest.approx((60 + 22 + 64) / 3)
+    # a cache that cannot keep every client's conversation (one llama.cpp slot, four clients)
+    # holds only the 80-token system prompt the conversations share
+    assert shape.computed_prompt(True, 26.0, 1, keeps_history=False) == pytest.approx(
+        (34 + 70 + 240) / 3
+    )
+
+
+def test_one_slot_for_four_conversations_loses_their_histories(smol, tmp_path):
+    from dataclasses import replace
+
+    from quantbench.estimate.step_fit import StepFit
+
+    fit = StepFit(
+        request_ms=25.0, prefill_ms_per_token=3.5, shared_step_ms=12.0, own_step_ms=9.0,
+        context_ms_per_token=0.0, reference_context=59.0, batch_measured=4,
+        batched_step_ms={"1": 21.0, "2": 33.0, "3": 42.0, "4": 42.5}, cached_prompt_tokens=26.0,
+    )  # fmt: skip
+    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=fit)}
+    turns = ((150.0, 140.0, 80.0),) * 4
+    multi = {"multi-turn": WorkloadShape(150, 20, (4,), template_tokens=40.0, prompts=turns)}
+    one, four = predict_pairs(smol, tmp_path, VARIANTS, pairs, multi, "this", CPU,
+                              EstimateSettings())  # fmt: skip
+    # alone, the one slot keeps the history: 10 tokens to compute; with four clients, 70
+    assert one.at(1).ttft_ms == pytest.approx(25.0 + 3.5 * 10)
+    assert one.at(4).ttft_ms > one.at(2).ttft_ms
+    # four slots keep four conversations: the running request computes 10 tokens at 4 too
+    assert four.at(4).itl_ms == pytest.approx(42.5 + 3 * 10 / 19 * 3.5)

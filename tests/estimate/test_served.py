@@ -53,8 +53,12 @@ def test_a_later_turn_shares_all_but_its_new_message(tiny_model_dir) -> None:
     new = later[0] - later[1]
     assert counter.count_text("and the sky") < new < counter.count_text("and the sky") + 12
     assert later[0] > first[0] + 8  # the answer's tokens (max_tokens) are in the history
-    # a second conversation with the same system prompt shares it on its first turn
+    assert first[2] == later[2] == 0  # no other conversation sends that system prompt
+    # a second conversation with the same system prompt shares it on its first turn, and
+    # every later turn shares it with the other conversations too
     again = Conversation(prompt_id="q", scenario="s", system="be brief",
                          turns=[Turn(content="hello", max_tokens=8)])  # fmt: skip
-    _, _, first_again = prompt_profile(tiny_model_dir, [conv, again])
+    _, later, first_again = prompt_profile(tiny_model_dir, [conv, again])
     assert first_again[1] >= counter.count_text("be brief")
+    assert first_again[2] == later[2] >= counter.count_text("be brief")
+    assert later[2] < later[1]  # the history is the conversation's own

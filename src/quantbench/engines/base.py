@@ -259,6 +259,12 @@ class Engine(ABC):
         settings (the estimate then counts only what a request adds; False: recomputes all)."""
         return False
 
+    def prefix_cache_conversations(self, settings: Any) -> int | None:
+        """How many conversations' prompts the prefix cache keeps at once (None: as many as its
+        memory holds). With more clients than that, a conversation's history is gone before its
+        next turn; only what every conversation shares (a system prompt) is still served."""
+        return None
+
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int
     ) -> dict[str, list[Any]]:

@@ -245,6 +245,12 @@ class LlamaCppEngine(Engine):
         # and sends a request to the slot whose cache shares most of its prompt.
         return True
 
+    def prefix_cache_conversations(self, settings: LlamaCppSettings) -> int | None:
+        # each slot keeps its own last prompt and answer: with one slot and four multi-turn
+        # clients the default run's records show only the shared system prompt cached (83 of
+        # 151 tokens), against 124 with four slots
+        return settings.parallel
+
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int
     ) -> dict[str, list[Any]]:

@@ -39,7 +39,7 @@ from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.engines import canonical, held_weights
 from quantbench.estimate.estimator import serving_model
 from quantbench.estimate.hardware import HardwareSpec
-from quantbench.estimate.serving import ConcurrencyPoint
+from quantbench.estimate.serving import ConcurrencyPoint, ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.estimate.step_fit import StepFit
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
@@ -74,21 +74,34 @@ class WorkloadShape:
     template_tokens: float = 0.0
     reuse_share: float = 0.0
     think_s: float = 0.0
-    prompts: tuple[tuple[float, float], ...] = ()
+    prompts: tuple[tuple[float, float, float], ...] = ()
     """Per request, as served: (prompt tokens, of them a prefix an earlier request left in a
-    cache) (``served.prompt_profile``); empty: only the mean and the reusable share are known."""
+    cache, of them the part other conversations share too) (``served.prompt_profile``); empty:
+    only the mean and the reusable share are known."""
 
-    def computed_prompt(self, prefix_cache: bool, cached_template: float, block: int = 1) -> float:
+    def computed_prompt(
+        self,
+        prefix_cache: bool,
+        cached_template: float,
+        block: int = 1,
+        keeps_history: bool = True,
+    ) -> float:
         """Mean prompt tokens a request's prefill computes: all of them without a prefix cache;
         with one, what it does not hold: of each request's shared prefix the whole ``block``s
         (a cache of blocks keeps no partial one), and at least the template's head every
-        request shares (``cached_template``, as the probe saw it cached); at least one token."""
+        request shares (``cached_template``, as the probe saw it cached); at least one token.
+        A cache that cannot keep every client's conversation (``keeps_history`` False: fewer
+        llama.cpp slots than clients) holds only what conversations share with each other."""
         if not prefix_cache:
             return float(self.input_len)
         if self.prompts:
             computed = [
-                max(1.0, served - max((shared // block) * block, cached_template))
-                for served, shared in self.prompts
+                max(
+                    1.0,
+                    served
+                    - max(((own if keeps_history else common) // block) * block, cached_template),
+                )
+                for served, own, common in self.prompts
             ]
             return sum(computed) / len(computed)
         own = self.input_len - self.template_tokens
@@ -114,6 +127,23 @@ class PairPrediction(BaseModel):
 
     def at(self, concurrency: int) -> ConcurrencyPoint | None:
         return next((p for p in self.points if p.concurrency == concurrency), None)
+
+
+def _point(
+    serving: ServingModel,
+    shape: WorkloadShape,
+    clients: int,
+    prefix_cache: bool,
+    cached_template: float,
+    block: int,
+    kept: int | None,
+    slo: Any,
+) -> ConcurrencyPoint:
+    """The prediction with ``clients``: the prompt computed as the prefix cache leaves it with
+    that many conversations (a cache that keeps ``kept`` of them keeps none's history beyond)."""
+    keeps = kept is None or kept >= clients
+    computed = shape.computed_prompt(prefix_cache, cached_template, block, keeps)
+    return replace(serving, prefill_len=computed).point(clients, slo.ttft_ms, slo.itl_ms)
 
 
 def predict_pairs(
@@ -146,17 +176,14 @@ def predict_pairs(
         for label, point_settings in pair.settings.sweep_points():
             max_batch = served_by.max_batch(point_settings)
             caches = served_by.prefix_caching(point_settings)
+            kept = served_by.prefix_cache_conversations(point_settings)
             for workload, shape in workloads.items():
                 serving = serving_model(
                     arch, held, hardware, settings, shape.input_len, shape.output_len,
                     engine, max_batch,
                 )  # fmt: skip
-                serving = replace(
-                    serving,
-                    fit=pair.fit,
-                    prefill_len=shape.computed_prompt(caches, cached_template, block),
-                    think_s=shape.think_s,
-                )
+                serving = replace(serving, fit=pair.fit, think_s=shape.think_s)
+
                 levels = sorted(set(shape.concurrencies) | set(SEARCH_RANGE))
                 out.append(
                     PairPrediction(
@@ -169,7 +196,10 @@ def predict_pairs(
                         max_batch=max_batch,
                         input_len=shape.input_len,
                         output_len=shape.output_len,
-                        points=[serving.point(c, slo.ttft_ms, slo.itl_ms) for c in levels],
+                        points=[
+                            _point(serving, shape, c, caches, cached_template, block, kept, slo)
+                            for c in levels
+                        ],
                     )
                 )
     return out
@@ -197,7 +227,7 @@ def workload_shapes(
     workloads: Mapping[str, WorkloadSpec],
     summaries: Mapping[str, Mapping[str, Any]],
     template_tokens: Mapping[str, float] | None = None,
-    prompts: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+    prompts: Mapping[str, Sequence[tuple[float, float, float]]] | None = None,
 ) -> dict[str, WorkloadShape]:
     """Each workload with a generated traffic summary: its mean lengths (the chat template's
     ``template_tokens`` added to the prompt's), its prefix-reuse share, its think time per

@@ -92,12 +92,14 @@ def prompt_profile(
     conversations: Sequence[Conversation],
     tagged: bool = True,
     api: str = "chat",
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float, float]]:
     """Per request: (prompt tokens as served, of them a prefix a cache could hold from an
-    earlier request). A later turn shares everything but its own new message with the
-    conversation's previous request and its answer; a first turn shares a system prompt another
-    conversation sent before (the template's own head, which every request shares, is the
-    probe's to measure: ``StepFit.cached_prompt_tokens``)."""
+    earlier request, of them the part other conversations share too). A later turn shares
+    everything but its own new message with the conversation's previous request and its answer;
+    every turn shares a system prompt other conversations send too (the template's own head,
+    which every request shares, is the probe's to measure: ``StepFit.cached_prompt_tokens``)."""
+    from collections import Counter
+
     from quantbench.workloads.stats import prompt_lengths
 
     counter = load_counter(tokenizer)
@@ -106,14 +108,22 @@ def prompt_profile(
     chat = api == "chat"
     extra: dict[tuple[int, bool], float] = {}
     new_turn: dict[tuple[int, bool], float] = {}
-    out: list[tuple[float, float]] = []
+    head: dict[str, float] = {}
+    systems = Counter(c.system for c in conversations if c.system is not None)
+    out: list[tuple[float, float, float]] = []
     seen: set[str] = set()
     for conv in conversations:
         system = conv.system is not None
         lengths = prompt_lengths(conv, counter.count_text)
+        common = 0.0
+        if chat and conv.system is not None and systems[conv.system] > 1:
+            if conv.system not in head:  # the system message as the template closes it
+                message = [{"role": "system", "content": conv.system}]
+                head[conv.system] = float(_template_count(counter, message, False))
+            common = head[conv.system]
         for turn, ((raw, reused), t) in enumerate(zip(lengths, conv.turns, strict=True)):
             if not chat or conv.raw_prompt is not None:
-                out.append((raw + tag, float(reused)))
+                out.append((raw + tag, float(reused), 0.0))
                 continue
             shape = (turn, system)
             if shape not in extra:
@@ -128,19 +138,20 @@ def prompt_profile(
             user = counter.count_text(t.content)
             if turn > 0:
                 shared = served - (user - x + new_turn[shape])
-            elif system and conv.system in seen:
+            elif conv.system is not None and conv.system in seen:
                 shared = served - (user + tag - x + new_turn[shape])
             else:
                 shared = 0.0
-            if system and conv.system is not None:
+            if conv.system is not None:
                 seen.add(conv.system)
-            out.append((served, max(shared, 0.0)))
+            others = common if conv.system in seen and (turn > 0 or shared > 0) else 0.0
+            out.append((served, max(shared, 0.0), min(others, max(shared, 0.0))))
     return out
 
 
 def served_prompt_profiles(
     tokenizer: Path, workloads: Mapping[str, WorkloadSpec], traffic: Mapping[str, Traffic]
-) -> dict[str, list[tuple[float, float]]]:
+) -> dict[str, list[tuple[float, float, float]]]:
     """:func:`prompt_profile` of every workload whose traffic is given, as its spec sends it."""
     return {
         name: prompt_profile(tokenizer, traffic[name].conversations, spec.unique_prompts, spec.api)
