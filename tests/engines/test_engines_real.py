@@ -176,9 +176,13 @@ def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) ->
     )  # fmt: skip
     assert probed.server_point == "parallel=4"  # the setting that batches most
     assert sorted({r.concurrency for r in probed.requests}) == [1, 2, 3, 4]
-    assert len({r.prompt_tokens for r in probed.requests if r.concurrency == 1}) == 3
+    alone = [r for r in probed.requests if r.concurrency == 1 and r.shared_prefix is None]
+    assert len({r.prompt_tokens for r in alone}) == 3
+    (repeat,) = [r for r in probed.requests if r.shared_prefix is not None]
     fit = probed.fit
+    assert fit is not None and probed.error is None
     assert fit.prefill_ms_per_token > 0 and fit.cached_prompt_tokens > 0
+    assert fit.cache_block == 1, repeat  # a slot keeps every token of its last prompt
     assert fit.batch_measured == 4
     one, four = fit.step_at_reference(1), fit.step_at_reference(4)
     assert one < four < 4 * one, fit.describe()
