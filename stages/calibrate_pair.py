@@ -19,6 +19,7 @@ from quantbench.engines.registry import check_pair, get_engine, pair_settings
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import UserError, run_main
 from quantbench.estimate.pair_probe import calibrate_pair
+from quantbench.estimate.spec import ProbeSettings
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
@@ -49,8 +50,9 @@ def main() -> None:
     args.logs.mkdir(parents=True, exist_ok=True)
     with sigterm_as_interrupt():
         calibration = calibrate_pair(
-            args.pair, pair.variant, engine, artifact, settings, bench.host, args.logs
-        )
+            args.pair, pair.variant, engine, artifact, settings, bench.host, args.logs,
+            section(params, "estimate.probe", ProbeSettings),
+        )  # fmt: skip
     out = args.out or Path(PairCalibration.OUTPUT.format(pair=args.pair))
     schema_io.write(out, calibration)
     outcome = calibration.fit.describe() if calibration.fit else f"failed: {calibration.error}"

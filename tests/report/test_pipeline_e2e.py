@@ -56,6 +56,9 @@ def ci_params(source: Path) -> dict:
         if not single_turn:
             workload["think_scale"] = 0.02
     params["estimate"]["hardware"] = ["this", "L4"]
+    # each pair's probe at its smallest that still fits every cost (two lengths' worth of
+    # requests alone, a repeat, two together): seven server starts are most of its time
+    params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 16}
     # the 4-bit vLLM pairs the default run leaves out for its 30-minute budget: CI still serves
     # every quantization format through a real engine
     for variant in ("gptq-w4g64", "awq-w4g64"):

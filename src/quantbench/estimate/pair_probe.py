@@ -6,7 +6,8 @@ setting that batches most), warmed up, then sent greedy requests of a fixed outp
 (``ignore_eos`` or the engine's equivalent): alone at three prompt lengths, ``repeats`` times
 each, the longest once more with a line added (how much of a shared prefix the prefix cache
 serves, and in what blocks), then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up to
-:data:`MAX_PROBE_BATCH`. About ten seconds of requests per pair beside the server's start.
+``estimate.probe.max_batch`` (4: enough to show how a step's cost splits between what its
+sequences share and what each adds, few enough to stay within a CPU's batch sizes). About ten seconds of requests per pair beside the server's start.
 Nothing here is a benchmark: the figures feed a model that the bench's own measurements are
 then held against (``report``: the ±25 % planning band).
 """
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quantbench.estimate.spec import ProbeSettings
 from quantbench.estimate.step_fit import ProbeError, ProbeRequest, fit_steps
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import body_rules, turn_body
@@ -33,9 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_PROBE_BATCH = 4
-"""Most requests sent together: enough to show how a step's cost splits between what its
-sequences share and what each adds, few enough to stay within a CPU's batch sizes."""
 OUTPUT_TOKENS = 32
 _SENTENCE = (
     "The council met on Tuesday to discuss the budget proposal for the coming year, the "
@@ -71,7 +70,9 @@ def probe_point(engine: Engine, settings: EngineSettings) -> tuple[str, EngineSe
     return max(points, key=batch)
 
 
-def _request(server: Server, engine: Engine, prompt: str, timeout_s: float) -> RequestRecord:
+def _request(
+    server: Server, engine: Engine, prompt: str, timeout_s: float, tokens: int = OUTPUT_TOKENS
+) -> RequestRecord:
     rules = body_rules(
         model=server.spec.model_name,
         profile=engine.profile,
@@ -81,7 +82,7 @@ def _request(server: Server, engine: Engine, prompt: str, timeout_s: float) -> R
     body = turn_body(
         rules,
         api="chat",
-        max_tokens=OUTPUT_TOKENS,
+        max_tokens=tokens,
         messages=[{"role": "user", "content": prompt}],
     )
     return server.stream(body, timeout_s)
@@ -106,7 +107,12 @@ def _measured(record: RequestRecord, concurrency: int) -> ProbeRequest:
 
 
 def probe_server(
-    server: Server, engine: Engine, batch: int, repeats: int = 2, timeout_s: float = 300
+    server: Server,
+    engine: Engine,
+    batch: int,
+    repeats: int = 2,
+    timeout_s: float = 300,
+    tokens: int = OUTPUT_TOKENS,
 ) -> list[ProbeRequest]:
     """The probe's requests against a started, warmed-up server (see the module)."""
     out: list[ProbeRequest] = []
@@ -114,12 +120,12 @@ def probe_server(
     for _ in range(repeats):
         for sentences in PROMPT_SENTENCES:
             nonce += 1
-            out.append(_measured(_request(server, engine, _prompt(sentences, nonce), timeout_s), 1))
+            record = _request(server, engine, _prompt(sentences, nonce), timeout_s, tokens)
+            out.append(_measured(record, 1))
     # the longest prompt again with a line added: how much of a shared prefix the cache serves
     longest = out[-1]
-    again = _request(
-        server, engine, _prompt(PROMPT_SENTENCES[-1], nonce) + REPEAT_SUFFIX, timeout_s
-    )
+    prompt = _prompt(PROMPT_SENTENCES[-1], nonce) + REPEAT_SUFFIX
+    again = _request(server, engine, prompt, timeout_s, tokens)
     shared = max(1, longest.prompt_tokens - TEMPLATE_TAIL)
     out.append(_measured(again, 1).model_copy(update={"shared_prefix": shared}))
     for k in range(2, batch + 1):
@@ -127,7 +133,7 @@ def probe_server(
 
         def together(i: int, k: int = k, gate: threading.Barrier = gate) -> RequestRecord:
             gate.wait()
-            return _request(server, engine, _prompt(0, 1000 * k + i), timeout_s)
+            return _request(server, engine, _prompt(0, 1000 * k + i), timeout_s, tokens)
 
         with ThreadPoolExecutor(k) as pool:
             records = list(pool.map(together, range(k)))
@@ -143,6 +149,7 @@ def calibrate_pair(
     settings: EngineSettings,
     host: str,
     log_dir: Path,
+    probe: ProbeSettings | None = None,
 ) -> PairCalibration:
     """Start the pair's server, probe it, stop it, fit; a server that does not start or serve
     is recorded in ``error`` (no fit)."""
@@ -151,10 +158,11 @@ def calibrate_pair(
     from quantbench.estimate.machine import cpu_model
     from quantbench.schemas.machine import PairCalibration
 
+    probe = probe or ProbeSettings()
     started = time.monotonic()
     label, point = probe_point(engine, settings)
     limit = engine.max_batch(point)
-    batch = min(MAX_PROBE_BATCH, limit) if limit is not None else MAX_PROBE_BATCH
+    batch = min(probe.max_batch, limit) if limit is not None else probe.max_batch
     launch = engine.launch(artifact, point, host, free_port(host))
     server = Server(launch, log_dir / f"{name}.server.log")
     requests: list[ProbeRequest] = []
@@ -162,7 +170,9 @@ def calibrate_pair(
     try:
         with server:
             server.warmup()
-            requests = probe_server(server, engine, batch)
+            requests = probe_server(
+                server, engine, batch, probe.repeats, tokens=probe.output_tokens
+            )
         fit = fit_steps(requests)
         log.info("%s (%s): %s", name, label, fit.describe())
     except (ServerError, PortInUseError, ProbeError, ValueError, OSError) as exc:

@@ -12,6 +12,7 @@ is made at the length the engine computes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,12 @@ from quantbench.workloads.traffic import Traffic
 PLACEHOLDER = "x"
 EXAMPLE_TAG = "c4-r0-17"
 """A tag as the harness writes it (``quantbench.load.dispatch``: point, repeat, index)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _counter(tokenizer: Path) -> Any:
+    """The tokenizer, loaded once per folder (each workload and both profiles use it)."""
+    return load_counter(tokenizer)
 
 
 def _messages(turn: int, system: bool) -> list[dict[str, str]]:
@@ -46,7 +53,7 @@ def template_tokens(
     """Mean tokens the chat template of ``tokenizer`` (a local model folder) adds to each
     request of ``conversations`` beyond its messages' text, with the harness's tag on the first
     message where ``tagged`` (a completions prompt gets the tag only)."""
-    counter = load_counter(tokenizer)
+    counter = _counter(Path(tokenizer))
     text = counter.count_text(PLACEHOLDER)
     tag = counter.count_text(f"[{EXAMPLE_TAG}] {PLACEHOLDER}") - text if tagged else 0
     by_shape: dict[tuple[int, bool], int] = {}
@@ -102,7 +109,7 @@ def prompt_profile(
 
     from quantbench.workloads.stats import prompt_lengths
 
-    counter = load_counter(tokenizer)
+    counter = _counter(Path(tokenizer))
     x = counter.count_text(PLACEHOLDER)
     tag = counter.count_text(f"[{EXAMPLE_TAG}] {PLACEHOLDER}") - x if tagged else 0
     chat = api == "chat"

@@ -188,6 +188,26 @@ class MeasureSettings(Settings):
     remeasure: bool = Field(default=False, description="ignore the cache and measure again")
 
 
+class ProbeSettings(Settings):
+    """How the ``calibrate_pair`` stage probes each bench pair's server
+    (:mod:`quantbench.estimate.pair_probe`)."""
+
+    repeats: int = Field(
+        default=2, ge=1, le=5, description="requests alone at each of the three prompt lengths"
+    )
+    max_batch: int = Field(
+        default=4,
+        ge=1,
+        le=16,
+        description="most requests sent together (2..this, each once), "
+        "up to the setting's batch limit; beyond it a step is extended by its mean cost per "
+        "sequence",
+    )
+    output_tokens: int = Field(
+        default=32, ge=8, le=256, description="tokens each probe request generates (fixed)"
+    )
+
+
 class EstimateSettings(Settings):
     """The ``estimate:`` section of params.yaml."""
 
@@ -221,6 +241,7 @@ class EstimateSettings(Settings):
         description="share of device memory the engine may use (vLLM's default 0.9)",
     )
     measure: MeasureSettings = MeasureSettings()
+    probe: ProbeSettings = ProbeSettings()
 
     @field_validator("hardware")
     @classmethod
