@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tests.schemas import examples
 
@@ -10,6 +12,7 @@ from quantbench.engines.transformers import TransformersSettings
 from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs, workload_shapes
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.step_fit import StepFit
 
 CPU = HardwareSpec.model_validate(examples.CPU_2CORE)
 VARIANTS = {
@@ -30,6 +33,14 @@ WORKLOADS = {
     "chat": WorkloadShape(input_len=40, output_len=32, concurrencies=(1, 4)),
     "multi-turn": WorkloadShape(input_len=400, output_len=48, concurrencies=(4,)),
 }
+
+
+Q4_PROBE = StepFit(
+    request_ms=25.0, prefill_ms_per_token=3.5, shared_step_ms=12.0, own_step_ms=9.0,
+    context_ms_per_token=0.0, reference_context=59.0, batch_measured=4,
+    batched_step_ms={"1": 21.0, "2": 33.0, "3": 42.0, "4": 42.5}, cached_prompt_tokens=26.0,
+)  # fmt: skip
+"""A probe of llama.cpp's Q4_K_M with 4 slots, as measured (its step flat from 3 to 4)."""
 
 
 @pytest.fixture
@@ -124,16 +135,7 @@ def test_workload_shapes_add_the_template_and_carry_reuse_and_think_time():
 def test_a_probed_pair_is_predicted_from_its_probe(smol, tmp_path):
     """The probed costs replace the roofline's: TPOT at one stream is the probed step, and a
     llama.cpp pair's prompt counts only what its prefix cache did not hold."""
-    from dataclasses import replace
-
-    from quantbench.estimate.step_fit import StepFit
-
-    fit = StepFit(
-        request_ms=25.0, prefill_ms_per_token=3.5, shared_step_ms=12.0, own_step_ms=9.0,
-        context_ms_per_token=0.0, reference_context=59.0, batch_measured=4,
-        batched_step_ms={"1": 21.0, "2": 33.0, "3": 42.0, "4": 42.5}, cached_prompt_tokens=26.0,
-    )  # fmt: skip
-    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=fit)}
+    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=Q4_PROBE)}
     chat = {"chat": WorkloadShape(64, 33, (1, 4), template_tokens=40.0)}
     settings = EstimateSettings()
     (one_slot, four) = predict_pairs(smol, tmp_path, VARIANTS, pairs, chat, "this", CPU, settings)
@@ -171,16 +173,7 @@ def test_a_cache_of_blocks_keeps_only_whole_blocks_of_each_shared_prefix():
 
 
 def test_one_slot_for_four_conversations_loses_their_histories(smol, tmp_path):
-    from dataclasses import replace
-
-    from quantbench.estimate.step_fit import StepFit
-
-    fit = StepFit(
-        request_ms=25.0, prefill_ms_per_token=3.5, shared_step_ms=12.0, own_step_ms=9.0,
-        context_ms_per_token=0.0, reference_context=59.0, batch_measured=4,
-        batched_step_ms={"1": 21.0, "2": 33.0, "3": 42.0, "4": 42.5}, cached_prompt_tokens=26.0,
-    )  # fmt: skip
-    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=fit)}
+    pairs = {"gguf-q4_k_m-llamacpp": replace(PAIRS["gguf-q4_k_m-llamacpp"], fit=Q4_PROBE)}
     turns = ((150.0, 140.0, 80.0),) * 4
     multi = {"multi-turn": WorkloadShape(150, 20, (4,), template_tokens=40.0, prompts=turns)}
     one, four = predict_pairs(smol, tmp_path, VARIANTS, pairs, multi, "this", CPU,
