@@ -19,7 +19,7 @@ from quantbench.estimate.calibrate import check_calibration, read_pair_fits
 from quantbench.estimate.hardware import THIS_MACHINE
 from quantbench.estimate.pairs import bench_pairs, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
-from quantbench.estimate.served import served_prompt_profiles, served_template_tokens
+from quantbench.estimate.served import served_prompt_profiles
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variants_from_params
@@ -67,8 +67,7 @@ def main() -> None:
         args.model, variants, settings, args.out, calibration=calibration,
         pairs=bench_pairs(params, bench.pairs, args.params, fits),
         workloads=workload_shapes(
-            workloads, summaries, served_template_tokens(args.model, workloads, traffic),
-            served_prompt_profiles(args.model, workloads, traffic),
+            workloads, summaries, prompts=served_prompt_profiles(args.model, workloads, traffic),
         ),
     )  # fmt: skip
 

@@ -117,7 +117,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.estimate.calibrate import read_pair_fits
     from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
     from quantbench.estimate.pipeline import follow_pipeline
-    from quantbench.estimate.served import served_prompt_profiles, served_template_tokens
+    from quantbench.estimate.served import served_prompt_profiles
     from quantbench.estimate.spec import EstimateSettings
     from quantbench.estimate.variants import variants_from_params
     from quantbench.load.spec import workloads_section
@@ -161,8 +161,7 @@ def run_plan(args: argparse.Namespace) -> int:
             read_architecture(args.model), args.model,
             variants_from_params(params, args.variants), pairs,
             workload_shapes(
-                workloads, summaries, served_template_tokens(args.model, workloads, traffic),
-            served_prompt_profiles(args.model, workloads, traffic),
+                workloads, summaries, prompts=served_prompt_profiles(args.model, workloads, traffic),
             ), "this", calibration, settings,
         )  # fmt: skip
     else:

@@ -230,9 +230,9 @@ def workload_shapes(
     prompts: Mapping[str, Sequence[tuple[float, float, float]]] | None = None,
 ) -> dict[str, WorkloadShape]:
     """Each workload with a generated traffic summary: its mean lengths (the chat template's
-    ``template_tokens`` added to the prompt's), its prefix-reuse share, its think time per
-    request and the concurrencies of its closed-loop points (none for an open loop: its
-    prediction still spans 1-16)."""
+    ``template_tokens`` added to the prompt's: given, or what the served ``prompts`` add to the
+    summary's mean), its prefix-reuse share, its think time per request and the concurrencies
+    of its closed-loop points (none for an open loop: its prediction still spans 1-16)."""
     shapes = {}
     template_tokens = template_tokens or {}
     prompts = prompts or {}
@@ -241,7 +241,14 @@ def workload_shapes(
         if summary is None:
             continue
         levels = {p.concurrency for p in spec.points if isinstance(p, ClosedLoop)}
-        template = float(template_tokens.get(name, 0.0))
+        served = prompts.get(name, ())
+        text_mean = float(summary["input_tokens"]["mean"])
+        if name in template_tokens:
+            template = float(template_tokens[name])
+        elif served:
+            template = sum(p[0] for p in served) / len(served) - text_mean
+        else:
+            template = 0.0
         think = summary.get("think_s") or {}
         requests = float(summary.get("requests") or 0)
         think_per_request = (
@@ -250,12 +257,12 @@ def workload_shapes(
             else 0.0
         )
         shapes[name] = WorkloadShape(
-            input_len=max(1, round(float(summary["input_tokens"]["mean"]) + template)),
+            input_len=max(1, round(text_mean + template)),
             output_len=max(1, round(float(summary["output_tokens"]["mean"]))),
             concurrencies=tuple(sorted(levels)),
             template_tokens=template,
             reuse_share=float(summary.get("prefix_reuse_share") or 0.0),
             think_s=think_per_request,
-            prompts=tuple(prompts.get(name, ())),
+            prompts=tuple(served),
         )
     return shapes

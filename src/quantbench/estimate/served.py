@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,36 +54,8 @@ def template_tokens(
     """Mean tokens the chat template of ``tokenizer`` (a local model folder) adds to each
     request of ``conversations`` beyond its messages' text, with the harness's tag on the first
     message where ``tagged`` (a completions prompt gets the tag only)."""
-    counter = _counter(Path(tokenizer))
-    text = counter.count_text(PLACEHOLDER)
-    tag = counter.count_text(f"[{EXAMPLE_TAG}] {PLACEHOLDER}") - text if tagged else 0
-    by_shape: dict[tuple[int, bool], int] = {}
-    total = requests = 0
-    for conv in conversations:
-        if conv.raw_prompt is not None or api != "chat":
-            total += tag * len(conv.turns)
-            requests += len(conv.turns)
-            continue
-        for turn in range(len(conv.turns)):
-            shape = (turn, conv.system is not None)
-            if shape not in by_shape:
-                messages = _messages(*shape)
-                item = PromptItem(id="template", max_tokens=1, messages=messages)
-                by_shape[shape] = counter.count_prompt(item, "chat") - len(messages) * text
-            total += by_shape[shape] + tag
-            requests += 1
-    return total / requests if requests else 0.0
-
-
-def served_template_tokens(
-    tokenizer: Path, workloads: Mapping[str, WorkloadSpec], traffic: Mapping[str, Traffic]
-) -> dict[str, float]:
-    """:func:`template_tokens` of every workload whose traffic is given, as its spec sends it."""
-    return {
-        name: template_tokens(tokenizer, traffic[name].conversations, spec.unique_prompts, spec.api)
-        for name, spec in workloads.items()
-        if name in traffic
-    }
+    requests = _requests(tokenizer, conversations, tagged, api)
+    return sum(r.served - r.text for r in requests) / len(requests) if requests else 0.0
 
 
 def _template_count(counter: Any, messages: list[dict[str, str]], generation: bool) -> int:
@@ -92,6 +65,14 @@ def _template_count(counter: Any, messages: list[dict[str, str]], generation: bo
     tok = counter._tok  # the HF tokenizer: a prompt closed without the assistant's opening
     ids = tok.apply_chat_template(messages, add_generation_prompt=False, tokenize=True)
     return len(ids if isinstance(ids, list) else ids["input_ids"])
+
+
+@dataclass(frozen=True)
+class _Request:
+    text: float  # tokens of its messages' text, as the traffic counts them
+    served: float  # the prompt as the server sees it: template and tag included
+    shared: float  # of it, a prefix an earlier request left in a cache
+    common: float  # of that, the part other conversations share too
 
 
 def prompt_profile(
@@ -105,6 +86,15 @@ def prompt_profile(
     everything but its own new message with the conversation's previous request and its answer;
     every turn shares a system prompt other conversations send too (the template's own head,
     which every request shares, is the probe's to measure: ``StepFit.cached_prompt_tokens``)."""
+    return [
+        (r.served, r.shared, r.common) for r in _requests(tokenizer, conversations, tagged, api)
+    ]
+
+
+def _requests(
+    tokenizer: Path, conversations: Sequence[Conversation], tagged: bool, api: str
+) -> list[_Request]:
+    """Each request's text, served, shared and common tokens (see :func:`prompt_profile`)."""
     from collections import Counter
 
     from quantbench.workloads.stats import prompt_lengths
@@ -117,7 +107,7 @@ def prompt_profile(
     new_turn: dict[tuple[int, bool], float] = {}
     head: dict[str, float] = {}
     systems = Counter(c.system for c in conversations if c.system is not None)
-    out: list[tuple[float, float, float]] = []
+    out: list[_Request] = []
     seen: set[str] = set()
     for conv in conversations:
         system = conv.system is not None
@@ -130,7 +120,7 @@ def prompt_profile(
             common = head[conv.system]
         for turn, ((raw, reused), t) in enumerate(zip(lengths, conv.turns, strict=True)):
             if not chat or conv.raw_prompt is not None:
-                out.append((raw + tag, float(reused), 0.0))
+                out.append(_Request(raw, raw + tag, float(reused), 0.0))
                 continue
             shape = (turn, system)
             if shape not in extra:
@@ -152,7 +142,8 @@ def prompt_profile(
             if conv.system is not None:
                 seen.add(conv.system)
             others = common if conv.system in seen and (turn > 0 or shared > 0) else 0.0
-            out.append((served, max(shared, 0.0), min(others, max(shared, 0.0))))
+            shared = max(shared, 0.0)
+            out.append(_Request(raw, served, shared, min(others, shared)))
     return out
 
 
