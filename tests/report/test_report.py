@@ -697,6 +697,47 @@ def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
     assert f"{gain.ratio:.2f}x" in gain.text()
 
 
+def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_skipped(
+    inputs, by_key
+) -> None:
+    # "default" was quantbench's own params (one llama.cpp slot, where llama-server runs 4),
+    # unnamed; and a default whose higher loads the race skipped would have been compared on
+    # its lower loads alone, overstating the gain.
+    from dataclasses import replace
+
+    from quantbench.report.tuning import tuning_gains
+    from quantbench.schemas.bench import RaceDrop
+
+    chat = by_key["chat"]
+    metric = chat.ranked_by
+    rows = [r for r in chat.rows if r.pair == "gguf-q4_k_m-llamacpp"]
+    fast = max(
+        (r for r in rows if r.row.server_point == "parallel=4" and r.row.intervals.get(metric)),
+        key=lambda r: r.row.metric(metric) or 0.0,
+    )
+    fixed = replace(fast, row=fast.row.model_copy(update={"rankable": True, "flags": []}))
+    profile = replace(chat, rows=[*(r for r in chat.rows if r is not fast), fixed])
+    low = fixed.row.intervals[metric].low
+    bound = low / 1.05  # the default's skipped load could have come within 5 % of it
+    drop = RaceDrop(
+        reason="cannot reach the leader", leader="parallel=4 @ c4", metric=metric,
+        floor=low, bound=bound, skipped=["c4"],
+    )  # fmt: skip
+    pair = inputs.pairs["gguf-q4_k_m-llamacpp"]
+    held = {"off_engine_defaults": {"parallel": 1, "flash_attn": "off"}, "raced": {"chat": drop}}
+    servers = [s.model_copy(update=held) if s.is_default else s for s in pair.servers]
+    changed = {**inputs.pairs, pair.pair: pair.model_copy(update={"servers": servers})}
+    plain = {g.pair: g for g in tuning_gains(inputs, profile)}["gguf-q4_k_m-llamacpp"]
+    gain = {g.pair: g for g in tuning_gains(replace(inputs, pairs=changed), profile)}[pair.pair]
+    assert "(llamacpp's defaults but parallel=1, flash_attn=off)" in gain.text()
+    assert "(the engine's own defaults)" in plain.text()
+    assert gain.ratio == plain.ratio  # the measured rows are the same
+    assert gain.low == pytest.approx(min(plain.low, low / bound)) and gain.low <= 1.05
+    assert "the default's c4 not run: at most" in gain.note
+    # the race skips only below the leader's low end, so the gain stands, at most 1.05x less
+    assert gain.note.startswith("a gain beyond noise")
+
+
 def test_the_summary_shows_tuned_against_default(files) -> None:
     summary = files.files[Path("summary.md")]
     assert "Tuned against default" in summary

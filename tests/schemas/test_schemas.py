@@ -271,7 +271,7 @@ PINNED: dict[str, str] = {
     "PairCalibration": "v1:cadbe7ce4701e6d0",  # the pair probe (calibrate_pair)
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v3:987a8a8c64fa2aef",  # v3: speculative decoding's acceptance per point
-    "PairSummary": "v4:d32cbc1fa690bdd3",  # v4: a search dropped by the race, draft acceptance
+    "PairSummary": "v5:dfbaa87367643651",  # v5: grid points the race skipped, departures from engine defaults
 }
 
 

@@ -10,7 +10,7 @@ and the time they take:
   time to drain;
 * a search point runs the loads the search would try if the prediction were the truth (the
   search itself run on the predicted pass/fail: where the edge is, how many runs it takes); the
-  race across settings (``search.race``) is not counted: it can only shorten the run;
+  race across settings (``bench.race``) is not counted: it can only shorten the run;
 * each server start costs what it cost when this pair last ran (its ``ready_seconds``), else
   the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check.
 

@@ -42,6 +42,7 @@ from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
 from quantbench.schemas.bench import (
     BenchRow,
     PairSummary,
+    RaceDrop,
     SearchInfo,
     ServedCheck,
     ServerPoint,
@@ -180,46 +181,106 @@ def _ranked_by_goodput(job: PairJob, workload: str) -> bool:
     return bool(slo_mod.per_request(slo_mod.parse_slo(text))) if text.strip() else False
 
 
+@dataclass
+class _Race:
+    """The race across settings for one server setting and workload (bench.race): the best row
+    of the settings run before it is the leader; this setting's rows so far bound what it could
+    deliver (``reach_bound``) up to ``reach``; once that bound is below the low end of the
+    leader's interval, the setting cannot win beyond noise."""
+
+    workload: str
+    leader: dict[str, Any]
+    metric: str
+    floor: float
+    reach: int
+    max_batch: int | None
+    top_label: str
+
+    def measured(self, mine: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
+        return [
+            (int(r["shape"]["concurrency"]), metric_bounds(r, self.metric)[1])
+            for r in mine
+            if r["workload"] == self.workload
+            and r.get(self.metric) is not None
+            and (r.get("shape") or {}).get("concurrency")
+        ]
+
+    def bound(self, mine: Sequence[dict[str, Any]]) -> float | None:
+        """What this setting could deliver at most, or None while it could still win."""
+        bound = reach_bound(self.measured(mine), self.reach)
+        return bound if bound is not None and bound < self.floor else None
+
+    def reason(self, bound: float) -> str:
+        limit = (
+            f"its batch limit {self.reach}" if self.reach == self.max_batch
+            else f"{self.top_label} {self.reach}"
+        )  # fmt: skip
+        return (
+            f"cannot reach the leader ({self.leader_label}, {self.floor:.1f} "
+            f"{self.metric.replace('_', ' ')} at the low end of its interval): at most "
+            f"{bound:.1f} at any concurrency up to {limit}"
+        )
+
+    @property
+    def leader_label(self) -> str:
+        return f"{self.leader['server_point']} at {self.leader['load_point']}"
+
+
 def _race(
     job: PairJob,
     workload: str,
     earlier: Sequence[dict[str, Any]],
-    mine: Sequence[dict[str, Any]],
     max_batch: int | None,
-) -> Callable[[], str | None] | None:
-    """The search's ``give_up`` for one server setting and workload (bench.search.race): a reason
-    once this setting's throughput bound (``reach_bound`` over its rows so far) lies below the
-    low end of the best earlier setting's interval; None before there is a leader."""
-    search = job.bench.search
-    if not search.race or search.kind != "concurrency":
+) -> _Race | None:
+    """The race for one server setting and workload, or None: the race is off, there is no
+    leader yet, or the load is not counted in streams."""
+    if not job.bench.race:
         return None
+    if job.bench.mode == "search":
+        if job.bench.search.kind != "concurrency":
+            return None
+        top, top_label = int(job.bench.search.max), "search.max"
+    else:
+        streams = [
+            p.concurrency for p in job.workloads[workload].points if isinstance(p, ClosedLoop)
+        ]
+        if not streams:
+            return None
+        top, top_label = max(streams), "the grid's highest load"
     by_goodput = _ranked_by_goodput(job, workload)
     leader, _, _ = pick_best([r for r in earlier if r["workload"] == workload], by_goodput)
     if leader is None:
         return None
     metric = rank_metric(by_goodput)
-    floor = metric_bounds(leader, metric)[0]
-    reach = int(search.max) if max_batch is None else min(int(search.max), max_batch)
+    reach = top if max_batch is None else min(top, max_batch)
+    return _Race(
+        workload, leader, metric, metric_bounds(leader, metric)[0], reach, max_batch, top_label
+    )
+
+
+def _give_up(race: _Race | None, mine: Sequence[dict[str, Any]]) -> Callable[[], str | None] | None:
+    """The search's ``give_up`` from a race: its reason once the bound falls below the leader."""
+    if race is None:
+        return None
 
     def give_up() -> str | None:
-        measured = [
-            (int(r["shape"]["concurrency"]), metric_bounds(r, metric)[1])
-            for r in mine
-            if r["workload"] == workload
-            and r.get(metric) is not None
-            and (r.get("shape") or {}).get("concurrency")
-        ]
-        bound = reach_bound(measured, reach)
-        if bound is None or bound >= floor:
-            return None
-        limit = f"its batch limit {reach}" if reach == max_batch else f"search.max {reach}"
-        return (
-            f"cannot reach the leader ({leader['server_point']} at {leader['load_point']}, "
-            f"{floor:.1f} {metric.replace('_', ' ')} at the low end of its interval): at most "
-            f"{bound:.1f} at any concurrency up to {limit}"
-        )
+        bound = race.bound(mine)
+        return None if bound is None else race.reason(bound)
 
     return give_up
+
+
+def _skip_in_race(
+    race: _Race | None, point: LoadPoint, mine: Sequence[dict[str, Any]]
+) -> float | None:
+    """Grid mode: the bound that lets this point be skipped, or None to run it. Only a closed
+    loop at or above the lowest concurrency measured is covered by the bound."""
+    if race is None or not isinstance(point, ClosedLoop):
+        return None
+    measured = race.measured(mine)
+    if not measured or point.concurrency < min(c for c, _ in measured):
+        return None
+    return race.bound(mine)
 
 
 def _run_search(
@@ -305,6 +366,8 @@ def _run_server_point(
     server = Server(launch, server_dir / "server.log")
     done: list[dict[str, Any]] = []
     searches: dict[str, SearchInfo] = {}
+    raced: dict[str, RaceDrop] = {}
+    max_batch = job.engine.max_batch(settings)
     error: str | None = None
     check = ServedCheck(verdict="not checked", note="the server did not start")
     try:
@@ -319,10 +382,30 @@ def _run_server_point(
                 else None
             )
             if job.bench.mode == "grid":
+                races: dict[str, _Race | None] = {}
                 for w, i in planned:
                     point = job.workloads[w].points[i]
                     if (w, i) in reused:
                         done.append(reused[(w, i)])
+                        continue
+                    if w not in races:
+                        races[w] = _race(job, w, earlier, max_batch)
+                    bound = _skip_in_race(races[w], point, done)
+                    if bound is not None:
+                        race = races[w]
+                        assert race is not None
+                        drop = raced.get(w) or RaceDrop(
+                            reason=race.reason(bound),
+                            leader=f"{race.leader['server_point']} @ {race.leader['load_point']}",
+                            metric=race.metric,
+                            floor=race.floor,
+                            bound=bound,
+                            skipped=[],
+                        )
+                        drop.skipped.append(_label(point))
+                        raced[w] = drop
+                        log.info("%s %s: %s %s not run: %s", job.name, server_label, w,
+                                 _label(point), drop.reason)  # fmt: skip
                         continue
                     try:
                         row = runner.run(w, job.workloads[w], i)
@@ -341,14 +424,14 @@ def _run_server_point(
                     done.append(row)
                     return row
 
-                max_batch = job.engine.max_batch(settings)
                 for w in job.workloads:
-                    race = _race(job, w, earlier, done, max_batch)
-                    searches[w] = _run_search(job, runner, w, keep, race)
+                    race = _race(job, w, earlier, max_batch)
+                    searches[w] = _run_search(job, runner, w, keep, _give_up(race, done))
     except (ServerError, PortInUseError) as exc:
         error = str(exc)
         log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
     finished = {(r["workload"], r["load_point"]) for r in done}
+    finished |= {(w, label) for w, drop in raced.items() for label in drop.skipped}
     for w, i in planned:  # points the failure took away, recorded as such
         point = job.workloads[w].points[i]
         if (w, _label(point)) not in finished:
@@ -371,6 +454,8 @@ def _run_server_point(
         search=searches,
         served_check=check,
         is_default=not common["settings"],
+        off_engine_defaults=settings.off_engine_defaults(),
+        raced=raced,
     )
     if store is not None and error is None:
         store.save_server(server_label, info.model_dump(mode="json"))

@@ -56,13 +56,6 @@ class SearchSettings(Settings):
     max_runs: int | None = Field(
         None, gt=0, description="Stop after this many runs whatever the state (None: no cap)."
     )
-    race: bool = Field(
-        True,
-        description="Across server settings (concurrency search): stop a setting's search as "
-        "soon as what it measured shows it cannot reach the best setting so far beyond noise "
-        "(its throughput bound up to search.max, or up to its engine's batch limit, below the "
-        "leader's interval). Put the setting you expect to win first in the sweep.",
-    )
 
     @model_validator(mode="after")
     def _start_below_max(self) -> SearchSettings:
@@ -116,6 +109,15 @@ class BenchSettings(Settings):
         "machines: off unless you mean to expose them; the report shows the address when on.",
     )
     search: SearchSettings = SearchSettings()
+    race: bool = Field(
+        True,
+        description="Across server settings: stop a setting's load points of a workload as "
+        "soon as what it measured there shows it cannot reach the best setting so far beyond "
+        "noise (its throughput bound, up to the highest load tried or its engine's batch "
+        "limit, below the low end of the leader's interval). Grid: the remaining closed-loop "
+        "points are skipped (each server point's `raced` says which and why); search: the "
+        "search stops. Put the setting you expect to win first in the sweep.",
+    )
     pairs: dict[str, Pair] = Field(
         {},
         description="The bench stages: `bench@<name>` for each entry, name = <variant>-<engine>. "

@@ -175,6 +175,16 @@ class EngineSettings(Settings):
                     raise ValueError(f"sweep: {key}={value!r} is not valid: {reason}") from None
         return self
 
+    ENGINE_DEFAULTS: ClassVar[dict[str, Any]] = {}
+    """For each setting that tunes the engine, the value that reproduces the engine's own default
+    (its flag left out). A "default" server point is compared against these: where it holds a
+    setting otherwise (a bounded cache, eager mode, 1 thread), the report says so."""
+
+    def off_engine_defaults(self) -> dict[str, Any]:
+        """The tuning settings held at other values than the engine's own defaults."""
+        now = self.model_dump(mode="json")
+        return {k: now[k] for k, v in self.ENGINE_DEFAULTS.items() if now.get(k) != v}
+
     def sweep_points(self) -> list[tuple[str, EngineSettings]]:
         """Every combination of the sweep as (label, settings); one point when there is none."""
         if not self.sweep:
@@ -192,6 +202,8 @@ class EngineSettings(Settings):
 def _short(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
+    if value is None:  # a setting left to the engine (its flag not passed)
+        return "default"
     return str(value).replace("/", "_").replace(" ", "")
 
 
@@ -263,6 +275,11 @@ class Engine(ABC):
         """How many conversations' prompts the prefix cache keeps at once (None: as many as its
         memory holds). With more clients than that, a conversation's history is gone before its
         next turn; only what every conversation shares (a system prompt) is still served."""
+        return None
+
+    def prefix_cache_block(self, settings: Any) -> int | None:
+        """The prefix cache's granularity in tokens where the settings fix it (vLLM's
+        block_size); None: as the pair's probe measured it."""
         return None
 
     def suggest_sweep(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,6 +21,10 @@ from quantbench.estimate.hardware import KernelEfficiency
 from quantbench.load.requests import RequestProfile
 
 CONTEXT_ROUNDING = 256
+# What llama-server does without `-np` (its default, -1 = auto): 4 slots over one unified KV pool
+# of ctx_size tokens, any slot using up to all of it. Its start-up log says so on this build:
+# "n_slots = 4, n_ctx_slot = 4096, kv_unified = 'true'" for -c 4096.
+AUTO_SLOTS = 4
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 FLOAT_KV = ("f32", "f16", "bf16")
 
@@ -39,16 +43,37 @@ CPU_KERNELS = KernelEfficiency(
 
 
 class LlamaCppSettings(EngineSettings):
+    # llama-server's own defaults. Held otherwise here, and said so in the report: flash_attn
+    # off (auto answered garbage on CPU with this release, see the field) and, outside these,
+    # ctx_size and threads.
+    ENGINE_DEFAULTS: ClassVar[dict[str, Any]] = {
+        "parallel": "auto",
+        "flash_attn": "auto",
+        "cache_type_k": "f16",
+        "cache_type_v": "f16",
+        "cont_batching": True,
+        "batch_size": None,
+        "ubatch_size": None,
+        "spec_type": "none",
+        "draft_model": None,
+        "draft_max": None,
+    }
     binary: Path | None = Field(
         None,
         description="A llama-server executable; default: the one built from the pinned "
         "llama-cpp-python source release (`make llamacpp`).",
     )
-    parallel: int = Field(1, ge=1, description="Slots served at once (`-np`), continuous batching.")
+    parallel: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="Slots served at once (`-np`), continuous batching over them. auto: "
+        "llama-server's default (no `-np`): 4 slots sharing one unified KV pool of ctx_size, "
+        "each up to the whole context; a number N: N slots of ctx_size/N each.",
+    )
     ctx_size: int = Field(
         4096,
         ge=64,
-        description="Total context (`-c`), shared by the slots: each gets ctx/parallel.",
+        description="Total context (`-c`), shared by the slots: each gets ctx/parallel (with "
+        "parallel auto, one pool any slot may fill).",
     )
     batch_size: int | None = Field(
         None,
@@ -99,6 +124,11 @@ class LlamaCppSettings(EngineSettings):
         "(auto -> on) made SmolLM2 answer garbage ('L'Étoile, la Marseillaise' for the capital "
         "of France) where -fa off answers 'Paris'. Try 'on' on GPUs.",
     )
+
+    @property
+    def slots(self) -> int:
+        """The slots the server runs: `parallel`, or llama-server's own choice for auto."""
+        return AUTO_SLOTS if self.parallel == "auto" else self.parallel
 
     @model_validator(mode="after")
     def _quantized_v_needs_flash_attention(self) -> LlamaCppSettings:
@@ -157,7 +187,9 @@ class LlamaCppEngine(Engine):
     ) -> LaunchSpec:
         argv = [self._binary(settings), "-m", str(artifact.weights.resolve())]
         argv += ["--host", host, "--port", str(port), "--alias", artifact.name]
-        argv += ["-np", str(settings.parallel), "-c", str(settings.ctx_size)]
+        if settings.parallel != "auto":
+            argv += ["-np", str(settings.parallel)]
+        argv += ["-c", str(settings.ctx_size)]
         argv += ["-t", str(settings.threads), "-tb", str(settings.threads)]
         # --jinja: render chats with the model's own template (as transformers and vLLM do), not
         # llama.cpp's built-in approximation of it.
@@ -226,19 +258,21 @@ class LlamaCppEngine(Engine):
 
     def reset_prefix_cache(self, base_url: str, settings: LlamaCppSettings) -> str:
         statuses = [
-            self.post(f"{base_url}/slots/{slot}?action=erase") for slot in range(settings.parallel)
+            self.post(f"{base_url}/slots/{slot}?action=erase") for slot in range(settings.slots)
         ]
         bad = [s for s in statuses if s != 200]
         return "reset" if not bad else f"POST /slots/N?action=erase answered {bad[0]}"
 
     def context_limit(self, settings: LlamaCppSettings) -> tuple[int, str] | None:
+        if settings.parallel == "auto":  # one unified pool: a request may use all of it
+            return settings.ctx_size, f"engines.llamacpp ctx_size {settings.ctx_size}"
         per_slot = settings.ctx_size // settings.parallel
         return per_slot, (
             f"engines.llamacpp ctx_size {settings.ctx_size} / parallel {settings.parallel}"
         )
 
     def max_batch(self, settings: LlamaCppSettings) -> int | None:
-        return settings.parallel
+        return settings.slots
 
     def prefix_caching(self, settings: LlamaCppSettings) -> bool:
         # llama-server keeps each slot's last prompt and answer (cache_prompt defaults to true)
@@ -249,7 +283,7 @@ class LlamaCppEngine(Engine):
         # each slot keeps its own last prompt and answer: with one slot and four multi-turn
         # clients the default run's records show only the shared system prompt cached (83 of
         # 151 tokens), against 124 with four slots
-        return settings.parallel
+        return settings.slots
 
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int

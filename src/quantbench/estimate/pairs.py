@@ -177,6 +177,7 @@ def predict_pairs(
             max_batch = served_by.max_batch(point_settings)
             caches = served_by.prefix_caching(point_settings)
             kept = served_by.prefix_cache_conversations(point_settings)
+            blocks = served_by.prefix_cache_block(point_settings) or block
             for workload, shape in workloads.items():
                 serving = serving_model(
                     arch, held, hardware, settings, shape.input_len, shape.output_len,
@@ -197,7 +198,7 @@ def predict_pairs(
                         input_len=shape.input_len,
                         output_len=shape.output_len,
                         points=[
-                            _point(serving, shape, c, caches, cached_template, block, kept, slo)
+                            _point(serving, shape, c, caches, cached_template, blocks, kept, slo)
                             for c in levels
                         ],
                     )

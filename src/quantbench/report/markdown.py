@@ -172,8 +172,9 @@ def summary_markdown(
         gains = (tuning or {}).get(profile.workload) or []
         if gains:
             parts.append(
-                "Tuned against default (each swept pair's best row over its default settings' "
-                "best, same SLO; 95 % interval):"
+                "Tuned against default (each swept pair's best row over the best row at its "
+                "default settings, which are the engine's own unless the line says what they "
+                "hold; same SLO; 95 % interval):"
             )
             parts += ["", *(f"- {md(g)}" for g in gains), ""]
         band = (estimate_band or {}).get(profile.workload) or []

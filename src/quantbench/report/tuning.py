@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.schemas.bench import RaceDrop
 
 Z95 = 1.959963984540054
 
@@ -31,16 +32,41 @@ class TuningGain:
     low: float | None
     high: float | None
     note: str
+    held: str = ""
+    """What the default point holds otherwise than the engine's own defaults ('' if nothing)."""
+    raced: tuple[str, ...] = ()
+    """Settings whose higher loads the race skipped, and why."""
 
     def text(self) -> str:
         tuned = f"{self.tuned.row.server_point} @ {self.tuned.row.load_point}"
+        tail = "".join(f"; {r}" for r in self.raced)
         if self.default is None:
-            return f"{self.pair}: {tuned}; {self.note}"
+            return f"{self.pair}: {tuned}; {self.note}{tail}"
         default = f"{self.default.row.server_point} @ {self.default.row.load_point}"
+        default += f" ({self.held})" if self.held else " (the engine's own defaults)"
         if self.ratio is None:
-            return f"{self.pair}: {tuned} against {default}; {self.note}"
+            return f"{self.pair}: {tuned} against {default}; {self.note}{tail}"
         span = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None else ""
-        return f"{self.pair}: {tuned} against {default}: {self.ratio:.2f}x{span}; {self.note}"
+        return f"{self.pair}: {tuned} against {default}: {self.ratio:.2f}x{span}; {self.note}{tail}"
+
+
+def held_text(engine: str, off: dict[str, object]) -> str:
+    """The settings a default point holds otherwise than the engine's own defaults."""
+    if not off:
+        return ""
+    held = ", ".join(f"{k}={_value(v)}" for k, v in off.items())
+    return f"{engine}'s defaults but {held}"
+
+
+def _value(v: object) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else str(v)
+
+
+def _raced_text(label: str, drop: RaceDrop) -> str:
+    return (
+        f"{label} not run at {', '.join(drop.skipped)}: could deliver at most {drop.bound:.1f}, "
+        f"below the leader's {drop.floor:.1f}"
+    )
 
 
 def ratio_interval(
@@ -69,13 +95,16 @@ def _gain(
     default: JudgedRow | None,
     note: str,
     span: tuple[float, float] | None = None,
+    *,
+    held: str = "",
+    raced: tuple[str, ...] = (),
 ) -> TuningGain:
     ratio = None
     if default is not None:
         a, b = tuned.row.metric(metric), default.row.metric(metric)
         ratio = a / b if a is not None and b else None
     low, high = span if span is not None else (None, None)
-    return TuningGain(pair, workload, metric, tuned, default, ratio, low, high, note)
+    return TuningGain(pair, workload, metric, tuned, default, ratio, low, high, note, held, raced)
 
 
 def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
@@ -85,13 +114,17 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
     for pair, summary in inputs.pairs.items():
         if len(summary.servers) < 2:
             continue
-        defaults = {s.server_point for s in summary.servers if s.is_default}
+        defaults = {s.server_point: s for s in summary.servers if s.is_default}
         mine = [r for r in profile.rows if r.pair == pair]
         tuned = _best(mine, metric)
         if tuned is None:
             continue
-
-        gain = functools.partial(_gain, pair, profile.workload, metric, tuned)
+        raced = tuple(
+            _raced_text(s.server_point, s.raced[profile.workload])
+            for s in summary.servers
+            if profile.workload in s.raced and s.server_point not in defaults
+        )
+        gain = functools.partial(_gain, pair, profile.workload, metric, tuned, raced=raced)
 
         if not defaults:
             gains.append(
@@ -104,6 +137,8 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
         if default is None:
             gains.append(gain(None, "no default-setting row met the SLO and every check"))
             continue
+        server = defaults[default.row.server_point]
+        gain = functools.partial(gain, held=held_text(summary.engine, server.off_engine_defaults))
         a, b = tuned.row.metric(metric), default.row.metric(metric)
         if not a or not b:
             gains.append(gain(default, "the default delivers nothing to compare"))
@@ -114,6 +149,11 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
             if ia is not None and ib is not None
             else None
         )
+        # loads of the default the race skipped could have delivered up to the race's bound:
+        # the ratio's low end allows for a default that high
+        drop = server.raced.get(profile.workload)
+        if drop is not None and drop.metric == metric and span is not None and ia is not None:
+            span = (min(span[0], ia.low / drop.bound) if drop.bound > 0 else span[0], span[1])
         if tuned.row.server_point in defaults:
             note = "the default setting is the best one"
         elif span is None:
@@ -122,5 +162,10 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
             note = "a gain beyond noise"
         else:
             note = "not separable from the default beyond noise"
+        if drop is not None:
+            note += (
+                f" (the default's {', '.join(drop.skipped)} not run: at most {drop.bound:.1f}, "
+                "counted in the interval)"
+            )
         gains.append(gain(default, note, span))
     return gains

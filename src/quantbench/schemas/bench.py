@@ -197,8 +197,23 @@ class SearchInfo(Strict):
     dropped: str | None = Field(
         None,
         description="Why the search stopped early: the setting could not reach the leader "
-        "(bench.search.race).",
+        "(bench.race).",
     )
+
+
+class RaceDrop(Strict):
+    """Grid mode (bench.race): load points of one workload this server setting did not run,
+    because what it measured there bounds what it could deliver below the leader's interval."""
+
+    reason: str
+    leader: str = Field(description="The leading row, '<server point> @ <load point>'.")
+    metric: str = Field(description="The ranked figure the bound is on.")
+    floor: float = Field(description="The low end of the leader's interval on it.")
+    bound: float = Field(
+        description="The most this setting could deliver at any skipped load (at or above its "
+        "lowest measured concurrency, up to the grid's highest or its batch limit)."
+    )
+    skipped: list[str] = Field(description="The load points not run.")
 
 
 class ServedCheck(Strict):
@@ -227,7 +242,19 @@ class ServerPoint(Strict):
     )
     served_check: ServedCheck | None = None
     is_default: bool = Field(
-        False, description="Whether this is the engine's default setting (tuned vs default)."
+        False,
+        description="Whether this point changed none of the pair's configured settings (the "
+        "'default' of tuned vs default).",
+    )
+    off_engine_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The engine's tuning settings this point holds at other values than the "
+        "engine's own defaults (its flags left out): empty for the engine's true default.",
+    )
+    raced: dict[str, RaceDrop] = Field(
+        default_factory=dict,
+        description="Grid mode: per workload, the load points the race across settings skipped "
+        "(bench.race).",
     )
 
 
@@ -247,12 +274,15 @@ class PairSummary(StageOutput):
     # version 2: rows per workload with intervals and checks, best per workload, ties
     # version 3: each server's search per workload (version 2 kept only the last workload's)
     # version 4: a search may be dropped by the race across settings (SearchInfo.dropped)
+    # version 5: grid points skipped by the race (ServerPoint.raced), and each server point's
+    # departures from the engine's own defaults (ServerPoint.off_engine_defaults)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
+        4: stamp(5),
     }
 
-    schema_version: Literal[4] = version(4)
+    schema_version: Literal[5] = version(5)
     pair: str
     variant: str
     format: str
@@ -296,6 +326,7 @@ __all__ = [
     "Interval",
     "LoadSummary",
     "PairSummary",
+    "RaceDrop",
     "SearchInfo",
     "ServedCheck",
     "ServerPoint",
