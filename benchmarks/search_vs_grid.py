@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", help="default: the first of workloads:")
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument(
-        "--modes", default="search,grid", help="of search, unraced (bench.race off), grid (full, unraced)"
+        "--modes",
+        default="search,grid",
+        help="of search, unraced (bench.race off), grid (full, unraced)",
     )
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
