@@ -73,15 +73,19 @@ def stream_one(server: Server, body: dict):  # type: ignore[no-untyped-def]
     return record
 
 
-def cached_tokens_of_a_repeat(server: Server) -> int | None:
-    """The same long prompt twice; what the engine says its prefix cache served the second
-    time, read by the load harness's own stream parser (None: the engine did not say)."""
+def long_prompt_body(server: Server) -> dict:
     prompt = " ".join(f"Island fact {i}: the harbour has {i} boats." for i in range(20))
-    body = {
+    return {
         "model": server.spec.model_name, "messages": [{"role": "user", "content": prompt}],
         "max_tokens": 4, "stream": True, "temperature": 0,
         "stream_options": {"include_usage": True},
     }  # fmt: skip
+
+
+def cached_tokens_of_a_repeat(server: Server) -> int | None:
+    """The same long prompt twice; what the engine says its prefix cache served the second
+    time, read by the load harness's own stream parser (None: the engine did not say)."""
+    body = long_prompt_body(server)
     stream_one(server, body)
     record = stream_one(server, body)
     assert record.prompt_tokens and record.prompt_tokens > 200
@@ -158,6 +162,33 @@ def test_llamacpp_serves_gguf(gguf_q8_0: Path, q8_refs: list, tmp_path, parallel
     )
     report = run_and_check(launch, tmp_path / "server.log", q8_refs, cache_reported=True)
     assert report["argv"][report["argv"].index("-np") + 1] == str(parallel)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", [1, "auto"])
+def test_llamacpp_empties_its_prompt_cache_between_points(
+    gguf_q8_0: Path, tmp_path, parallel
+) -> None:
+    # The bench's POST /slots/N?action=erase answered 501 (llama-server takes slot actions only
+    # with --slot-save-path), so every load point began with the previous point's prompts
+    # cached. Now the erase empties every slot, with one slot or llama-server's own four.
+    from quantbench.engines.llamacpp import LlamaCppSettings
+
+    engine = get_engine("llamacpp")
+    settings = LlamaCppSettings(parallel=parallel)
+    launch = engine.launch(load_artifact(gguf_q8_0), settings, "127.0.0.1", free_port())
+    server = Server(launch, tmp_path / "server.log")
+    with server:
+        server.warmup()
+        cached = cached_tokens_of_a_repeat(server)
+        assert cached is not None and cached > 128, cached  # the repeat came from the cache
+        assert engine.reset_prefix_cache(server.url, settings) == "reset"
+        after = stream_one(server, long_prompt_body(server))
+    # what is left is the chat template's head (SmolLM2's system prompt, 24 tokens), which
+    # llama-server's RAM prompt cache (--cache-ram) restores into any slot and every request of
+    # every point shares; the previous prompts themselves (290 tokens) are gone
+    assert after.cached_tokens is not None and after.cached_tokens <= 32, after.cached_tokens
 
 
 @pytest.mark.server

@@ -59,11 +59,13 @@ def ci_params(source: Path) -> dict:
     # each pair's probe at its smallest that still fits every cost (two lengths' worth of
     # requests alone, a repeat, two together): seven server starts are most of its time
     params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 16}
-    # the 4-bit vLLM pairs the default run leaves out for its 30-minute budget: CI still serves
-    # every quantization format through a real engine
-    for variant in ("gptq-w4g64", "awq-w4g64"):
+    # the pairs the default run leaves out for its 30-minute budget: CI still serves every
+    # quantization format through a real engine, and bf16 on two engines
+    for variant, engine in (
+        ("gptq-w4g64", "vllm"), ("awq-w4g64", "vllm"), ("bf16", "vllm"), ("gguf-q8_0", "llamacpp"),
+    ):  # fmt: skip
         params["bench"]["pairs"].setdefault(
-            f"{variant}-vllm", {"variant": variant, "engine": "vllm"}
+            f"{variant}-{engine}", {"variant": variant, "engine": engine}
         )
     return params
 
@@ -132,6 +134,18 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
     for variant in params["variants"]:
         quality = json.loads((pipeline / f"reports/quality/{variant}.json").read_text())
         assert quality["perplexity"] > 1
+    # every engine is swept over more than one setting, its own default among them, and the
+    # summary sets each swept pair's best against that default
+    swept = {}
+    for pair in pairs:
+        summary = json.loads((pipeline / f"reports/bench/{pair}/summary.json").read_text())
+        if len(summary["servers"]) > 1:
+            swept.setdefault(summary["engine"], []).append(pair)
+            assert sum(s["is_default"] for s in summary["servers"]) == 1, pair
+    assert set(swept) == {"transformers", "vllm", "llamacpp"}, swept
+    tuned = summary_md.split("Tuned against default")[1].split("\n\n", 2)[1]
+    for engine_pairs in swept.values():
+        assert any(f"- {pair}:" in tuned for pair in engine_pairs), (engine_pairs, tuned)
 
 
 def test_report_numbers_match_the_records(pipeline: Path) -> None:

@@ -762,3 +762,16 @@ def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
         patched, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
     ).files[Path("index.html")]
     assert "chat: edge 4 [2, 4] (concurrency), 5 runs vs grid 8" in html
+    # a grid's points the race skipped are shown with the reason, not as failures
+    from quantbench.schemas.bench import RaceDrop
+
+    drop = RaceDrop(
+        reason="cannot reach the leader (default at c4, 60.0)", leader="default @ c4",
+        metric="good_output_throughput", floor=60.0, bound=46.2, skipped=["c4"],
+    )  # fmt: skip
+    raced = [*pair.servers[:1], pair.servers[1].model_copy(update={"raced": {"chat": drop}})]
+    html = build_report(
+        replace(inputs, pairs={**inputs.pairs, pair.pair: pair.model_copy(update={"servers": raced})}),
+        slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS,
+    ).files[Path("index.html")]  # fmt: skip
+    assert "chat: c4 not run (race across settings): cannot reach the leader" in html

@@ -30,7 +30,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="OVERRIDE",
         help="a params override as `dvc exp run -S` takes it (repeatable), e.g. "
-        "'+bench.pairs.gguf-q4_k_m-llamacpp.settings={parallel: 8, sweep: {}}'",
+        "'++bench.pairs.gguf-q4_k_m-llamacpp.settings={parallel: 8, sweep: {}}'",
     )
     parser.add_argument(
         "--profile",

@@ -147,6 +147,12 @@ class LlamaCppSettings(EngineSettings):
         return self
 
 
+def _slot_dir() -> Path:
+    path = Path(".cache/llama-slots").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 class LlamaCppEngine(Engine):
     name: ClassVar[str] = "llamacpp"
     formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
@@ -195,6 +201,10 @@ class LlamaCppEngine(Engine):
         # llama.cpp's built-in approximation of it.
         argv += ["-ngl", str(settings.n_gpu_layers), "--metrics", "--no-webui", "--jinja"]
         argv += ["-fa", settings.flash_attn]
+        # slot actions answer 501 without a save path, the erase the bench sends before each
+        # load point (reset_prefix_cache) included: every point then started from the previous
+        # one's cached prompts. Nothing is saved there; erase only empties a slot's cache.
+        argv += ["--slot-save-path", str(_slot_dir())]
         if settings.batch_size is not None:
             argv += ["-b", str(settings.batch_size)]
         if settings.ubatch_size is not None:
