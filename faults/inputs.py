@@ -266,7 +266,8 @@ PARAMS_CASES = [
     ),
     BadParams(
         "output-over-context", "output longer than the engine's context",
-        _merge({"engines": {"llamacpp": {"ctx_size": 64, "parallel": 4, "sweep": {}}}}),
+        # the llama.cpp pair at 4 slots of a 64-token context, its own sweep replaced
+        _set("bench.pairs.gguf-q4_k_m-llamacpp.settings", {"ctx_size": 64, "parallel": 4, "sweep": {}}),
         ("workloads", "ctx_size 64 / parallel 4", "16 tokens"),
         "error: requests ask for more tokens than a llama.cpp slot holds",
     ),
