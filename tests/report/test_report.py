@@ -667,8 +667,22 @@ def test_ratio_interval_combines_both_intervals_on_the_log_scale() -> None:
     assert ratio_interval(0.0, 0.0, 1.0, 1.0, 0.5, 1.5) is None
 
 
-def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
+def with_llama_4_slots_ranked(chat):
+    """The chat profile with llama.cpp's fastest 4-slot row made rankable (in the fixture it
+    serves something else), and that row."""
     from dataclasses import replace
+
+    metric = chat.ranked_by
+    rows = [r for r in chat.rows if r.pair == "gguf-q4_k_m-llamacpp"]
+    fast = max(
+        (r for r in rows if r.row.server_point == "parallel=4" and r.row.intervals.get(metric)),
+        key=lambda r: r.row.metric(metric) or 0.0,
+    )
+    fixed = replace(fast, row=fast.row.model_copy(update={"rankable": True, "flags": []}))
+    return fixed, replace(chat, rows=[*(r for r in chat.rows if r is not fast), fixed])
+
+
+def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
 
     from quantbench.report.tuning import tuning_gains
 
@@ -683,13 +697,7 @@ def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
     assert "gptq-w4g64-vllm" not in gains  # one server point: nothing was tuned
     # a tuned point that is ranked and faster is shown with its ratio and interval
     metric = chat.ranked_by
-    rows = [r for r in chat.rows if r.pair == "gguf-q4_k_m-llamacpp"]
-    fast = max(
-        (r for r in rows if r.row.server_point == "parallel=4" and r.row.intervals.get(metric)),
-        key=lambda r: r.row.metric(metric) or 0.0,
-    )
-    fixed = replace(fast, row=fast.row.model_copy(update={"rankable": True, "flags": []}))
-    profile = replace(chat, rows=[*(r for r in chat.rows if r is not fast), fixed])
+    fixed, profile = with_llama_4_slots_ranked(chat)
     gain = {g.pair: g for g in tuning_gains(inputs, profile)}["gguf-q4_k_m-llamacpp"]
     expected = fixed.row.metric(metric) / gain.default.row.metric(metric)
     assert gain.tuned is fixed and gain.ratio == pytest.approx(expected)
@@ -710,13 +718,7 @@ def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_ski
 
     chat = by_key["chat"]
     metric = chat.ranked_by
-    rows = [r for r in chat.rows if r.pair == "gguf-q4_k_m-llamacpp"]
-    fast = max(
-        (r for r in rows if r.row.server_point == "parallel=4" and r.row.intervals.get(metric)),
-        key=lambda r: r.row.metric(metric) or 0.0,
-    )
-    fixed = replace(fast, row=fast.row.model_copy(update={"rankable": True, "flags": []}))
-    profile = replace(chat, rows=[*(r for r in chat.rows if r is not fast), fixed])
+    fixed, profile = with_llama_4_slots_ranked(chat)
     low = fixed.row.intervals[metric].low
     bound = low / 1.05  # the default's skipped load could have come within 5 % of it
     drop = RaceDrop(
