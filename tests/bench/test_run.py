@@ -44,6 +44,15 @@ def job(engine, artifact, settings, *, slo="", bench=None, workloads=None) -> Pa
     )
 
 
+def grid_of(*streams: int) -> WorkloadSpec:
+    return WORKLOAD.model_copy(
+        update={"load": WorkloadSpec.model_validate(
+            {"prompts": WORKLOAD.prompts.model_dump(), "num_requests": 8,
+             "load": [{"kind": "concurrency", "concurrency": c} for c in streams]}
+        ).load}
+    )  # fmt: skip
+
+
 def no_fake_servers_left() -> bool:
     for proc in psutil.process_iter(["cmdline"]):
         if "quantbench.mock_server" in " ".join(proc.info["cmdline"] or []):
@@ -157,14 +166,8 @@ def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact
     # to c = 2 (25 ms) and fails from c = 3 (45 ms): 10 ms of margin on both sides for a busy CI.
     settings = FakeSettings(itl_ms=5.0, ms_per_concurrent=20.0)
     slo = "tpot:p50<=35ms"
-    grid_workload = WORKLOAD.model_copy(
-        update={"load": WorkloadSpec.model_validate(
-            {"prompts": WORKLOAD.prompts.model_dump(), "num_requests": 8,
-             "load": [{"kind": "concurrency", "concurrency": c} for c in range(1, 9)]}
-        ).load}
-    )  # fmt: skip
     grid_job = job(fake_engine, fake_artifact, settings, slo=slo,
-                   workloads={"chat": grid_workload})  # fmt: skip
+                   workloads={"chat": grid_of(*range(1, 9))})  # fmt: skip
     grid = run_pair(grid_job, tmp_path / "grid")
     passing = [r.shape["concurrency"] for r in grid.rows if r.slo_passed]
     grid_edge = max(passing)
@@ -207,15 +210,6 @@ def test_a_setting_that_cannot_reach_the_leader_stops_after_one_run(
     assert full.servers[1].search["chat"].runs > 1
     assert full.best["chat"].server_point == "itl_ms=2.0"
     assert no_fake_servers_left()
-
-
-def grid_of(*streams: int) -> WorkloadSpec:
-    return WORKLOAD.model_copy(
-        update={"load": WorkloadSpec.model_validate(
-            {"prompts": WORKLOAD.prompts.model_dump(), "num_requests": 8,
-             "load": [{"kind": "concurrency", "concurrency": c} for c in streams]}
-        ).load}
-    )  # fmt: skip
 
 
 def test_the_grid_races_settings_that_cannot_reach_the_leader(

@@ -152,8 +152,9 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
         # loads of the default the race skipped could have delivered up to the race's bound:
         # the ratio's low end allows for a default that high
         drop = server.raced.get(profile.workload)
-        if drop is not None and drop.metric == metric and span is not None and ia is not None:
-            span = (min(span[0], ia.low / drop.bound) if drop.bound > 0 else span[0], span[1])
+        widened = drop is not None and drop.metric == metric and span is not None and ia is not None
+        if widened and drop.bound > 0:
+            span = (min(span[0], ia.low / drop.bound), span[1])
         if tuned.row.server_point in defaults:
             note = "the default setting is the best one"
         elif span is None:
@@ -163,9 +164,10 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
         else:
             note = "not separable from the default beyond noise"
         if drop is not None:
+            counted = ", counted in the interval" if widened else ""
             note += (
-                f" (the default's {', '.join(drop.skipped)} not run: at most {drop.bound:.1f}, "
-                "counted in the interval)"
+                f" (the default's {', '.join(drop.skipped)} not run: at most "
+                f"{drop.bound:.1f}{counted})"
             )
         gains.append(gain(default, note, span))
     return gains
