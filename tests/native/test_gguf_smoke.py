@@ -156,4 +156,6 @@ def test_the_build_records_what_it_was_made_for() -> None:
     assert set(info["isa"]) >= {"kept", "dropped", "outcomes", "native"}
     for flag in info["isa"]["disable_flags"]:
         assert any(flag in f for f in info["cmake_flags"]), (flag, info["cmake_flags"])
+    for name in info.get("excluded", {}):  # left out whatever the probe said (AMX)
+        assert any(f"-mno-{name}" in f for f in info["cmake_flags"]), (name, info["cmake_flags"])
     json.dumps(info)

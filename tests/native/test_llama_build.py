@@ -68,6 +68,7 @@ HERE = {"machine": "x86_64", "model": "AMD EPYC", "isa_flags": ["avx2", "avx512f
 def _info(cpu: dict | None = None, version: str = llamacpp.VERSION) -> dict:
     return {
         "version": version,
+        "recipe": llamacpp.RECIPE,
         "base_flags": list(llamacpp.CMAKE_FLAGS),
         "cmake_flags": list(llamacpp.CMAKE_FLAGS),
         "cpu": cpu if cpu is not None else HERE,
@@ -135,6 +136,30 @@ def test_dropped_extensions_reach_the_compiler_flags() -> None:
     assert "-DGGML_NATIVE=ON" in flags
     clean = IsaReport("x", "cc", ["avx2"], kept=["avx2"])
     assert llamacpp.compile_flags(clean) == list(llamacpp.CMAKE_FLAGS)
+
+
+def test_amx_is_left_out_even_where_the_probe_saw_it_run() -> None:
+    """On a Sapphire Rapids guest the probe's AMX instructions ran, and the pinned release's AMX
+    kernels still died (ldtilecfg, SIGSEGV) on every Q8_0 and Q4_K_M matrix: the build excludes
+    them wherever -march=native would enable them, and records why."""
+    from quantbench.native.isa import IsaReport
+
+    amx = ["amx-bf16", "amx-int8", "amx-tile"]
+    isa = IsaReport("sapphirerapids", "cc", [*amx, "avx512f"], kept=[*amx, "avx512f"])
+    flags = llamacpp.compile_flags(isa)
+    wanted = "-mno-amx-bf16 -mno-amx-int8 -mno-amx-tile"
+    assert f"-DCMAKE_C_FLAGS={wanted}" in flags and f"-DCMAKE_CXX_FLAGS={wanted}" in flags
+    assert set(llamacpp.excluded(isa)) == set(amx)
+    assert all("ldtilecfg" in why for why in llamacpp.excluded(isa).values())
+    # a CPU without AMX gets no flag for it (the compiler would not emit it anyway)
+    epyc = IsaReport("znver4", "cc", ["avx2", "avx512f"], kept=["avx2", "avx512f"])
+    assert llamacpp.compile_flags(epyc) == list(llamacpp.CMAKE_FLAGS)
+
+
+def test_a_build_of_an_older_recipe_is_configured_again() -> None:
+    old = {k: v for k, v in _info().items() if k != "recipe"}
+    assert "recipe 1" in (llamacpp.reconfigure_reason(old, HERE) or "")
+    assert llamacpp.reconfigure_reason(_info(), HERE) is None
 
 
 def test_the_default_build_lives_in_the_repository(monkeypatch) -> None:

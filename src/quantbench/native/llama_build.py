@@ -68,6 +68,21 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_OPENSSL=OFF",
 )
+# Extensions never compiled in, whatever the ISA probe says, and why. The pinned release's AMX
+# kernels (ggml-cpu/amx) fault on Intel Xeon guests even where AMX itself executes: on a Sapphire
+# Rapids guest (2026-11-25) the probe's tile loads, dot products and stores all ran, and
+# `ggml_backend_amx_mul_mat` died with a general protection fault on `ldtilecfg` (SIGSEGV,
+# si_code SI_KERNEL) on every Q8_0 and Q4_K_M matrix, in the bindings and in llama-server alike.
+# An instruction probe cannot vouch for a kernel, and AMX buys nothing for decoding (ggml runs
+# single-row products through AVX512-VNNI), so the build leaves it out.
+EXCLUDED_EXTENSIONS: dict[str, str] = {
+    name: "the pinned llama.cpp's AMX kernels fault on Xeon guests where AMX executes "
+    "(general protection fault on ldtilecfg in ggml_backend_amx_mul_mat)"
+    for name in ("amx-tile", "amx-int8", "amx-bf16")
+}
+# Bumped when what a build is made of changes beyond CMAKE_FLAGS: a build of another recipe is
+# configured again (2: AMX excluded).
+RECIPE = 2
 BINDING_TARGET = "llama"
 BUILD_INFO = "build-info.json"
 REBUILD_HINT = (
@@ -198,11 +213,22 @@ def ensure_source(root: Path | None = None) -> Toolchain:
     return tc
 
 
+def excluded(isa: IsaReport) -> dict[str, str]:
+    """The extensions -march=native would enable here that the build leaves out whatever the
+    probe says (:data:`EXCLUDED_EXTENSIONS`), with why."""
+    return {n: why for n, why in EXCLUDED_EXTENSIONS.items() if n in isa.native}
+
+
+def disable_flags(isa: IsaReport) -> list[str]:
+    """``-mno-<ext>`` for what the probe saw fault and for what the build excludes."""
+    return sorted(set(isa.disable_flags) | {f"-mno-{n}" for n in excluded(isa)})
+
+
 def compile_flags(isa: IsaReport) -> list[str]:
-    """CMAKE_FLAGS plus the C/C++ flags that keep out what the probe saw fault."""
+    """CMAKE_FLAGS plus the C/C++ flags that keep out what faults here (probed or known)."""
     flags = list(CMAKE_FLAGS)
-    if isa.disable_flags:
-        extra = " ".join(isa.disable_flags)
+    if off := disable_flags(isa):
+        extra = " ".join(off)
         flags += [f"-DCMAKE_C_FLAGS={extra}", f"-DCMAKE_CXX_FLAGS={extra}"]
     return flags
 
@@ -262,6 +288,8 @@ def reconfigure_reason(info: dict[str, Any] | None, cpu: dict[str, Any]) -> str 
     why = mismatch(info, cpu)
     if why is None and info is not None and info.get("base_flags") != list(CMAKE_FLAGS):
         why = "the project's cmake flags changed"
+    if why is None and info is not None and info.get("recipe", 1) != RECIPE:
+        why = f"it was made by build recipe {info.get('recipe', 1)}, the project's is {RECIPE}"
     return why
 
 
@@ -288,10 +316,12 @@ def _configure(tc: Toolchain) -> None:
     _run(cmd, "configure llama.cpp")
     wanted = {
         "version": VERSION,
+        "recipe": RECIPE,
         "base_flags": list(CMAKE_FLAGS),
         "cmake_flags": flags,
         "cpu": cpu,
         "isa": isa.to_dict(),
+        "excluded": excluded(isa),
     }
     (tc.build_dir / BUILD_INFO).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
 
