@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from quantbench.bench.cost import cost_per_million_tokens
+from quantbench.decision.rules import (
+    Candidate,
+    Confirmed,
+    Decision,
+    DecisionSettings,
+    QualityContrast,
+    decide,
+)
 from quantbench.load.metrics import PointResult
-from quantbench.precision import t_interval
-from quantbench.schemas.session import Figure
+from quantbench.precision import Figure, t_interval
 
 Reader = Callable[[PointResult], float | None]
 OwnInterval = Callable[[PointResult], Figure | None]
@@ -245,50 +253,113 @@ def metric_bounds(row: dict[str, Any], metric: str) -> tuple[float, float]:
     return float(iv["low"]), float(iv["high"])
 
 
-Settle = tuple[str, Callable[[dict[str, Any]], float | None]]
-"""A tie-break rule: its name (said in the report) and a key to minimise (None: unknown)."""
+RowFigure = Callable[[dict[str, Any]], "Figure | float | None"]
+
+
+def row_figure(row: dict[str, Any], metric: str) -> Figure | None:
+    """A row's figure with its interval (a value without one: low = high = value)."""
+    value = row.get(metric)
+    if value is None:
+        return None
+    iv = (row.get("intervals") or {}).get(metric)
+    if iv is None:
+        return Figure(value=float(value), low=float(value), high=float(value), confidence=0.95,
+                      n=1, method="value")  # fmt: skip
+    data = iv if isinstance(iv, dict) else iv.model_dump()
+    return Figure.model_validate({**data, "value": float(value)})
+
+
+def _as_figure(found: Figure | float | None) -> Figure | None:
+    if found is None or isinstance(found, Figure):
+        return found
+    value = float(found)
+    if not math.isfinite(value):
+        return None
+    return Figure(value=value, low=value, high=value, confidence=0.95, n=1, method="value")
+
+
+def row_key(row: dict[str, Any], index: int) -> str:
+    """A key unique among the rows of one decision."""
+    if "_index" in row:
+        return f"#{row['_index']}"
+    parts = [row.get(k) for k in ("pair", "server_point", "workload", "load_point")]
+    return "/".join(str(p) for p in parts if p is not None) + f"#{index}"
+
+
+def candidates(
+    rows: Sequence[dict[str, Any]],
+    metric: str,
+    memory: Callable[[dict[str, Any]], float | None] = lambda r: None,
+    quality: RowFigure | None = None,
+) -> tuple[list[Candidate], dict[str, dict[str, Any]]]:
+    """The rankable rows as the decision's candidates, and key -> row."""
+    out, by_key = [], {}
+    for i, r in enumerate(rows):
+        fig = row_figure(r, metric)
+        if not r.get("rankable") or fig is None:
+            continue
+        key = row_key(r, i)
+        by_key[key] = r
+        out.append(
+            Candidate(
+                key=key,
+                label=" · ".join(
+                    str(r[k]) for k in ("pair", "server_point", "load_point") if r.get(k)
+                )
+                or key,
+                pair=str(r.get("pair", "")),
+                variant=str(r.get("variant", r.get("pair", ""))),
+                engine=str(r.get("engine", "")),
+                figure=fig,
+                quality=_as_figure(quality(r)) if quality is not None else None,
+                memory_bytes=memory(r),
+                latency=row_figure(r, "e2e_p50_ms"),
+            )
+        )
+    return out, by_key
+
+
+def decide_rows(
+    rows: Sequence[dict[str, Any]],
+    rank_by_goodput: bool,
+    memory: Callable[[dict[str, Any]], float | None] = lambda r: None,
+    quality: RowFigure | None = None,
+    settings: DecisionSettings | None = None,
+    confirmed: Confirmed | None = None,
+    quality_contrast: QualityContrast | None = None,
+) -> tuple[Decision, dict[str, dict[str, Any]]]:
+    """The decision (quantbench.decision.rules) over bench rows, and key -> row."""
+    metric = rank_metric(rank_by_goodput)
+    settings = settings or DecisionSettings()
+    settings = replace(settings, metric_label=metric.replace("_", " "))
+    found, by_key = candidates(rows, metric, memory, quality)
+    return decide(found, settings, confirmed, quality_contrast), by_key
 
 
 def pick_best(
     rows: Sequence[dict[str, Any]],
     rank_by_goodput: bool,
     memory: Callable[[dict[str, Any]], float | None] = lambda r: None,
-    quality: Callable[[dict[str, Any]], float | None] | None = None,
+    quality: RowFigure | None = None,
+    settings: DecisionSettings | None = None,
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str]:
     """(the row to deploy, the rows it cannot be separated from, the rule that decided).
 
-    Among rankable rows, the highest value of the rank metric. Rows whose interval overlaps the
-    leader's are not separable from it beyond noise; such a tie is settled by the first rule that
-    tells the tied rows apart: quality (``quality(row)``, lower is better, e.g. the perplexity
-    ratio to the unquantized model; across variants only), then memory (``memory(row)``: the
-    server's peak), then the lower p99 end-to-end latency.
-    """
-    metric = rank_metric(rank_by_goodput)
-    candidates = [r for r in rows if r.get("rankable") and r.get(metric) is not None]
-    if not candidates:
-        return None, [], "no row met its SLO and every check"
-    leader = max(candidates, key=lambda r: float(r[metric]))
-    lo, _ = metric_bounds(leader, metric)
-    tied = [r for r in candidates if r is not leader and metric_bounds(r, metric)[1] >= lo]
-    what = metric.replace("_", " ")
-    if not tied:
-        return leader, [], f"the highest {what}, separable from the rest"
-    rules: list[Settle] = []
-    if quality is not None:
-        rules.append(("quality", quality))
-    rules += [("memory", memory), ("p99 end-to-end latency", lambda r: r.get("e2e_p99_ms"))]
-    group = [leader, *tied]
-    name, best = "the highest point value (nothing else told them apart)", leader
-    for rule_name, key in rules:
-        values = [key(r) for r in group]
-        if None in values or len(set(values)) < 2:
-            continue  # this rule cannot tell the tied rows apart
-        name = rule_name
-        best = group[min(range(len(group)), key=lambda i: float(values[i]))]  # type: ignore[arg-type]
-        break
-    others = [r for r in group if r is not best]
-    return (
-        best,
-        others,
-        f"{len(group)} rows within each other's intervals on {what}: settled by {name}",
-    )
+    The decision of :mod:`quantbench.decision.rules`: the highest ranked figure among rankable
+    rows, compared with every other through the interval on their ratio (never by overlap);
+    only rows equivalent within the margin go to the tie-breaks (quality, given by
+    ``quality(row)``: a figure with its interval or a value, lower is better, across variants
+    only; then memory ``memory(row)``; then E2E p50), each deciding only beyond its noise and
+    materiality. The rows returned beside the winner are those equivalent to it or not yet
+    separable from it."""
+    decision, by_key = decide_rows(rows, rank_by_goodput, memory, quality, settings)
+    if decision.winner is None:
+        return None, [], decision.rule
+    best = by_key[decision.winner.key]
+    others = [
+        by_key[c.key]
+        for c in [*([decision.leader] if decision.leader else []), *decision.equivalent,
+                  *decision.unresolved]
+        if c.key != decision.winner.key
+    ]  # fmt: skip
+    return best, others, decision.rule

@@ -1,0 +1,171 @@
+"""Two measured figures compared through an interval on their ratio, never by the overlap of
+their two intervals.
+
+Overlap of two 95 % intervals separates only gaps larger than about twice one half-width (an
+effective level near 0.5 %): with ±10 % intervals a configuration 16 % slower than another is
+called a tie. The right object is the ratio itself. Each figure's interval gives its standard
+error on the log scale (throughput is positive and its noise multiplicative), the two errors add
+in quadrature (the rows were measured independently), and so does **drift**: two measurements
+of the same configuration taken minutes apart differ by more than their own intervals say (the
+machine's speed wanders; docs/BENCH.md measured about 4 % from one minute to the next), so a
+comparison of rows measured at different times carries ``drift`` as one more error term. Rows
+measured in alternation (A B A B, :func:`pooled`) need no such allowance: the drift is in the
+rounds' spread and is estimated from it.
+
+A ratio's interval then says one of four things against an equivalence margin ``m`` (the user's
+``report.equivalence``): **equivalent** (it lies inside [1/(1+m), 1+m]: whatever the true ratio,
+it is within the margin the user called immaterial, even if it is beyond noise), else **faster**
+(it lies above 1), **slower** (below 1) or **not yet separable** (neither: more measurement would
+tell). The equivalence check uses the same two-sided
+interval as the difference test, which makes it a little conservative (the textbook two
+one-sided tests use a 1 - 2 alpha interval).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from quantbench.precision import Figure, t_quantile
+
+Verdict = Literal["faster", "slower", "equivalent", "not yet separable"]
+# Degrees of freedom that stand for "known exactly" (a normal quantile).
+EXACT_DF = 1_000_000
+
+
+def _z(confidence: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf((1 + confidence) / 2))
+
+
+def critical(confidence: float, df: float) -> float:
+    """Two-sided critical value: Student t with ``df`` degrees of freedom (normal for huge df)."""
+    if df >= EXACT_DF or not math.isfinite(df):
+        return _z(confidence)
+    return t_quantile(confidence, max(1, int(df)))
+
+
+def figure_df(fig: Figure) -> float:
+    """The degrees of freedom behind a figure's interval: t over n repeats or n batch-means
+    slices has n - 1; other methods (order statistics, bootstrap, Clopper-Pearson) are read as
+    normal."""
+    if fig.method.startswith(("t over", "batch means")):
+        return max(1.0, float(fig.n - 1))
+    return float(EXACT_DF)
+
+
+@dataclass(frozen=True)
+class LogEstimate:
+    """A positive figure on the log scale: log(value), its standard error and degrees of freedom."""
+
+    log: float
+    se: float
+    df: float
+
+    @property
+    def value(self) -> float:
+        return math.exp(self.log)
+
+    @classmethod
+    def of(cls, fig: Figure) -> LogEstimate | None:
+        """From a figure with its interval; None when the value or its interval is not positive
+        (a log cannot carry it: such a figure is compared by its value only, see :func:`ratio`)."""
+        if fig.value <= 0 or fig.low <= 0 or fig.high <= 0:
+            return None
+        df = figure_df(fig)
+        crit = critical(fig.confidence, df)
+        # a t or bootstrap interval is symmetric in value, not in log: the wider (lower) side
+        # of the log interval is taken, which never understates the error
+        half = max(math.log(fig.value / fig.low), math.log(fig.high / fig.value))
+        return cls(math.log(fig.value), half / crit, df)
+
+    @classmethod
+    def exact(cls, value: float) -> LogEstimate:
+        return cls(math.log(value), 0.0, float(EXACT_DF))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """log(a / b) with its standard error and (Welch-Satterthwaite) degrees of freedom."""
+
+    log_ratio: float
+    se: float
+    df: float
+    how: str
+    """What the error holds ('independent rows, drift 4 %', 'paired over 3 rounds, ...')."""
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.log_ratio)
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        half = critical(confidence, self.df) * self.se
+        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
+
+    def verdict(self, margin: float, confidence: float) -> Verdict:
+        """faster / slower / equivalent / not yet separable (see the module docstring)."""
+        low, high = self.interval(confidence)
+        # within the margin first: a difference the user called immaterial is a tie even when it
+        # is beyond noise (it goes to the tie-breaks, where quality or memory may decide)
+        if low >= 1 / (1 + margin) and high <= 1 + margin:
+            return "equivalent"
+        if low > 1:
+            return "faster"
+        if high < 1:
+            return "slower"
+        return "not yet separable"
+
+    def text(self, confidence: float) -> str:
+        low, high = self.interval(confidence)
+        return f"{self.ratio:.3f}x [{low:.3f}, {high:.3f}]"
+
+
+def _welch(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances (variance, df) each."""
+    total = sum(v for v, _ in parts)
+    if total <= 0:
+        return float(EXACT_DF)
+    denom = sum(v * v / df for v, df in parts if v > 0 and df < EXACT_DF)
+    return float(EXACT_DF) if denom <= 0 else total * total / denom
+
+
+def ratio(a: LogEstimate, b: LogEstimate, drift: float = 0.0) -> Contrast:
+    """a / b from two independently measured figures, with ``drift`` (the spread of the log
+    ratio of two measurements of one configuration taken at different times) added."""
+    parts = [(a.se**2, a.df), (b.se**2, b.df), (drift**2, float(EXACT_DF))]
+    se = math.sqrt(sum(v for v, _ in parts))
+    how = "independent rows" + (f", drift {drift:.0%} added" if drift else "")
+    return Contrast(a.log - b.log, se, _welch(parts), how)
+
+
+def pooled(rounds: Sequence[Contrast]) -> Contrast | None:
+    """Paired rounds (A and B measured back to back, their order alternating) pooled by a
+    random-effects meta-analysis (DerSimonian-Laird): each round's own error, plus the spread
+    between rounds beyond it (tau^2: the drift the alternation could not cancel), estimated from
+    the rounds themselves. With one round there is no spread to estimate: its own error stands,
+    and the text says so."""
+    rounds = [r for r in rounds if r.se > 0 and math.isfinite(r.log_ratio)]
+    if not rounds:
+        return None
+    w = [1 / r.se**2 for r in rounds]
+    mean = sum(wi * r.log_ratio for wi, r in zip(w, rounds, strict=True)) / sum(w)
+    k = len(rounds)
+    tau2 = 0.0
+    if k >= 2:
+        q = sum(wi * (r.log_ratio - mean) ** 2 for wi, r in zip(w, rounds, strict=True))
+        c = sum(w) - sum(wi * wi for wi in w) / sum(w)
+        tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
+    ws = [1 / (r.se**2 + tau2) for r in rounds]
+    est = sum(wi * r.log_ratio for wi, r in zip(ws, rounds, strict=True)) / sum(ws)
+    se = math.sqrt(1 / sum(ws))
+    # the rounds' own degrees of freedom, and k - 1 for the spread between them
+    df = min(_welch([(r.se**2, r.df) for r in rounds]), float(k - 1) if tau2 > 0 else EXACT_DF)
+    how = f"paired over {k} round{'s' if k != 1 else ''}" + (
+        f", drift between rounds {math.sqrt(tau2):.1%}"
+        if k >= 2
+        else ", one round (no drift estimate)"
+    )
+    return Contrast(est, se, max(1.0, df), how)

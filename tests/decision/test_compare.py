@@ -1,0 +1,101 @@
+"""Comparisons through the interval on a ratio (quantbench.decision.compare)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from quantbench.decision.compare import Contrast, LogEstimate, critical, pooled, ratio
+from quantbench.precision import Figure, t_interval
+
+
+def fig(value: float, rel: float, n: int = 10, method: str = "batch means over 10 slices") -> Figure:
+    return Figure(
+        value=value, low=value * (1 - rel), high=value * (1 + rel), confidence=0.95, n=n,
+        method=method,
+    )  # fmt: skip
+
+
+def test_a_batch_means_interval_gives_its_t_standard_error() -> None:
+    est = LogEstimate.of(fig(100.0, 0.10))
+    assert est is not None and est.df == 9
+    # the wider (lower) side of the log interval over t_9
+    assert est.se == pytest.approx(-math.log(0.9) / critical(0.95, 9))
+
+
+def test_a_16_percent_gap_with_10_percent_intervals_is_a_difference_not_a_tie() -> None:
+    """Overlapping 95 % intervals ([90, 110] and [77.4, 94.6]) are no tie: the ratio's interval
+    lies below 1."""
+    a, b = LogEstimate.of(fig(100.0, 0.10)), LogEstimate.of(fig(84.0, 0.10))
+    assert a is not None and b is not None
+    c = ratio(b, a)
+    low, high = c.interval(0.95)
+    assert high < 1 and c.verdict(0.05, 0.95) == "slower"
+    # drift widens it: with a large drift the same figures are not yet separable
+    assert ratio(b, a, drift=0.04).verdict(0.05, 0.95) == "slower"
+    assert ratio(b, a, drift=0.10).verdict(0.05, 0.95) == "not yet separable"
+
+
+def test_the_default_runs_two_leaders_differ_beyond_noise() -> None:
+    """docs/RESULTS.md's chat rows: W8A8 on vLLM 91.3 [80.6, 102.0] and Q4_K_M on llama.cpp
+    76.4 [68.8, 83.9] good tok/s overlap, yet their ratio 0.84 lies below 1 even with 4 % drift
+    (p about 0.03): Q4_K_M is slower, not tied."""
+    w8a8 = Figure(value=91.3, low=80.6, high=102.0, confidence=0.95, n=10,
+                  method="batch means over 10 slices")  # fmt: skip
+    q4 = Figure(value=76.4, low=68.8, high=83.9, confidence=0.95, n=10,
+                method="batch means over 10 slices")  # fmt: skip
+    a, b = LogEstimate.of(q4), LogEstimate.of(w8a8)
+    assert a is not None and b is not None
+    c = ratio(a, b, drift=0.04)
+    assert c.ratio == pytest.approx(76.4 / 91.3)
+    assert c.verdict(0.05, 0.95) == "slower"
+
+
+def test_equivalent_only_when_the_whole_interval_is_inside_the_margin() -> None:
+    tight = Contrast(math.log(1.01), 0.005, 1e6, "x")
+    assert tight.verdict(0.05, 0.95) == "equivalent"
+    wide = Contrast(math.log(1.01), 0.05, 1e6, "x")
+    assert wide.verdict(0.05, 0.95) == "not yet separable"
+    assert Contrast(math.log(1.2), 0.01, 1e6, "x").verdict(0.05, 0.95) == "faster"
+
+
+def test_the_ratio_interval_covers_at_its_confidence_with_drift() -> None:
+    """Two batch-means measurements of configurations 10 % apart, each run also drifting by a
+    random 4 %/sqrt(2) level: the interval with drift added covers the true ratio ~95 % of the
+    time; without the drift term it falls well short."""
+    rng = np.random.default_rng(7)
+    true = math.log(0.9)
+    cover_with = cover_without = 0
+    trials = 1500
+    for _ in range(trials):
+        figs = []
+        for level in (100.0, 90.0):
+            shift = rng.normal(0, 0.04 / math.sqrt(2))
+            slices = level * math.exp(shift) * (1 + rng.normal(0, 0.05, 10))
+            iv = t_interval(list(slices), 0.95, method="batch means over 10 slices")
+            assert iv is not None
+            figs.append(iv)
+        a, b = LogEstimate.of(figs[1]), LogEstimate.of(figs[0])
+        assert a is not None and b is not None
+        for drift, hits in ((0.04, "with"), (0.0, "without")):
+            low, high = ratio(a, b, drift).interval(0.95)
+            if math.log(low) <= true <= math.log(high):
+                if hits == "with":
+                    cover_with += 1
+                else:
+                    cover_without += 1
+    assert cover_with / trials >= 0.93
+    assert cover_without / trials < 0.90
+
+
+def test_pooled_rounds_estimate_the_drift_between_them() -> None:
+    same = [Contrast(math.log(0.9), 0.02, 9, "round") for _ in range(3)]
+    one = pooled(same)
+    assert one is not None and one.ratio == pytest.approx(0.9)
+    assert "drift between rounds 0.0%" in one.how
+    spread = [Contrast(math.log(x), 0.01, 9, "round") for x in (0.8, 0.9, 1.0)]
+    wide = pooled(spread)
+    assert wide is not None and wide.se > 0.05  # the rounds disagree beyond their own errors
+    assert pooled([Contrast(0.1, 0.02, 9, "r")]).how.endswith("one round (no drift estimate)")  # type: ignore[union-attr]

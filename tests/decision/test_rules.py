@@ -1,0 +1,90 @@
+"""The decision rule (quantbench.decision.rules) through the function every caller uses,
+quantbench.bench.results.pick_best: each test here failed on the rule it replaced (ties by
+overlapping intervals, settled by any difference in input order)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from quantbench.bench.results import decide_rows, pick_best
+from quantbench.decision.rules import DecisionSettings
+
+
+def row(name: str, value: float, rel: float = 0.10, **extra: object) -> dict:
+    """A rankable row whose ranked figure has a ±rel batch-means interval."""
+    iv = {"value": value, "low": value * (1 - rel), "high": value * (1 + rel), "confidence": 0.95,
+          "n": 10, "method": "batch means over 10 slices"}  # fmt: skip
+    return {"id": name, "pair": name, "good_output_throughput": value, "output_throughput": value,
+            "intervals": {"good_output_throughput": iv}, "rankable": True, **extra}  # fmt: skip
+
+
+def test_a_row_16_percent_slower_with_better_perplexity_is_not_recommended() -> None:
+    """Item 1: with ±10 % intervals the old rule called a configuration truly 16 % slower a tie
+    (the intervals overlap) and recommended it for its better perplexity in about 65 % of runs.
+    The ratio's interval separates them, or leaves them unresolved with the faster one ahead."""
+    rng = np.random.default_rng(11)
+    se = math.log(1 / 0.9) / 2.262  # the log standard error of a ±10 % batch-means interval
+    slow_wins = 0
+    trials = 2000
+    for _ in range(trials):
+        fast = row("fast", 100 * math.exp(rng.normal(0, se)), ppl=1.038)
+        slow = row("slow", 84 * math.exp(rng.normal(0, se)), ppl=1.033)
+        best, _, _ = pick_best([fast, slow], rank_by_goodput=True, quality=lambda r: r["ppl"])
+        assert best is not None
+        slow_wins += best["id"] == "slow"
+    assert slow_wins / trials < 0.02, slow_wins / trials
+
+
+def test_a_difference_below_its_materiality_decides_nothing_whatever_the_order() -> None:
+    """Item 2: a perplexity difference of 0.0001 and one byte of peak memory decided outright;
+    now each is below its rule's materiality, so the rows stay tied through every rule and the
+    highest measured figure decides, in any input order."""
+    a = row("a", 100.0, rel=0.002, ppl=1.0332, mem=1_000_000_001)
+    b = row("b", 99.9, rel=0.002, ppl=1.0331, mem=1_000_000_000)
+    settings = DecisionSettings(drift=0.0)
+    for rows in ([a, b], [b, a]):
+        best, tied, rule = pick_best(
+            rows, True, memory=lambda r: r["mem"], quality=lambda r: r["ppl"], settings=settings
+        )
+        assert best is not None and best["id"] == "a", rule
+        assert [r["id"] for r in tied] == ["b"]
+        assert "no tie-break told 2 of them apart" in rule
+
+
+def test_rows_equal_on_quality_go_on_to_memory_in_any_order() -> None:
+    """Item 2: rows equal on the first rule were not passed to the next: the first of them in
+    input order won (the same bf16 weights on two engines settled by the pairs' names)."""
+    hf = row("bf16-transformers", 100.0, rel=0.002, ppl=1.0, mem=3.0e9, variant="bf16")
+    vllm = row("bf16-vllm", 99.8, rel=0.002, ppl=1.0, mem=0.5e9, variant="bf16")
+    q4 = row("q4-llamacpp", 99.9, rel=0.002, ppl=1.05, mem=0.2e9, variant="q4")
+    settings = DecisionSettings(drift=0.0)
+    for rows in ([hf, vllm, q4], [vllm, hf, q4], [q4, hf, vllm]):
+        decision, by_key = decide_rows(
+            rows, True, memory=lambda r: r["mem"], quality=lambda r: r["ppl"], settings=settings
+        )
+        assert decision.winner is not None
+        assert by_key[decision.winner.key]["id"] == "bf16-vllm", decision.rule
+        assert decision.rule.endswith("settled by memory")
+
+
+def test_passing_over_a_faster_row_says_what_was_traded() -> None:
+    fast = row("w8a8-vllm", 100.0, rel=0.01, ppl=1.038)
+    good = row("q8-llamacpp", 98.0, rel=0.01, ppl=1.002)
+    decision, by_key = decide_rows(
+        [fast, good], True, quality=lambda r: r["ppl"], settings=DecisionSettings(drift=0.0)
+    )
+    assert decision.winner is not None and by_key[decision.winner.key]["id"] == "q8-llamacpp"
+    (said,) = decision.tradeoffs
+    assert said.startswith("q8-llamacpp over w8a8-vllm: -2.0% good output throughput [")
+    assert "a perplexity ratio +3.6% [" in said and "decided by quality" in said
+
+
+def test_unresolved_rows_make_the_decision_not_separable() -> None:
+    lead = row("a", 100.0, rel=0.10)
+    close = row("b", 97.0, rel=0.10)
+    decision, _ = decide_rows([lead, close], True)
+    assert decision.status == "not separable"
+    assert [c.pair for c in decision.unresolved] == ["b"]
+    assert len(decision.contenders) == 2
