@@ -6,9 +6,11 @@ import json
 
 import pytest
 from pydantic import ValidationError
+from tests.schemas import examples
 
 from quantbench.estimate.compare import (
     MeasuredPoint,
+    ProbeSpan,
     compare_points,
     fit_efficiency,
     group_points,
@@ -135,3 +137,22 @@ def test_fit_with_nothing_to_fit(tiny):
     assert fit.effective_bandwidth_gbs is None and "no memory-bound" in fit.explanation
     assert fit_efficiency(lambda p: serving(tiny), []) is None
     assert fit.decode_points == 0 and fit.prefill_points == 0
+
+
+def test_a_probe_span_is_what_the_probe_ran_and_judges_figures_against_it():
+    probed = examples.pair_calibration()  # parallel=4: alone at 43-218 tokens, then 2-4 together
+    span = ProbeSpan.from_probe(probed.server_point, probed.requests, probed.fit)
+    assert span == ProbeSpan("parallel=4", max_batch=4, prompt_tokens=(43, 218), max_context=250)
+    for c in (1, 4):
+        assert span.judge("parallel=4", c, 60.0, 34.0).in_sample
+    beyond = span.judge("parallel=4", 8, 60.0, 34.0)
+    assert not beyond.in_sample and beyond.label == "out-of-sample"
+    assert beyond.reason == "8 streams, beyond the probe's 4"
+    assert "the probe ran parallel=4" in span.judge("parallel=1", 1, 60.0, 34.0).reason
+    assert (
+        "prompt 20 tokens, outside the probe's 43-218" in span.judge("parallel=4", 1, 20, 34).reason
+    )
+    assert "context 400 tokens" in span.judge("parallel=4", 1, 200.0, 200.0).reason
+    assert span.judge("parallel=4", 1, None, None).reason == "lengths unknown"
+    # a probe that failed fitted nothing: there is no span to be inside of
+    assert ProbeSpan.from_probe("parallel=4", probed.requests, None) is None

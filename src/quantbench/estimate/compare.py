@@ -11,18 +11,27 @@ The fit inverts the roofline. Decode steps that the estimate finds memory-bound 
 squares line gives both the effective bandwidth and a per-step overhead, with one it gives
 the bandwidth alone. A compute-bound prompt at concurrency 1 gives the effective FLOP/s
 (``TTFT = FLOPs / rate``). The fitted figures can be fed back as efficiency overrides.
+
+A pair's prediction is calibrated by a probe of its own server (``calibrate_pair``: one setting,
+1 to a few requests at once, short prompts, a fixed output), so a measured figure inside what the
+probe ran tests little more than the fit reproducing its own data minutes later. :class:`ProbeSpan`
+is what the probe ran, and :meth:`ProbeSpan.judge` says whether a measured figure lies inside it
+(in-sample) or beyond it (out-of-sample: more streams, another setting, other lengths), and why:
+only the second kind tests the model as a prediction.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantbench.estimate.serving import ServingModel
+from quantbench.estimate.step_fit import ProbeRequest, StepFit
 
 # A comparison point is "within 2x" when every available ratio lies in [1/2, 2].
 AGREEMENT_FACTOR = 2.0
@@ -103,6 +112,92 @@ class FittedEfficiency(BaseModel):
 
 # Builds the serving model a measured point is compared with (its lengths, its engine).
 ServingFor = Callable[[MeasuredPoint], ServingModel]
+
+
+@dataclass(frozen=True)
+class SampleCheck:
+    """Whether a measured figure lies inside what the pair's probe ran, and why."""
+
+    in_sample: bool
+    reason: str
+
+    @property
+    def label(self) -> str:
+        return "in-sample" if self.in_sample else "out-of-sample"
+
+
+@dataclass(frozen=True)
+class ProbeSpan:
+    """What a pair's probe ran (``calibrate_pair``): one setting, 1 to ``max_batch`` requests at
+    once, prompts of ``prompt_tokens`` (the server's count, chat template included) and decode
+    steps up to ``max_context`` positions.
+
+    The calibration records no lengths as such; its requests carry them. Output length has no
+    range of its own (the probe asks for a fixed count): what it changes in the fit is how far
+    the decode steps' context reaches, so it is bounded through ``max_context``."""
+
+    server_point: str
+    max_batch: int
+    prompt_tokens: tuple[int, int]
+    max_context: int
+
+    @classmethod
+    def from_probe(
+        cls, server_point: str, requests: Sequence[ProbeRequest], fit: StepFit | None
+    ) -> ProbeSpan | None:
+        """The span of a probe that was fitted (None: it failed, so nothing was fitted to it)."""
+        if fit is None or not requests:
+            return None
+        prompts = [r.prompt_tokens for r in requests]
+        return cls(
+            server_point=server_point,
+            max_batch=fit.batch_measured,
+            prompt_tokens=(min(prompts), max(prompts)),
+            max_context=max(r.prompt_tokens + r.output_tokens for r in requests),
+        )
+
+    def judge(
+        self,
+        server_point: str,
+        concurrency: int,
+        prompt_tokens: float | None,
+        output_tokens: float | None,
+    ) -> SampleCheck:
+        """In-sample when the figure was measured at the probe's setting, at 1 to its largest
+        batch, with a (mean) prompt within its prompts and a context within its reach; every
+        way it lies outside is named."""
+        outside = self._load_beyond(server_point, concurrency)
+        if prompt_tokens is None or output_tokens is None:
+            # a figure whose lengths are unknown cannot be shown to repeat the probe
+            return SampleCheck(False, "; ".join([*outside, "lengths unknown"]))
+        context = prompt_tokens + output_tokens
+        outside += self._lengths_beyond(prompt_tokens, context)
+        if outside:
+            return SampleCheck(False, "; ".join(outside))
+        low, high = self.prompt_tokens
+        return SampleCheck(
+            True,
+            f"the probe's setting, c{concurrency} within its 1-{self.max_batch} streams, prompt "
+            f"{prompt_tokens:.0f} tokens within its {low}-{high}, context {context:.0f} "
+            f"within its {self.max_context}",
+        )
+
+    def _load_beyond(self, server_point: str, concurrency: int) -> list[str]:
+        out = []
+        if server_point != self.server_point:
+            out.append(f"setting {server_point}, the probe ran {self.server_point}")
+        if concurrency > self.max_batch:
+            out.append(f"{concurrency} streams, beyond the probe's {self.max_batch}")
+        return out
+
+    def _lengths_beyond(self, prompt_tokens: float, context: float) -> list[str]:
+        low, high = self.prompt_tokens
+        out = []
+        if not low <= prompt_tokens <= high:
+            out.append(f"prompt {prompt_tokens:.0f} tokens, outside the probe's {low}-{high}")
+        if context > self.max_context:
+            out.append(f"context {context:.0f} tokens, beyond the probe's {self.max_context}")
+        return out
 
 
 def load_measured(path: Path) -> list[MeasuredPoint]:

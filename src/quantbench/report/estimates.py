@@ -15,19 +15,30 @@ estimated / measured for throughput, so a ratio above 1 always means reality was
 planning target (issue 18) is a band: |measured / estimated - 1| <= 25 % for TPOT at one stream
 and for output tokens/s at every load; :func:`band_summary` says how many figures are in it and,
 for each pair that misses, which part of the model is wrong.
+
+The band is counted twice, because most figures repeat what calibrated the prediction: the
+``calibrate_pair`` stage probed each pair's server at one setting, 1 to a few requests at once and
+short prompts, minutes before the bench. A figure inside that (:class:`ProbeSpan`, read from
+``reports/calibrate/pairs/<pair>.json``) is in-sample and checks the fit; one beyond it (more
+streams, another setting, other lengths) or of a pair without a probe is out-of-sample and checks
+the model. Each row says which and why; the summary gives both counts and median errors, and says
+so plainly when nothing was out of sample.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quantbench.estimate.compare import ProbeSpan, SampleCheck
 from quantbench.estimate.pipeline import slo_targets
 from quantbench.estimate.serving import ConcurrencyPoint
-from quantbench.report.inputs import PointKey, ReportInputs
+from quantbench.report.inputs import PointKey, ReportInputs, read_output
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.schemas.estimate import VariantEstimate
+from quantbench.schemas.machine import PairCalibration
 
 PREFERRED_HARDWARE = "this"
 BAND = 0.25
@@ -58,6 +69,8 @@ class EstimateRow:
     """The hardware entry's own name (``hardware`` may be the path of a saved JSON)."""
     max_batch: int | None = None
     """Requests the engine runs at once with the row's setting, as the prediction assumed."""
+    probe: ProbeSpan | None = None
+    """What the pair's probe ran, where its prediction was fitted to one (None: no probe)."""
 
     @staticmethod
     def _ratio(a: float | None, b: float | None) -> float | None:
@@ -92,6 +105,25 @@ class EstimateRow:
         return all(abs(e) <= BAND for e in errors.values()) if errors else None
 
     @property
+    def lengths(self) -> tuple[float | None, float | None]:
+        """Mean prompt (as served) and output tokens of the figure: as measured where the records
+        tell, else as the prediction assumed."""
+        measured, assumed = self.measured_lengths, self.estimate_lengths
+        return (
+            measured[0] if measured[0] is not None else assumed[0],
+            measured[1] if measured[1] is not None else assumed[1],
+        )
+
+    @property
+    def sample(self) -> SampleCheck:
+        """In-sample (within what the pair's probe ran) or out-of-sample, and why."""
+        if self.probe is None:
+            if self.source == "pair prediction":
+                return SampleCheck(False, "pair not probed (no calibrate_pair fit): the roofline")
+            return SampleCheck(False, "the variant's estimate: no pair probe fitted to it")
+        return self.probe.judge(self.server_point, self.concurrency, *self.lengths)
+
+    @property
     def within_2x(self) -> bool | None:
         ratios = [r for r in (self.ttft_ratio, self.tpot_ratio, self.output_tps_ratio) if r]
         return all(0.5 <= r <= 2.0 for r in ratios) if ratios else None
@@ -103,6 +135,22 @@ def preferred_hardware(estimates: list[VariantEstimate]) -> str | None:
     if PREFERRED_HARDWARE in names:
         return PREFERRED_HARDWARE
     return names[0] if names else None
+
+
+def probe_spans(inputs: ReportInputs, pairs: set[str], notes: list[str]) -> dict[str, ProbeSpan]:
+    """What each of ``pairs``' probes ran, from its ``calibrate_pair`` output below the inputs'
+    root; a pair without a file, or whose probe failed, has none (its prediction is the
+    roofline's); an unreadable file is a note."""
+    spans = {}
+    for pair in sorted(pairs):
+        path = inputs.root / PairCalibration.OUTPUT.format(pair=pair)
+        probed = read_output(path, PairCalibration, notes, pair=pair)
+        if probed is None:
+            continue
+        span = ProbeSpan.from_probe(probed.server_point, probed.requests, probed.fit)
+        if span is not None:
+            spans[pair] = span
+    return spans
 
 
 def _measured_lengths(inputs: ReportInputs, key: PointKey) -> tuple[float | None, float | None]:
@@ -177,6 +225,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
         return rows, notes
     missing_variants: set[str] = set()
     predicted = {(p.pair, p.server_point, p.workload): p for p in inputs.predictions}
+    probes = probe_spans(inputs, {p.pair for p in inputs.predictions}, notes)
     for judged in profile.rows:
         row = judged.row
         if not row.measured or row.load_kind != "concurrency" or row.load_value is None:
@@ -199,6 +248,7 @@ def estimate_rows(inputs: ReportInputs, profile: Profile) -> tuple[list[Estimate
                     source="pair prediction",
                     hardware_label=prediction.hardware_name,
                     max_batch=prediction.max_batch,
+                    probe=probes.get(judged.pair),
                 )
             )
             continue
@@ -250,39 +300,103 @@ _PARTS = (
 )
 
 
-def band_summary(rows: Sequence[EstimateRow]) -> list[str]:
-    """How many planning figures of this machine (the estimate for ``this`` beside what was
-    measured on it) lie within the band, and for each pair and setting that misses,
-    which part of the model is wrong and by how much (``_PARTS``): the decode step (TPOT at one
-    stream), a request alone (throughput at one stream: prefill and per-request overhead too),
-    or serving many (throughput above one stream)."""
-    here = [row for row in rows if row.hardware.lower() == PREFERRED_HARDWARE]  # measured here
-    judged = [(row, name, err) for row in here for name, err in row.band_errors.items()]
-    if not judged:
-        return []
-    inside = sum(abs(err) <= BAND for _, _, err in judged)
-    lines = [
-        f"{inside} of {len(judged)} planning figures within ±{BAND:.0%} (TPOT at one stream, "
-        "output tokens/s at every load; measured / estimated - 1)"
-    ]
-    by_pair: dict[str, list[tuple[EstimateRow, str, float]]] = {}
+_FIGURES = "TPOT at one stream, output tokens/s at every load; measured / estimated - 1"
+_IN_SAMPLE = "in-sample: the setting, 1 to the largest batch and the lengths the pair's probe ran"
+
+Figure = tuple[EstimateRow, str, float]
+"""A planning figure: its row, which figure ('TPOT' or 'output tok/s'), measured / estimated - 1."""
+
+
+def _tally(errors: Sequence[float]) -> tuple[str, str]:
+    """'k of n' within the band, and the median |error|."""
+    inside = sum(abs(err) <= BAND for err in errors)
+    median = statistics.median(abs(err) for err in errors)
+    return f"{inside} of {len(errors)}", f"median |error| {median:.0%}"
+
+
+def _headline(inside: Sequence[float], outside: Sequence[float]) -> str:
+    """Both counts and medians; where one kind is missing it says so rather than letting the
+    other stand for validation."""
+    band = f"planning figures within ±{BAND:.0%}"
+    if inside and outside:
+        (n_in, m_in), (n_out, m_out) = _tally(inside), _tally(outside)
+        return (
+            f"in-sample {n_in} {band} ({m_in}); out-of-sample {n_out} ({m_out}) "
+            f"({_FIGURES}; {_IN_SAMPLE})"
+        )
+    if inside:
+        n_in, m_in = _tally(inside)
+        return (
+            f"in-sample {n_in} {band} ({m_in}); no out-of-sample figure: every measured point is "
+            "within the probe's own batches and lengths, so the band checks the probe's fit, "
+            f"not a prediction ({_FIGURES})"
+        )
+    n_out, m_out = _tally(outside)
+    return f"out-of-sample {n_out} {band} ({m_out}); no in-sample figure ({_FIGURES}; {_IN_SAMPLE})"
+
+
+def _which(rows: Sequence[EstimateRow]) -> str:
+    """'in-sample', 'out-of-sample', or how many of a mix were out of sample."""
+    out = sum(not row.sample.in_sample for row in rows)
+    if out in (0, len(rows)):
+        return rows[0].sample.label
+    return f"{out} of {len(rows)} out-of-sample"
+
+
+def _misses(judged: Sequence[Figure]) -> list[str]:
+    """For each pair and setting that misses the band, which part of the model is wrong, by how
+    much at worst, and whether the misses were in or out of sample."""
+    by_pair: dict[str, list[Figure]] = {}
     for item in judged:
         by_pair.setdefault(f"{item[0].pair} {item[0].server_point}", []).append(item)
+    lines = []
     for label, items in sorted(by_pair.items()):
         misses = [(row, name, err) for row, name, err in items if abs(err) > BAND]
         parts = []
         for part, rows_of, what in _PARTS:
-            errs = [err for row, name, err in misses if rows_of(row, name)]
-            if errs:
-                worst = max(errs, key=abs)
-                parts.append(
-                    f"{what} off by {worst:+.0%}"
-                    + (f" ({len(errs)} loads)" if len(errs) > 1 else "")
-                    + f" ({part})"
-                )
+            mine = [(row, err) for row, name, err in misses if rows_of(row, name)]
+            if not mine:
+                continue
+            worst = max((err for _, err in mine), key=abs)
+            loads = f" ({len(mine)} loads)" if len(mine) > 1 else ""
+            samples = _which([row for row, _ in mine])
+            parts.append(f"{what} off by {worst:+.0%}{loads}, {samples} ({part})")
         if parts:
             lines.append(f"{label}: " + "; ".join(parts))
     return lines
+
+
+def _row_lines(rows: Sequence[EstimateRow]) -> list[str]:
+    """Each compared row: its figures' errors, in or out of sample, and why; out-of-sample
+    first (those test the model)."""
+    lines = []
+    for row in sorted(
+        rows, key=lambda r: (r.sample.in_sample, r.pair, r.server_point, r.concurrency)
+    ):
+        errors = ", ".join(f"{name} {err:+.0%}" for name, err in row.band_errors.items())
+        check = row.sample
+        lines.append(
+            f"{row.pair} {row.server_point} c{row.concurrency}: {errors}, {check.label} "
+            f"({check.reason})"
+        )
+    return lines
+
+
+def band_summary(rows: Sequence[EstimateRow]) -> list[str]:
+    """How many planning figures of this machine (the estimate for ``this`` beside what was
+    measured on it) lie within the band, in-sample and out-of-sample apart (``EstimateRow.sample``);
+    for each pair and setting that misses, which part of the model is wrong and by how much
+    (``_PARTS``): the decode step (TPOT at one stream), a request alone (throughput at one
+    stream: prefill and per-request overhead too), or serving many (throughput above one
+    stream); then each row, in or out of sample and why."""
+    here = [row for row in rows if row.hardware.lower() == PREFERRED_HARDWARE]  # measured here
+    judged = [(row, name, err) for row in here for name, err in row.band_errors.items()]
+    if not judged:
+        return []
+    inside = [err for row, _, err in judged if row.sample.in_sample]
+    outside = [err for row, _, err in judged if not row.sample.in_sample]
+    compared = [row for row in here if row.band_errors]
+    return [_headline(inside, outside), *_misses(judged), *_row_lines(compared)]
 
 
 @dataclass
