@@ -23,3 +23,12 @@ def test_unknown_keys_and_bad_percentiles_are_errors() -> None:
         EvaluateSettings(ctx=512)  # type: ignore[call-arg]
     with pytest.raises(ValidationError, match="kl_percentile"):
         EvaluateSettings(kl_percentile=100)
+
+
+def test_interval_settings_default_to_95_percent_and_32_token_blocks() -> None:
+    settings = EvaluateSettings()
+    assert (settings.confidence, settings.bootstrap_block_tokens) == (0.95, 32)
+    with pytest.raises(ValidationError, match="confidence"):
+        EvaluateSettings(confidence=1.0)
+    with pytest.raises(ValidationError, match="bootstrap_block_tokens"):
+        EvaluateSettings(bootstrap_block_tokens=0)

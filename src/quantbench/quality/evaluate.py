@@ -3,7 +3,8 @@
 The merged model (the reference) and the variant each run in their own process over the same
 token ids; then perplexity, KL divergence from the reference, top-1 agreement, held-out accuracy
 (did the fine-tune's knowledge survive?), size on disk and peak memory go into one report
-(:class:`quantbench.schemas.quality.QualityReport`).
+(:class:`quantbench.schemas.quality.QualityReport`), each quality figure with its interval and
+the per-block sums a paired comparison of two variants needs (:mod:`quantbench.quality.intervals`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answ
 from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
 from quantbench.qa import QAItem, load_qa
+from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
 from quantbench.quality.spec import EvaluateSettings
 from quantbench.quality.windows import plan_windows
@@ -190,7 +192,9 @@ def evaluate_variant(
         kl,
         _heldout(items, var, tokenizer, stop_ids),
         settings,
-        EvalText(path=Path(eval_text_path).as_posix(), tokens=len(ids)),
+        EvalText(
+            path=Path(eval_text_path).as_posix(), tokens=len(ids), ids_sha256=token_ids_sha256(ids)
+        ),
         threads,
         total_s=round(time.perf_counter() - total_start, 3),
     )
@@ -237,6 +241,7 @@ def assemble_report(
     stats = compare(
         TokenStats(ref.nll, ref.top1), TokenStats(var.nll, var.top1), kl, settings.kl_percentile
     )
+    sums = block_sums(ref.nll, var.nll, kl, ref.top1 == var.top1, settings.bootstrap_block_tokens)
     return QualityReport.model_validate(
         {
             **stats,
@@ -249,6 +254,8 @@ def assemble_report(
             ),
             "heldout_accuracy": heldout.accuracy,
             "heldout": heldout,
+            "intervals": quality_intervals(sums, heldout, settings.confidence),
+            "blocks": sums.to_blocks(),
             "size_bytes": info.size_bytes,
             "weights_bytes": info.record.weights_bytes,
             "bits_per_weight": info.record.bits_per_weight,

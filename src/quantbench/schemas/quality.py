@@ -5,6 +5,11 @@ perplexity, KL divergence from the merged model (mean, median, one high percenti
 agreement, held-out accuracy with every answer, size on disk, the evaluation's peak memory and
 wall times, and (when its timing report exists) the quantize stage's times.
 
+Version 3 gives every quality figure its confidence interval (``intervals``) and keeps, per block
+of consecutive scored tokens, the sums a paired comparison of two variants needs (``blocks``;
+:mod:`quantbench.quality.intervals`, :mod:`quantbench.quality.compare`). A version-2 file reads
+with no intervals and no blocks: its token-level data is gone, so only ``dvc repro evaluate@<name>``
+gives them. Version 2 added the served check's reference answers (none in a version-1 file).
 Version 1 renamed the file's ``report_version`` to ``schema_version``; version 0 files (which
 carry ``report_version: 1``) are migrated on reading.
 """
@@ -16,6 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+# Every interval's one form (defined beside the code that computes intervals).
+from quantbench.precision import Figure
 from quantbench.schemas.base import VERSION_KEY, Migrations, StageOutput, Strict, stamp, version
 from quantbench.schemas.common import HeldoutScore
 from quantbench.schemas.quantize import QuantizeTiming
@@ -87,6 +94,47 @@ class EvalTimings(Strict):
 class EvalText(Strict):
     path: str
     tokens: int = Field(description="Tokens evaluated (after evaluate.max_tokens).")
+    ids_sha256: str | None = Field(
+        None,
+        description="sha256 of the evaluated token ids (quantbench.quality.intervals."
+        "token_ids_sha256): two reports compare token by token only when it is the same. "
+        "None in a report older than version 3.",
+    )
+
+
+class TokenBlock(Strict):
+    """Sums over one block of consecutive scored tokens, for the reference and the variant alike
+    (they scored the same ids): what a paired block bootstrap resamples, in this report and when
+    two variants are compared (quantbench.quality.compare)."""
+
+    tokens: int = Field(ge=1, description="Scored tokens in the block.")
+    reference_nll: float = Field(description="Sum of the merged model's NLL (nats).")
+    variant_nll: float = Field(description="Sum of the variant's NLL (nats).")
+    kl: float = Field(ge=0, description="Sum of KL(merged || variant) per token (nats).")
+    top1_agreements: int = Field(ge=0, description="Tokens where the two argmaxes agree.")
+
+    @model_validator(mode="after")
+    def _agreements_fit(self) -> TokenBlock:
+        if self.top1_agreements > self.tokens:
+            raise ValueError(
+                f"top1_agreements ({self.top1_agreements}) > tokens ({self.tokens}) in a block"
+            )
+        return self
+
+
+class QualityIntervals(Strict):
+    """Each quality figure with its confidence interval. Token figures: paired block bootstrap
+    over ``blocks`` (n = blocks); None with fewer than two blocks. Held-out accuracy:
+    Clopper-Pearson over the questions (n = questions); None without questions."""
+
+    perplexity: Figure | None = Field(description="The variant's perplexity.")
+    reference_perplexity: Figure | None = Field(description="The merged model's perplexity.")
+    perplexity_ratio: Figure | None = Field(
+        description="exp(mean NLL_variant - mean NLL_merged), resampled paired."
+    )
+    kl_mean: Figure | None = Field(description="Mean KL(merged || variant) per token.")
+    top1_agreement: Figure | None
+    heldout_accuracy: Figure | None
 
 
 class QualityReport(StageOutput):
@@ -98,10 +146,12 @@ class QualityReport(StageOutput):
         0: stamp(1, drop=("report_version",), nested=lambda d: _stamp_quantize(d)),
         # version 2 adds the reference answers of the served check (none in a version-1 file)
         1: stamp(2, nested=lambda d: d.setdefault("served_reference", [])),
+        # version 3 adds intervals and the token blocks; a version-2 file kept neither
+        2: stamp(3, nested=lambda d: _no_intervals(d)),
     }
     OMIT_WHEN_NONE = frozenset({"quantize"})
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     name: str
     format: str
     recipe: dict[str, Any] = Field(description="The variant's recipe, from its variant.json.")
@@ -134,6 +184,25 @@ class QualityReport(StageOutput):
         "by (quantbench.fidelity.ReferenceAnswer): what its servers must answer where certain.",
     )
 
+    intervals: QualityIntervals | None = Field(
+        None,
+        description="Every quality figure with its interval at evaluate.confidence (None in a "
+        "file older than version 3).",
+    )
+    blocks: list[TokenBlock] = Field(
+        default_factory=list,
+        description="Per block of evaluate.bootstrap_block_tokens consecutive scored tokens, "
+        "in text order, the sums a paired comparison needs (empty before version 3).",
+    )
+
+    @model_validator(mode="after")
+    def _blocks_cover_the_tokens(self) -> QualityReport:
+        # the blocks are the scored tokens cut in order: a partial list would bias every interval
+        covered = sum(b.tokens for b in self.blocks)
+        if self.blocks and covered != self.tokens:
+            raise ValueError(f"blocks hold {covered} tokens, the report scored {self.tokens}")
+        return self
+
     @property
     def peak_rss_bytes(self) -> int:
         return self.memory.peak_rss_bytes
@@ -146,12 +215,20 @@ def _stamp_quantize(data: dict[str, Any]) -> None:
         data["quantize"] = QuantizeTiming.MIGRATIONS[0](timing)
 
 
+def _no_intervals(data: dict[str, Any]) -> None:
+    """A version-2 report has neither intervals nor blocks (nor the ids' hash)."""
+    data.setdefault("intervals", None)
+    data.setdefault("blocks", [])
+
+
 __all__ = [
     "EvalText",
     "EvalTimings",
     "KLSummary",
     "PassTimings",
+    "QualityIntervals",
     "QualityReport",
     "ReferenceInfo",
+    "TokenBlock",
     "WorkerMemory",
 ]
