@@ -1,20 +1,30 @@
 """Intervals and verdicts: exact confidence levels, distribution-free percentile intervals that
-cover, "too few requests" where a percentile means nothing, "undecided" across a limit."""
+cover (independent samples exactly, a closed loop's correlated ones by batch means), "too few
+requests" where a percentile means nothing, "undecided" across a limit, one-sided bounds and the
+power of a verdict."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from quantbench.precision import (
+    batch_inflation,
     bootstrap_mean_interval,
     judge,
     min_samples,
+    pass_count,
+    percentile_of_sorted,
+    power_to_pass,
+    proportion_bounds,
+    quantile_bounds,
     quantile_interval,
     rate_interval,
+    sample_for_power,
     separable,
     t_interval,
     t_quantile,
@@ -104,3 +114,116 @@ def test_separable() -> None:
     c = t_interval([1.0, 1.5, 0.5], 0.95)
     assert a is not None and b is not None and c is not None
     assert separable(a, b) and not separable(a, c)
+
+
+# -- one-sided bounds and power (a verdict against a limit) -------------------------------------
+
+
+def test_one_sided_bounds_are_order_statistics() -> None:
+    xs = [float(v) for v in range(1, 11)]
+    b = quantile_bounds(xs, 50, 0.95)
+    # P(Binomial(10, 0.5) >= 9) = 1.1 % <= 5 % < P(>= 8) = 5.5 %: the 9th value; mirror: the 2nd
+    assert b is not None and (b.lower, b.upper, b.n) == (2.0, 9.0, 10)
+    assert pass_count(61, 0.9, 0.95) == 59  # a p90 passes with 59 of 61 values under the limit
+    assert stats.binom.sf(58, 61, 0.9) <= 0.05 < stats.binom.sf(57, 61, 0.9)
+    assert pass_count(28, 0.9, 0.95) is None  # 0.9^28 > 5 %: not even 28 of 28 would
+    p99 = quantile_bounds(xs * 10, 99, 0.95)
+    assert p99 is not None and p99.upper is None and p99.lower is not None
+    errors = proportion_bounds(2, 61, 0.95)
+    assert errors is not None and errors.upper == pytest.approx(stats.beta.ppf(0.95, 3, 59))
+    assert errors.upper <= 0.1 < stats.beta.ppf(0.975, 3, 59)  # one-sided within, two-sided not
+
+
+def test_the_power_of_a_verdict_and_the_sample_it_needs_are_exact_binomial_sums() -> None:
+    # design alternative: a quarter of the allowed tail beyond the limit (p90 -> p97.5)
+    need = {q: sample_for_power(q, 0.95, 1 - (1 - q) / 4, 0.8) for q in (0.5, 0.9, 0.95, 0.99)}
+    assert need == {0.5: 11, 0.9: 61, 0.95: 153, 0.99: 773}
+    assert power_to_pass(61, 0.9, 0.95, 0.975) == pytest.approx(stats.binom.sf(58, 61, 0.975))
+    assert power_to_pass(61, 0.9, 0.95, 0.975) >= 0.8 > power_to_pass(60, 0.9, 0.95, 0.975)
+    assert power_to_pass(100, 0.99, 0.95, 0.9975) == 0.0  # no outcome of 100 passes a p99
+
+
+# -- closed-loop samples are not independent (batch means) ---------------------------------------
+
+
+def _ar1(rng: np.random.Generator, n: int, rho: float) -> np.ndarray:
+    """A stationary AR(1) series with unit variance."""
+    z = np.empty(n)
+    z[0] = rng.standard_normal()
+    shocks = rng.standard_normal(n) * math.sqrt(1 - rho**2)
+    for i in range(1, n):
+        z[i] = rho * z[i - 1] + shocks[i]
+    return z
+
+
+Draw = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
+
+
+def _coverage(draw: Draw, truth: float, percentile: float, replicates: int) -> tuple[float, float]:
+    """Coverage of the interval without the values' times (as if independent) and with them."""
+    rng = np.random.default_rng(11)
+    plain = timed = 0
+    for _ in range(replicates):
+        values, times = draw(rng)
+        a = quantile_interval(values, percentile, 0.95)
+        b = quantile_interval(values, percentile, 0.95, times)
+        assert a is not None and b is not None and b.low <= a.low and a.high <= b.high
+        plain += a.low <= truth <= a.high
+        timed += b.low <= truth <= b.high
+    return plain / replicates, timed / replicates
+
+
+def test_pooled_gaps_of_requests_sharing_decode_steps_are_covered() -> None:
+    # 4 concurrent requests of 30 gaps each; every decode step serves all four, so its gap is
+    # the step's time (an AR(1) noise shared by the four, rho 0.5) with a little of each
+    # request's own. The gaps' median is the base step time: log-gaps are centred normal.
+    base = 0.02
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        step = 0.3 * _ar1(rng, 30, 0.5)
+        gaps = base * np.exp(step[:, None] + 0.05 * rng.standard_normal((30, 4)))
+        arrivals = rng.uniform(0, base, 4) + np.cumsum(gaps, axis=0)  # chunk times
+        return gaps.ravel(), arrivals.ravel()
+
+    plain, timed = _coverage(draw, base, 50, 300)
+    assert timed >= 0.9  # 0.92 with these draws; nominal 0.95
+    assert plain <= 0.7  # 0.51: 120 gaps hold little more than 30 steps' worth
+
+
+def test_serially_correlated_ttft_p90_is_covered() -> None:
+    # 60 requests one at a time on a server whose state drifts: log-TTFT an AR(1), rho 0.6
+    truth = math.exp(0.5 * stats.norm.ppf(0.9))
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        return np.exp(0.5 * _ar1(rng, 60, 0.6)), np.arange(60.0)
+
+    plain, timed = _coverage(draw, truth, 90, 1000)
+    assert timed >= 0.89  # 0.92 with these draws; nominal 0.95
+    assert plain <= 0.87  # 0.85
+
+
+def test_independent_values_keep_the_exact_interval() -> None:
+    rng = np.random.default_rng(3)
+    xs = rng.lognormal(0.0, 0.8, size=80)
+    exact = quantile_interval(list(xs), 90, 0.95)
+    cdf = stats.binom.cdf(np.arange(81), 80, 0.9)
+    r = int(np.nonzero(cdf <= 0.025)[0][-1]) + 1
+    s = int(np.nonzero(cdf >= 0.975)[0][0]) + 1
+    ordered = np.sort(xs)
+    assert exact is not None and exact.method == "order statistics"
+    assert (exact.low, exact.high) == (ordered[r - 1], ordered[s - 1])
+    # in time order, a sample whose batches vary no more than independence gives it exactly
+    for seed in range(50):
+        ys = np.random.default_rng(seed).lognormal(0.0, 0.8, size=80)
+        estimate = percentile_of_sorted(np.sort(ys), 90)
+        if batch_inflation(ys, estimate, 0.9) == 1.0:
+            break
+    assert quantile_interval(list(ys), 90, 0.95, np.arange(80.0)) == quantile_interval(
+        list(ys), 90, 0.95
+    )
+    # and one whose batches vary more by chance is widened, never narrowed, and says so
+    widened = quantile_interval(list(xs[np.argsort(xs)]), 50, 0.95, np.arange(80.0))
+    plain = quantile_interval(list(xs), 50, 0.95)
+    assert widened is not None and plain is not None
+    assert widened.low <= plain.low and plain.high <= widened.high
+    assert widened.method.startswith("order statistics, batch-means variance (x ")

@@ -1,17 +1,24 @@
-"""SLO constraint text: every operator, unit and statistic, and errors that point at the text."""
+"""SLO constraint text: every operator, unit and statistic, and errors that point at the text;
+verdicts on one-sided bounds with their power, and the sample a point needs for that power."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
+from scipy import stats
 
+from quantbench.precision import quantile_bounds, quantile_interval
 from quantbench.slo import (
+    Measured,
     SLOParseError,
     evaluate,
     parse_slo,
     per_request,
     request_meets,
+    requests_needed,
 )
 
 EXAMPLE = "ttft:p95<=500ms; tpot:p50<200ms; e2e:p99<=60s; rps>=2; output_tps>=50; goodput>=1; error_rate<=0.01"
@@ -140,3 +147,63 @@ def test_request_meets_per_request_constraints() -> None:
     assert request_meets(parse_slo("itl:mean<=50ms"), Req())
     # Undefined values count as 0 (one output token: no TPOT, no gaps).
     assert request_meets(parse_slo("tpot<=1ms; itl<=1ms"), Req(tpot=None, itls=[]))
+
+
+# -- verdicts with power ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "needed", "why"),
+    [("ttft:p50<=1s", 11, "ttft:p50<=1s"), ("ttft:p90<=1s", 61, "ttft:p90<=1s"),
+     ("ttft:p95<=1s", 153, "ttft:p95<=1s"), ("ttft:p99<=1s", 773, "ttft:p99<=1s"),
+     ("error_rate<=0.1", 61, "error_rate<=0.1"),
+     ("tpot:p50<=1s; e2e:p95<=9s; error_rate<=0.1", 153, "e2e:p95<=9s"),
+     ("rps>=2; ttft:mean<=1s", 1, "")],
+)  # fmt: skip
+def test_requests_needed_gives_each_constraint_its_power(text: str, needed: int, why: str) -> None:
+    # At 95 % a p90 used to need 36 requests: enough for an interval to exist, not for a point
+    # comfortably inside the limit to pass (it passed only when its slowest request was under).
+    assert requests_needed(parse_slo(text), 0.95) == (needed, why)
+    assert requests_needed(parse_slo(text), 0.95, power=0.5)[0] <= needed
+
+
+def test_a_p90_limit_at_the_true_p975_passes_with_the_power_it_was_sized_for() -> None:
+    # A lognormal latency whose p90 limit sits at its true p97.5 (a quarter of the allowed 10 %
+    # above it). Sized at 61 requests, the one-sided verdict passes it ~80 % of the time; the old
+    # two-sided rule passed it only when the slowest of 36 requests was under the limit.
+    limit = math.exp(0.5 * stats.norm.ppf(0.975))
+    draws = np.exp(0.5 * np.random.default_rng(5).standard_normal((3000, 61)))
+    new = old = 0
+    for xs in draws:
+        bounds = quantile_bounds(list(xs), 90, 0.95)
+        assert bounds is not None and bounds.upper is not None
+        new += bounds.upper <= limit
+        two_sided = quantile_interval(list(xs[:36]), 90, 0.95)
+        assert two_sided is not None
+        old += two_sided.high <= limit
+    assert new / len(draws) >= 0.78  # 0.81 with these draws; exact: 0.804
+    assert old / len(draws) <= 0.45  # 0.40; exact: 0.975^36 = 0.40
+    # the verdict is exactly that bound against the limit, with that power
+    (c,) = parse_slo(f"ttft:p90<={limit}ms")
+    for xs in draws[:100]:
+        bounds = quantile_bounds(list(xs), 90, 0.95)
+        assert bounds is not None and bounds.upper is not None
+        (r,) = evaluate([c], lambda m, s, xs=xs, b=bounds: Measured(float(xs[0]), bounds=b))
+        assert r.passed is (bounds.upper <= limit)
+        assert r.power == pytest.approx(stats.binom.sf(58, 61, 0.975))
+
+
+def test_an_infinite_interval_end_is_a_value_like_any_other() -> None:
+    # An unanswered request is infinitely late: an interval reaching +inf never passes an upper
+    # limit (the verdict used to fall back on the value alone and passed).
+    (c,) = parse_slo("ttft:p90<=1s")
+    (r,) = evaluate([c], lambda m, s: (400.0, 200.0, math.inf, None))
+    assert r.verdict == "undecided" and not r.passed
+    assert (
+        r.reason
+        == "ttft p90 = 400 ms [200 ms, inf ms]: undecided, the interval straddles <= 1000 ms"
+    )
+    (r,) = evaluate([c], lambda m, s: (math.inf, 1500.0, math.inf, None))
+    assert r.verdict == "fail"
+    (lower,) = evaluate(parse_slo("output_tps>=10"), lambda m, s: (12.0, 11.0, math.inf, None))
+    assert lower.verdict == "pass"

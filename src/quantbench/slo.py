@@ -18,6 +18,15 @@ A constraint is ``metric[:statistic] operator number[unit]``:
 Latency constraints play two parts: each request is checked against its own value (that is what
 goodput counts; for ``itl`` the statistic is taken over the request's own gaps), and a point is
 checked against the statistic over all its requests. Aggregate constraints apply to a point only.
+
+A point's verdict on a percentile or on the error rate is a one-sided question, answered with
+one-sided bounds at the confidence (:func:`evaluate`): pass when the bound on the passing side is
+within the limit, fail when the bound on the other side is beyond it, otherwise undecided. How
+often such a verdict can pass depends on the sample, so every verdict states its power against
+one design alternative, and :func:`requests_needed` sizes a point from it: a configuration
+with a quarter of the allowance beyond the limit (an upper limit on pNN sitting at the true
+p(100 - (100 - NN)/4), p90 -> p97.5; an error rate a quarter of its limit) should pass with
+probability ``power``.
 """
 
 from __future__ import annotations
@@ -26,9 +35,13 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from quantbench.precision import Bounds
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 AGGREGATE_METRICS = ("rps", "output_tps", "total_tps", "goodput", "error_rate")
@@ -59,6 +72,12 @@ _KIND = {
     "error_rate": "fraction",
 }
 _DISPLAY_UNIT = {"latency": "ms", "requests": "req/s", "tokens": "tok/s", "fraction": ""}
+# The power a point is sized for when the workload does not say (load.spec.PrecisionSpec.power).
+DEFAULT_POWER = 0.8
+# The design alternative a verdict's power is stated against: this share of the allowance (the
+# requests a percentile limit lets beyond it, or the errors an error-rate limit allows) beyond
+# the limit.
+DESIGN_SHARE = 0.25
 _STAT_RE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
 
 
@@ -110,8 +129,9 @@ Verdict = Literal["pass", "fail", "undecided"]
 
 class ConstraintResult(BaseModel):
     """One constraint checked on a point: its value, the interval around it where there is one,
-    and a verdict that is "undecided" when the interval straddles the limit (or the sample is too
-    small for the statistic: a p99 of 40 requests means nothing)."""
+    and a verdict that is "undecided" when the evidence does not settle it at the confidence. A
+    percentile or error-rate verdict is decided on one-sided bounds (``lower_bound``,
+    ``upper_bound``) and states its ``power`` at its own sample."""
 
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
@@ -122,6 +142,33 @@ class ConstraintResult(BaseModel):
     verdict: Verdict = "fail"
     passed: bool
     reason: str
+    lower_bound: float | None = Field(
+        None,
+        description="The one-sided lower bound at the confidence that the verdict was decided on "
+        "(None: no such bound at this sample, or a verdict on the value or on a two-sided "
+        "interval).",
+    )
+    upper_bound: float | None = Field(None, description="The one-sided upper bound, likewise.")
+    n: int | None = Field(None, description="The sample the bounds are over.")
+    power: float | None = Field(
+        None,
+        description="The probability that a sample of n passes were a quarter of the allowance "
+        "beyond the limit (0: no outcome of n could pass, 'too few requests'); None where the "
+        "verdict is not a count (rates, means, the maximum).",
+    )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a :data:`Lookup` gives for one constraint: the point's value, the two-sided interval
+    shown beside it, why no verdict can be given without bounds (e.g. too few requests for an
+    interval), and the one-sided bounds a percentile or error-rate verdict is decided on."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    why: str | None = None
+    bounds: Bounds | None = None
 
 
 def _fmt(value: float, kind: str) -> str:
@@ -325,27 +372,48 @@ def _within_request(values_ms: list[float], statistic: str | None) -> float | No
     return s[lo] + (s[hi] - s[lo]) * (rank - lo)
 
 
-def requests_needed(constraints: Sequence[Constraint], confidence: float) -> tuple[int, str]:
-    """The fewest measured requests for which every constraint can be decided at
-    ``confidence`` when the point meets it comfortably, and which constraint needs them.
+def pass_share(c: Constraint) -> float | None:
+    """The share of a point's sample that must meet the limit for ``c`` to hold, where its
+    verdict is a count: q for an upper limit on the q-quantile (1 - q for a lower one), 1 - L
+    for an upper limit L on the error rate (the answered share; L for a lower limit). None for
+    the rest: rates, means, the maximum, '=='."""
+    if c.op == "==":
+        return None
+    upper = c.op in ("<=", "<")
+    if c.per_request and c.percentile is not None:
+        q = c.percentile / 100
+        return q if upper else 1 - q
+    if c.metric == "error_rate":
+        return 1 - c.threshold if upper else c.threshold
+    return None
 
-    A latency percentile pNN needs :func:`quantbench.precision.min_samples` requests for its
-    interval to exist at all (p90: 36, p95: 72, p99: 368 at 95 %); an upper limit L on the error
-    rate needs n with (1 - L)^n <= alpha/2, so that even a point with no error at all shows an
-    error rate below L (L = 0.05: 72; L = 0.1: 36).
+
+def design_within(share: float) -> float:
+    """The share meeting the limit at the design alternative: all but a quarter of the
+    allowance (p90 -> 0.975; error_rate<=0.1 -> 0.975 answered)."""
+    return 1 - DESIGN_SHARE * (1 - share)
+
+
+def requests_needed(
+    constraints: Sequence[Constraint], confidence: float, power: float = DEFAULT_POWER
+) -> tuple[int, str]:
+    """The fewest measured requests for which each constraint passes with probability at least
+    ``power`` at its design alternative (a quarter of the allowance beyond the limit), judged
+    one-sided at ``confidence``, and which constraint needs them.
+
+    Exact binomial sums (:func:`quantbench.precision.sample_for_power`); at 95 % and power 0.8:
+    p50 11, p90 61 (pass with 59 of 61 under the limit), p95 153, p99 773; error_rate<=0.1 61
+    (pass with at most 2 errors). The power is not monotone in n: more requests than this can
+    have less until the pass count moves up (p90: 71-79 % at 62-75, at least 80 % from 76 on).
     """
-    import math
-
-    from quantbench.precision import min_samples
+    from quantbench.precision import sample_for_power
 
     need, why = 1, ""
-    alpha = 1 - confidence
     for c in constraints:
-        n = 0
-        if c.per_request and c.percentile is not None:
-            n = min_samples(c.percentile / 100, confidence)
-        elif c.metric == "error_rate" and c.op in ("<=", "<") and 0 < c.threshold < 1:
-            n = math.ceil(math.log(alpha / 2) / math.log(1 - c.threshold) - 1e-12)
+        share = pass_share(c)
+        if share is None:
+            continue
+        n = sample_for_power(share, confidence, design_within(share), power) or 0
         if n > need:
             need, why = n, c.text
     return need, why
@@ -387,29 +455,131 @@ def request_meets(constraints: Sequence[Constraint], req: RequestLatencies) -> b
 
 
 Lookup = Callable[
-    [str, str | None], "float | tuple[float | None, float | None, float | None, str | None] | None"
+    [str, str | None],
+    "float | Measured | tuple[float | None, float | None, float | None, str | None] | None",
 ]
+
+
+def _measured(found: float | Measured | tuple[Any, ...] | None) -> Measured:
+    if isinstance(found, Measured):
+        return found
+    if isinstance(found, tuple):
+        return Measured(*found)
+    return Measured(found)
+
+
+def _two_sided(c: Constraint, low: float, high: float) -> Verdict:
+    """pass/fail when the whole interval lies on one side of the limit. An infinite end is a
+    value like any other: an upper end of +inf (a request never answered) never passes."""
+    lo_ok, hi_ok = c.holds(low), c.holds(high)
+    return "pass" if lo_ok and hi_ok else "fail" if not (lo_ok or hi_ok) else "undecided"
+
+
+def _one_sided(c: Constraint, bounds: Bounds) -> Verdict:
+    """pass when the bound on the passing side is within the limit, fail when the bound on the
+    other side is beyond it (for an upper limit: the upper and the lower bound)."""
+    upper = c.op in ("<=", "<")
+    for_pass, for_fail = (bounds.upper, bounds.lower) if upper else (bounds.lower, bounds.upper)
+    if for_pass is not None and c.holds(for_pass):
+        return "pass"
+    if for_fail is not None and not c.holds(for_fail):
+        return "fail"
+    return "undecided"
+
+
+def _bound_text(bound: float | None, side: str, bounds: Bounds, kind: str) -> str:
+    level = f"{bounds.confidence * 100:.4g} %"
+    if bound is None:
+        return f"no one-sided {level} {side} bound from {bounds.n}"
+    return f"its one-sided {level} {side} bound {_fmt(bound, kind)}"
+
+
+def _design_text(c: Constraint) -> str:
+    if c.metric == "error_rate" and c.op in ("<=", "<"):
+        return f"the error rate a quarter of the limit ({_fmt(c.threshold / 4, 'fraction')})"
+    if c.per_request:
+        return (
+            f"a quarter of the allowed tail {'above' if c.op in ('<=', '<') else 'below'} the limit"
+        )
+    return "a quarter of the allowance beyond the limit"
+
+
+def _power_text(c: Constraint, share: float, bounds: Bounds, power: float) -> str:
+    """The verdict's power at its own n, or that no outcome of n could pass and what would."""
+    from quantbench.precision import sample_for_power
+
+    if power > 0:
+        # rounded down: never more power than there is
+        return f"power {math.floor(power * 100)} % at n={bounds.n} to pass were {_design_text(c)}"
+    need = sample_for_power(share, bounds.confidence, design_within(share), DEFAULT_POWER)
+    what = c.statistic or c.metric
+    more = f": {need} give power {DEFAULT_POWER * 100:.0f} %" if need else ""
+    return f"too few requests for {what} ({bounds.n}) to pass whatever they show{more}"
+
+
+def _judge_counted(
+    c: Constraint, found: Measured, bounds: Bounds, share: float, head: str
+) -> ConstraintResult:
+    """A percentile or error-rate constraint judged on its one-sided bounds, with its power."""
+    from quantbench.precision import power_to_pass
+
+    kind = _KIND[c.metric]
+    verdict = _one_sided(c, bounds)
+    upper = c.op in ("<=", "<")
+    limit = _fmt(c.threshold, kind)
+    assert found.value is not None
+    relation = c.op if c.holds(found.value) else NEGATION[c.op]
+    if verdict == "pass":
+        bound = bounds.upper if upper else bounds.lower
+        side = "upper" if upper else "lower"
+        said = f" {relation} {limit}: pass, {_bound_text(bound, side, bounds, kind)} {c.op} {limit}"
+    elif verdict == "fail":
+        bound = bounds.lower if upper else bounds.upper
+        side = "lower" if upper else "upper"
+        said = f" {relation} {limit}: fail, {_bound_text(bound, side, bounds, kind)} "
+        said += f"{NEGATION[c.op]} {limit}"
+    else:
+        ends = ", ".join(
+            "none" if b is None else _fmt(b, kind) for b in (bounds.lower, bounds.upper)
+        )
+        said = (
+            f": undecided, its one-sided {bounds.confidence * 100:.4g} % lower and upper bounds "
+            f"[{ends}] straddle {c.op} {limit}"
+        )
+    power = power_to_pass(bounds.n, share, bounds.confidence, design_within(share))
+    return ConstraintResult(
+        constraint=c, value=found.value, low=found.low, high=found.high, verdict=verdict,
+        passed=verdict == "pass", reason=f"{head}{said}; {_power_text(c, share, bounds, power)}",
+        lower_bound=bounds.lower, upper_bound=bounds.upper, n=bounds.n, power=power,
+    )  # fmt: skip
 
 
 def evaluate(constraints: Sequence[Constraint], lookup: Lookup) -> list[ConstraintResult]:
     """Check a point's values. ``lookup(metric, statistic)`` returns the value in canonical units,
-    or ``(value, low, high, why_undecided)`` with its confidence interval (``why_undecided`` says
-    why no verdict can be given, e.g. too few requests for a p99)."""
+    or a :class:`Measured` with its interval and one-sided bounds (or the older tuple ``(value,
+    low, high, why_undecided)``, where ``why_undecided`` says why no verdict can be given, e.g.
+    too few requests for a p99).
+
+    A percentile or error-rate constraint with bounds is judged on them (see the module
+    docstring); anything else on its two-sided interval where there is one, else on its value.
+    """
     results = []
     for c in constraints:
         kind = _KIND[c.metric]
-        found = lookup(c.metric, c.statistic)
-        value, low, high, why = found if isinstance(found, tuple) else (found, None, None, None)
+        found = _measured(lookup(c.metric, c.statistic))
+        value, low, high = found.value, found.low, found.high
         name = c.describe()
         want = f"{c.op} {_fmt(c.threshold, kind)}"
-        if why is not None:
+        share = pass_share(c)
+        counted = found.bounds is not None and share is not None and value is not None
+        if found.why is not None and not counted:
             results.append(
                 ConstraintResult(
                     constraint=c,
                     value=value,
                     verdict="undecided",
                     passed=False,
-                    reason=f"{name}: undecided, {why} ({want})",
+                    reason=f"{name}: undecided, {found.why} ({want})",
                 )
             )
             continue
@@ -421,15 +591,19 @@ def evaluate(constraints: Sequence[Constraint], lookup: Lookup) -> list[Constrai
             )
             continue
         shown = _fmt(value, kind)
-        if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
-            lo_ok, hi_ok = c.holds(low), c.holds(high)
-            verdict: Verdict = (
-                "pass" if lo_ok and hi_ok else "fail" if not (lo_ok or hi_ok) else ("undecided")
-            )
-            span = f" [{_fmt(low, kind)}, {_fmt(high, kind)}]"
+        span = (
+            f" [{_fmt(low, kind)}, {_fmt(high, kind)}]"
+            if low is not None and high is not None
+            else ""
+        )
+        if counted:
+            assert found.bounds is not None and share is not None
+            results.append(_judge_counted(c, found, found.bounds, share, f"{name} = {shown}{span}"))
+            continue
+        if low is not None and high is not None:
+            verdict = _two_sided(c, low, high)
         else:
             verdict = "pass" if c.holds(value) else "fail"
-            span = ""
         relation = c.op if c.holds(value) else NEGATION[c.op]
         reason = f"{name} = {shown}{span} {relation} {_fmt(c.threshold, kind)}"
         if verdict == "undecided":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from quantbench.load.metrics import LatencyStats, pct_key, summarize
@@ -117,8 +119,11 @@ def test_slo_evaluation_on_a_point() -> None:
     results = {r.constraint.text: r for r in p.slo}
     # 10 requests: p50 is 550 ms, but its interval [200, 900] straddles the limit
     assert results["ttft:p50<=600ms"].verdict == "undecided"
+    # the verdict is on one-sided bounds (here the same order statistics), and says its power
     assert results["ttft:p50<=600ms"].reason == (
-        "ttft p50 = 550 ms [200 ms, 900 ms]: undecided, the interval straddles <= 600 ms"
+        "ttft p50 = 550 ms [200 ms, 900 ms]: undecided, its one-sided 95 % lower and upper bounds "
+        "[200 ms, 900 ms] straddle <= 600 ms; power 63 % at n=10 to pass were a quarter of the "
+        "allowed tail above the limit"
     )
     assert "too few requests for p99 (10)" in results["ttft:p99<600ms"].reason
     assert results["rps>=10"].reason == "rps = 5 req/s < 10 req/s"
@@ -164,12 +169,14 @@ def test_latency_stats_lookup_and_keys() -> None:
 # -- issue 14: each problem as it was demonstrated, now measured right ------------------------
 
 
-def _steady(c: int, n: int, e2e: float, tokens: int, warmup: int) -> list[RequestRecord]:
+def _steady(
+    c: int, n: int, e2e: float, tokens: int, warmup: int, stagger: float = 0.0
+) -> list[RequestRecord]:
     """A closed loop of c streams, requests of ``tokens`` tokens over ``e2e`` seconds each; the
     first ``warmup`` are warm-up, the next ``n`` measured, the rest cool-down fillers that keep
-    every stream busy until the last measured request ends."""
+    every stream busy until the last measured request ends. Stream j starts at j x ``stagger``."""
     out, k = [], 0
-    streams = [0.0] * c
+    streams = [j * stagger for j in range(c)]
     measured_end = None
     while True:
         s = min(range(c), key=lambda j: streams[j])
@@ -313,3 +320,117 @@ def test_speculative_acceptance_is_summed_over_completed_measured_requests() -> 
     assert spec is not None and (spec.requests, spec.drafted, spec.accepted) == (2, 40, 20)
     assert spec.acceptance_rate == pytest.approx(0.5)
     assert summary([rec(1, 1.0, [1.1, 1.2], 1.3)]).speculation is None
+
+
+# -- the statistician's review: intervals and verdicts that mean what they say -------------------
+
+
+@pytest.mark.parametrize(("warmup", "stagger"), [(4, 0.5), (0, 0.0)])
+def test_with_every_request_good_good_tokens_have_the_output_interval(
+    warmup: int, stagger: float
+) -> None:
+    # Taken over the good requests' tokens alone, the window's first and last slices ramped (the
+    # warm-up's and cool-down's tokens count in its rate, not among the good): 3.2 times as wide
+    # as the output throughput's interval in the first point, for the same value.
+    records = _steady(4, 40, 2.0, 8, warmup=warmup, stagger=stagger)
+    phases = {"warmup", "measured", "cooldown"} if warmup else {"measured"}
+    assert {r.phase for r in records} == phases
+    p = summary(records, "e2e<=3s", shape={"kind": "concurrency", "concurrency": 4})
+    assert p.goodput == p.request_throughput  # every measured request is good
+    good, out = p.good_output_throughput_interval, p.output_throughput_interval
+    assert good is not None and out is not None
+    assert (good.value, good.low, good.high, good.n) == (out.value, out.low, out.high, out.n)
+    assert good.method == out.method == "batch means over 10 slices"
+
+
+def test_a_good_share_is_taken_slice_by_slice() -> None:
+    # Half the requests miss an E2E limit: the good rate is each slice's rate times that slice's
+    # good share, its value the window's rate times the overall share.
+    from quantbench.precision import t_interval
+
+    short = [rec(i, 0.0, [0.1 * (j + 1) for j in range(4)], 0.5) for i in range(10)]
+    long = [rec(10 + i, 0.0, [0.1 * (j + 1) for j in range(96)], 10.0) for i in range(10)]
+    p = summary([*short, *long], "e2e<=1s")
+    iv = p.good_output_throughput_interval
+    assert iv is not None and iv.value == pytest.approx(4.0)
+    # every token in the window is measured, so a slice's good rate is its good tokens per
+    # second: the short answers' 40 in the first second, none after
+    expected = t_interval([40.0] + [0.0] * 9, 0.95)
+    assert expected is not None
+    assert (iv.low, iv.high) == (0.0, pytest.approx(expected.high))  # a rate is never negative
+
+
+def test_one_or_two_errors_in_61_requests_pass_an_error_rate_limit_of_10_percent() -> None:
+    # Sized for power (61 requests), error_rate<=0.1 passes with at most 2 errors: the one-sided
+    # Clopper-Pearson bound of 2 in 61 is 9.9 %; the two-sided one (12 %) left it undecided.
+    def point(errors: int):  # type: ignore[no-untyped-def]
+        records = [
+            rec(i, 0.0, [0.1, 0.2], 0.3, status="failed" if i < errors else "completed", out=2)
+            for i in range(61)
+        ]
+        return summary(records, "error_rate<=0.1")
+
+    for errors, verdict in ((1, "pass"), (2, "pass"), (3, "undecided")):
+        (r,) = point(errors).slo
+        assert r.verdict == verdict, (errors, r.reason)
+    (r,) = point(2).slo
+    assert r.upper_bound is not None and r.upper_bound <= 0.1 < r.high  # type: ignore[operator]
+    assert "pass, its one-sided 95 % upper bound 0.09" in r.reason
+
+
+def test_every_verdict_states_its_power() -> None:
+    records = [rec(i, 0.0, [0.01 * (i % 20 + 1), 0.5], 1.0) for i in range(61)]
+    p = summary(records, "ttft:p90<=1s; error_rate<=0.1; rps>=1")
+    ttft, errors, rps = p.slo
+    assert ttft.verdict == errors.verdict == "pass" and ttft.n == errors.n == 61
+    assert ttft.power == pytest.approx(0.804, abs=1e-3) and errors.power == ttft.power
+    assert ttft.reason.endswith(
+        "; power 80 % at n=61 to pass were a quarter of the allowed tail above the limit"
+    )
+    assert errors.reason.endswith(
+        "; power 80 % at n=61 to pass were the error rate a quarter of the limit (0.025)"
+    )
+    assert rps.power is None  # a rate: its verdict is not a count
+    (p99,) = summary([rec(i, 0.0, [0.01], 0.1) for i in range(100)], "ttft:p99<=1s").slo
+    assert p99.verdict == "undecided" and p99.power == 0.0 and p99.upper_bound is None
+    assert p99.reason.endswith(
+        "; too few requests for p99 (100) to pass whatever they show: 773 give power 80 %"
+    )
+
+
+def test_one_unanswered_request_does_not_pass_an_undecided_percentile() -> None:
+    # 39 quick answers and one failure: the p90's upper bound is the failure, infinitely late.
+    # That end used to be dropped and the verdict taken on the value alone: a pass.
+    records = [rec(i, 0.0, [0.1, 0.2], 0.3) for i in range(39)]
+    records.append(rec(39, 0.0, [], 0.5, status="failed", out=0))
+    (r,) = summary(records, "ttft:p90<=1s").slo
+    assert r.verdict == "undecided" and not r.passed
+    assert r.high == math.inf and r.upper_bound == math.inf
+
+
+def test_latency_intervals_follow_the_time_order() -> None:
+    # One stream, 40 requests: the server slows down halfway (100 ms, then 300 ms TTFT). In send
+    # order the halves are not exchangeable, and the p50's interval is widened for it; the same
+    # values alternating in time keep the independent interval.
+    def point(slow: list[bool]):  # type: ignore[no-untyped-def]
+        records = [
+            rec(i, float(i), [i + (0.3 if s else 0.1), i + 0.5], i + 0.6)
+            for i, s in enumerate(slow)
+        ]
+        return summary(records, shape={"kind": "concurrency", "concurrency": 1})
+
+    drift = point([i >= 20 for i in range(40)]).ttft.intervals_ms["p50"]
+    mixed = point([i % 2 == 1 for i in range(40)]).ttft.intervals_ms["p50"]
+    assert mixed.method == "order statistics"
+    assert (mixed.low, mixed.high) == (pytest.approx(100), pytest.approx(300))
+    assert drift.method.startswith("order statistics, batch-means variance (x ")
+    # pooled gaps are ordered by the arrival of the chunk that ends them
+    from quantbench.precision import quantile_interval
+
+    records = _steady(4, 40, 2.0, 8, warmup=4)
+    p = summary(records, shape={"kind": "concurrency", "concurrency": 4})
+    done = [r for r in records if r.phase == "measured"]
+    gaps = [(g, t) for r in done for g, t in zip(r.itls, r.chunk_times[1:], strict=True)]
+    expected = quantile_interval([g for g, _ in gaps], 50, 0.95, [t for _, t in gaps])
+    assert expected is not None
+    assert p.itl.intervals_ms["p50"].method == expected.method

@@ -12,7 +12,11 @@ definitions, and the sample each is over:
 * TTFT: first content chunk - send; E2E: end of stream - send; TPOT: (E2E - TTFT) / (tokens - 1)
   for two tokens or more; ITL: gaps between content chunks, pooled. Over completed measured
   requests; each percentile with its distribution-free interval (quantbench.precision), or "too
-  few requests" where the sample cannot bound it.
+  few requests" where the sample cannot bound it. A closed loop's values are not independent
+  (pooled gaps of requests that share decode steps move together, and so do consecutive TTFTs on
+  a server whose state drifts), so each interval is given the values' time order (TTFT, TPOT and
+  E2E by send, ITL gaps by the arrival of the chunk that ends them) and widened by batch means
+  where they were correlated.
 * **output throughput**: the output tokens of every request (any phase) that arrived inside the
   window, over its duration, with a batch-means interval. A request cut at the window's end
   counts with the tokens it delivered inside it.
@@ -20,10 +24,14 @@ definitions, and the sample each is over:
   their prompt tokens' rate.
 * **goodput**: measured requests meeting every per-request SLO over the window; **good output
   throughput**: the window's token rate times the share of measured output tokens that belong to
-  such requests (what users actually get).
+  such requests (what users actually get). Its interval is the output throughput's batch means
+  over the same time slices, each slice's rate times that slice's own good share: taken over the
+  good requests' tokens alone, the window's first and last slices ramp (the warm-up's and
+  cool-down's tokens count in the rate, not among the good), which widened it 1.3-4.5 times.
 * **error rate**: (failed + not served) / measured requests, with its Clopper-Pearson interval.
 * SLO latency checks run over every measured request, an unanswered one counting as infinitely
-  late; a verdict whose interval straddles the limit is "undecided".
+  late; percentile and error-rate verdicts are decided on one-sided bounds and state their power
+  (quantbench.slo), "undecided" where the bounds straddle the limit.
 * achieved load, delivered lengths, the client's own lag and CPU, cache use: see the schema's
   LoadAchieved, LengthCheck, HarnessCheck and CacheUse.
 """
@@ -40,7 +48,7 @@ import numpy as np
 
 from quantbench import slo as slo_mod
 from quantbench.load.records import RequestRecord
-from quantbench.precision import rate_interval
+from quantbench.precision import RATE_SLICES, rate_interval, slice_totals, slices_interval
 
 # The result models are the session output's schema (re-exported: import them from here or there).
 from quantbench.schemas.session import (
@@ -149,6 +157,49 @@ def _count_rate_interval(
     return iv.model_copy(update={"value": value, "low": max(0.0, iv.low)})
 
 
+def _chunk_events(requests: Sequence[RequestRecord]) -> list[tuple[float, float]]:
+    return [(t, n) for r in requests for t, n in zip(r.chunk_times, r.chunk_tokens, strict=False)]
+
+
+def _good_tps_interval(
+    events: Sequence[tuple[float, float]],
+    measured: Sequence[RequestRecord],
+    good: Sequence[RequestRecord],
+    share: float,
+    good_tps: float,
+    window: tuple[float, float],
+    confidence: float,
+) -> Figure | None:
+    """Good output throughput's batch-means interval over the output throughput's own slices:
+    slice k's rate is its window rate times its good share (good measured tokens over measured
+    tokens delivered in it; a slice without measured tokens takes the overall ``share``). With
+    every measured request good this is the output throughput's interval exactly."""
+    start, end = window
+    if end <= start or not good:
+        return None
+    all_k = slice_totals(events, start, end)
+    measured_k = slice_totals(_chunk_events(measured), start, end)
+    good_k = slice_totals(_chunk_events(good), start, end)
+    shares = np.divide(good_k, measured_k, out=np.full(RATE_SLICES, share), where=measured_k > 0)
+    iv = slices_interval(all_k / ((end - start) / RATE_SLICES) * shares, good_tps, confidence)
+    return None if iv is None else iv.model_copy(update={"low": max(0.0, iv.low)})
+
+
+def _timed(requests: Sequence[RequestRecord], metric: str) -> tuple[list[float], list[float]]:
+    """A per-request latency's values and their requests' send times (their time order)."""
+    pairs = [(getattr(r, metric), r.send_time) for r in requests]
+    kept = [(v, t) for v, t in pairs if v is not None]
+    return [v for v, _ in kept], [t for _, t in kept]
+
+
+def _slo_sample(measured: Sequence[RequestRecord], metric: str) -> tuple[list[float], list[float]]:
+    """What an SLO on ``metric`` is checked over: each completed measured request's value, each
+    unanswered one (failed, cut, unsent) as infinitely late, with their send times."""
+    values, times = _timed([r for r in measured if r.status == "completed"], metric)
+    unanswered = [r.send_time for r in measured if r.status != "completed"]
+    return [*values, *([math.inf] * len(unanswered))], [*times, *unanswered]
+
+
 def _window(measured: Sequence[RequestRecord]) -> tuple[float, float]:
     starts = [r.scheduled_time if r.scheduled_time is not None else r.send_time for r in measured]
     start = min(starts, default=0.0)
@@ -189,10 +240,12 @@ def summarize(
     def rate(x: float) -> float:
         return x / duration if duration > 0 else 0.0
 
-    ttfts = [r.ttft for r in done if r.ttft is not None]
-    tpots = [r.tpot for r in done if r.tpot is not None]
-    e2es = [r.e2e for r in done if r.e2e is not None]
-    itls = [gap for r in done for gap in r.itls]
+    ttfts, ttft_times = _timed(done, "ttft")
+    tpots, tpot_times = _timed(done, "tpot")
+    e2es, e2e_times = _timed(done, "e2e")
+    # each gap at the arrival of the chunk that ends it: gaps of concurrent requests interleave
+    gap_pairs = [(g, t) for r in done for g, t in zip(r.itls, r.chunk_times[1:], strict=False)]
+    itls, itl_times = [g for g, _ in gap_pairs], [t for _, t in gap_pairs]
     lags = [r.send_time - r.scheduled_time for r in measured if r.scheduled_time is not None]
     out_tokens = sum(r.output_tokens or 0 for r in done)
     in_tokens = sum(r.prompt_tokens or 0 for r in done)
@@ -226,21 +279,9 @@ def summarize(
         )
         share = good_tokens / delivered_measured if delivered_measured else 0.0
         good_tps = out_tps * share
-        good_events = [
-            (t, n)
-            for r in good
-            for t, n in zip(r.chunk_times, r.chunk_tokens, strict=False)
-            if start <= t <= end
-        ]
-        if duration > 0 and good_events:
-            iv = rate_interval(good_events, start, end, confidence)
-            if iv is not None:
-                # the interval of the good requests' own delivery rate, rescaled to the estimate
-                scale = good_tps / iv.value if iv.value else 0.0
-                good_interval = Figure(
-                    value=good_tps, low=max(0.0, iv.low * scale), high=iv.high * scale,
-                    confidence=confidence, n=iv.n, method=iv.method,
-                )  # fmt: skip
+        good_interval = _good_tps_interval(
+            events, measured, good, share, good_tps, (start, end), confidence
+        )
 
     not_served = len(incomplete) + len(unsent)
     bad = len(failed) + not_served
@@ -389,10 +430,10 @@ def summarize(
         error_rate_interval=_proportion(bad, len(measured), confidence),
         max_concurrent_requests=_max_concurrency(measured),
         max_output_tokens_per_s=_peak_tokens_per_s(records, start, end),
-        ttft=LatencyStats.of(ttfts, pcts, confidence),
-        tpot=LatencyStats.of(tpots, pcts, confidence),
-        itl=LatencyStats.of(itls, pcts, confidence),
-        e2e=LatencyStats.of(e2es, pcts, confidence),
+        ttft=LatencyStats.of(ttfts, pcts, confidence, ttft_times),
+        tpot=LatencyStats.of(tpots, pcts, confidence, tpot_times),
+        itl=LatencyStats.of(itls, pcts, confidence, itl_times),
+        e2e=LatencyStats.of(e2es, pcts, confidence, e2e_times),
         arrival_lag=lag_stats,
         load=load,
         lengths=lengths,
@@ -404,13 +445,12 @@ def summarize(
     )
     if constraints:
         # An unanswered request is infinitely late for the SLO's latency percentiles.
-        unanswered = len(failed) + not_served
         slo_stats: dict[str, LatencyStats] = {}
-        for metric, values in (("ttft", ttfts), ("e2e", e2es)):
-            if unanswered:
-                stats = LatencyStats.of([*values, *([math.inf] * unanswered)], pcts, confidence)
-                if stats is not None:
-                    slo_stats[metric] = stats
+        for metric in ("ttft", "e2e") if failed or not_served else ():
+            values, times = _slo_sample(measured, metric)
+            stats = LatencyStats.of(values, pcts, confidence, times)
+            if stats is not None:
+                slo_stats[metric] = stats
         result.slo = slo_mod.evaluate(
             constraints, lambda m, s: result.metric_value(m, s, slo_stats)
         )

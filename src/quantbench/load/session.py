@@ -153,10 +153,10 @@ def plan_point(
     conversations = shuffled(traffic, seed)
     precision = None
     if spec.precision is not None:
-        # The SLO's percentiles and error-rate limit need their own sample to be decided (a p90
-        # needs 36 requests at 95 %): a precision-sized point measures at least that many, up
-        # to its cap (beyond which the row says "too few requests").
-        needed, _ = slo_mod.requests_needed(constraints, confidence)
+        # The SLO's percentiles and error-rate limit need their own sample to be decided with
+        # power (a p90 needs 61 requests for 80 % at 95 %): a precision-sized point measures at
+        # least that many, up to its cap (each verdict states the power its sample had).
+        needed, _ = slo_mod.requests_needed(constraints, confidence, spec.precision.power)
         precision = Precision(
             targets=spec.precision.parsed(),
             rel_half_width=spec.precision.rel_half_width,

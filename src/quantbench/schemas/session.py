@@ -17,8 +17,8 @@ from pydantic import Field
 
 from quantbench import slo as slo_mod
 
-# Every interval's one form (defined beside the code that computes intervals).
-from quantbench.precision import Figure
+# Every interval's one form, and one-sided bounds (defined beside the code that computes them).
+from quantbench.precision import Bounds, Figure
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 
 
@@ -29,7 +29,9 @@ def pct_key(p: float) -> str:
 
 class LatencyStats(Strict):
     """Distribution of one latency over the measured requests, in milliseconds, each percentile
-    with its distribution-free interval where the sample allows one."""
+    with its distribution-free interval where the sample allows one (widened by batch means
+    where the values were correlated in time), and with the one-sided bounds an SLO verdict is
+    decided on."""
 
     count: int
     mean_ms: float
@@ -41,6 +43,12 @@ class LatencyStats(Strict):
     intervals_ms: dict[str, Figure] = Field(
         default_factory=dict, description="'p50' -> the percentile with its interval."
     )
+    bounds_ms: dict[str, Bounds] = Field(
+        default_factory=dict,
+        description="'p50' -> the percentile's one-sided lower and upper bounds at the "
+        "interval's confidence (order statistics, exact binomial): what an SLO verdict is "
+        "decided on (a version-3 file has none).",
+    )
     too_few: list[str] = Field(
         default_factory=list,
         description="Percentiles the sample is too small to bound ('too few requests for p99').",
@@ -48,22 +56,34 @@ class LatencyStats(Strict):
 
     @classmethod
     def of(
-        cls, seconds: Sequence[float], percentiles: Sequence[float], confidence: float = 0.95
+        cls,
+        seconds: Sequence[float],
+        percentiles: Sequence[float],
+        confidence: float = 0.95,
+        times: Sequence[float] | None = None,
     ) -> LatencyStats | None:
-        from quantbench.precision import percentile_of_sorted, quantile_interval
+        """The statistics of ``seconds``; ``times`` (one per value: when it was taken, or any
+        number that orders them in time) let the intervals account for values that move
+        together in time (:func:`quantbench.precision.quantile_interval`)."""
+        from quantbench.precision import percentile_of_sorted, quantile_bounds, quantile_interval
 
         if not seconds:
             return None
-        ms = np.sort(np.asarray(seconds, dtype=float) * 1000.0)
+        raw = np.asarray(seconds, dtype=float) * 1000.0
+        ms = np.sort(raw)
         finite = ms[np.isfinite(ms)]
         intervals: dict[str, Figure] = {}
+        bounds: dict[str, Bounds] = {}
         too_few: list[str] = []
         for p in percentiles:
-            interval = quantile_interval(list(ms), p, confidence)
+            interval = quantile_interval(raw, p, confidence, times)
             if interval is None:
                 too_few.append(pct_key(p))
             else:
                 intervals[pct_key(p)] = interval
+            one_sided = quantile_bounds(ms, p, confidence)
+            if one_sided is not None:
+                bounds[pct_key(p)] = one_sided
         return cls(
             count=len(ms),
             mean_ms=float(finite.mean()) if finite.size else float("inf"),
@@ -73,6 +93,7 @@ class LatencyStats(Strict):
             max_ms=float(ms.max()),
             percentiles_ms={pct_key(p): percentile_of_sorted(ms, p) for p in percentiles},
             intervals_ms=intervals,
+            bounds_ms=bounds,
             too_few=too_few,
         )
 
@@ -233,31 +254,42 @@ class PointResult(Strict):
         metric: str,
         statistic: str | None,
         slo_stats: dict[str, LatencyStats] | None = None,
-    ) -> float | tuple[float | None, float | None, float | None, str | None] | None:
-        """Lookup for :func:`quantbench.slo.evaluate`: (value, low, high, why undecided).
+    ) -> float | slo_mod.Measured | None:
+        """Lookup for :func:`quantbench.slo.evaluate`: the value, with its interval and the
+        one-sided bounds its verdict is decided on where there are.
 
         ``slo_stats`` replace a latency's statistics for the SLO check: there every measured
         request counts, an unanswered one as infinitely late (a request that never got its first
         token did not meet a TTFT limit)."""
+        from quantbench.precision import proportion_bounds
+
         if metric in slo_mod.LATENCY_METRICS:
             stats: LatencyStats | None = (slo_stats or {}).get(metric) or getattr(self, metric)
             if stats is None:
                 return None
+            bounds = stats.bounds_ms.get(statistic or "")
             if statistic is not None and statistic in stats.too_few:
-                return (
-                    stats.stat(statistic), None, None,
-                    f"too few requests for {statistic} ({stats.count})",
-                )  # fmt: skip
+                return slo_mod.Measured(
+                    value=stats.stat(statistic),
+                    why=f"too few requests for {statistic} ({stats.count})",
+                    bounds=bounds,
+                )
             figure = stats.intervals_ms.get(statistic or "")
             if figure is not None:
-                return (stats.stat(statistic), figure.low, figure.high, None)
+                return slo_mod.Measured(
+                    value=stats.stat(statistic), low=figure.low, high=figure.high, bounds=bounds
+                )
             return stats.stat(statistic)
         if metric == "error_rate" and self.error_rate_interval is not None:
             f = self.error_rate_interval
-            return (self.error_rate, f.low, f.high, None)
+            errors = round(self.error_rate * f.n)
+            return slo_mod.Measured(
+                value=self.error_rate, low=f.low, high=f.high,
+                bounds=proportion_bounds(errors, f.n, f.confidence),
+            )  # fmt: skip
         if metric == "output_tps" and self.output_throughput_interval is not None:
             f = self.output_throughput_interval
-            return (self.output_throughput, f.low, f.high, None)
+            return slo_mod.Measured(value=self.output_throughput, low=f.low, high=f.high)
         return {
             "rps": self.request_throughput,
             "output_tps": self.output_throughput,
@@ -277,9 +309,12 @@ class SessionSummary(StageOutput):
     # version 2: measured window with cool-down, not-served counts, intervals, achieved load,
     # length, harness and cache checks (docs/LOAD.md); version 1 results cannot be recomputed
     # version 3: speculative decoding's acceptance per point (a version-2 file has none)
-    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3)}
+    # version 4: one-sided bounds per percentile (LatencyStats.bounds_ms) and each SLO verdict's
+    # bounds, sample and power (ConstraintResult); a version-3 file reads with none of them (its
+    # verdicts were decided on two-sided intervals, as it says)
+    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3), 3: stamp(4)}
 
-    schema_version: Literal[3] = version(3)
+    schema_version: Literal[4] = version(4)
     url: str
     engine: str
     model: str
