@@ -12,22 +12,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench.bench.job import JobPaths, pair_job
 from quantbench.bench.resume import PartialStore, code_hash, fingerprint
-from quantbench.bench.run import PairJob, run_pair
-from quantbench.bench.spec import BenchSettings
-from quantbench.engines.artifact import load_artifact
-from quantbench.engines.registry import check_pair, get_engine, pair_settings
+from quantbench.bench.run import run_pair
 from quantbench.engines.server import sigterm_as_interrupt
-from quantbench.errors import UserError, run_main
-from quantbench.fidelity import ReferenceAnswer
+from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir, sha256_file, sha256_tree
-from quantbench.load.spec import workloads_section
-from quantbench.params import read_params, section
+from quantbench.params import read_params
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
-from quantbench.schemas.quality import QualityReport
-from quantbench.slo import slo_section
-from quantbench.workloads.traffic import Traffic
 
 
 def main() -> None:
@@ -44,35 +37,18 @@ def main() -> None:
     args = parser.parse_args()
     setup_logging()
     params = read_params(args.params)
-    bench = section(params, "bench", BenchSettings)
-    if args.pair not in bench.pairs:
-        raise UserError(
-            f"--pair {args.pair!r} is not in bench.pairs; known: {', '.join(bench.pairs)}"
-        )
-    pair = bench.pairs[args.pair]
-    engine = get_engine(pair.engine)
-    variants = params.get("variants") or {}
-    fmt = str((variants.get(pair.variant) or {}).get("format", ""))
-    check_pair(pair.variant, fmt, pair.engine)
-    workloads = workloads_section(params, args.params)
-    traffic = {name: Traffic.read(args.workloads, name) for name in workloads}
-    quality_path = args.quality / f"{pair.variant}.json"
-    references: list[ReferenceAnswer] = []
-    if quality_path.is_file():
-        quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
-        references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
-    settings = pair_settings(params, args.pair, pair, args.params)
-    slo = slo_section(params)
-    variant_dir = args.variants / pair.variant
+    paths = JobPaths(args.params, args.variants, args.workloads, args.quality)
+    job = pair_job(params, args.pair, paths)
+    variant_dir = args.variants / job.artifact.name
     key = fingerprint(
         {
-            "engine": pair.engine,
-            "settings": settings.model_dump(mode="json"),
+            "engine": job.engine.name,
+            "settings": job.settings.model_dump(mode="json"),
             "variant": sha256_tree(variant_dir) if variant_dir.is_dir() else None,
-            "workloads": {n: w.model_dump(mode="json") for n, w in workloads.items()},
-            "traffic": {n: sha256_file(args.workloads / f"{n}.jsonl") for n in workloads},
-            "slo": slo,
-            "bench": bench.model_dump(mode="json", exclude={"pairs"}),
+            "workloads": {n: w.model_dump(mode="json") for n, w in job.workloads.items()},
+            "traffic": {n: sha256_file(args.workloads / f"{n}.jsonl") for n in job.workloads},
+            "slo": job.slo,
+            "bench": job.bench.model_dump(mode="json", exclude={"pairs"}),
             "env": sha256_file(args.env) if args.env.is_file() else None,
             "code": code_hash(),
         }
@@ -81,18 +57,7 @@ def main() -> None:
     before = store.open()
     if before:
         print(f"{args.pair}: resuming: {before} points finished earlier are kept")
-    job = PairJob(
-        name=args.pair,
-        artifact=load_artifact(variant_dir, name=pair.variant),
-        engine=engine,
-        settings=settings,
-        workloads=workloads,
-        traffic=traffic,
-        slo=slo,
-        bench=bench,
-        references=references,
-        store=store,
-    )
+    job.store = store
     out = args.out or Path("reports/bench") / args.pair
     with sigterm_as_interrupt(), atomic_dir(out) as tmp:
         summary = run_pair(job, tmp)

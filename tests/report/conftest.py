@@ -12,8 +12,9 @@ come from ``tests/schemas/examples.py``.
 Two workloads, so the report has decisions to compare:
 
 * ``chat`` (short prompts): the llama.cpp pair leads on good tokens/s, but the bf16 pair (two
-  repeats, so a wide interval) cannot be separated from it: a tie, settled by quality, that bf16
-  wins. llama.cpp's ``parallel=4`` setting is the fastest of all but its server fails the served
+  repeats, so a wide interval) cannot be separated from it on the rows alone; the decide stage's
+  rounds in alternation (``reports/decide/confirm.json``) show the two equivalent, and the tie
+  goes to quality, which bf16 wins (the report says what it traded). llama.cpp's ``parallel=4`` setting is the fastest of all but its server fails the served
   check (it serves something else than was evaluated): flagged, never the winner. Other flagged
   rows: a closed-loop point that did not keep its streams busy, an open-loop point whose load
   generator was CPU-bound, a point whose error rate is undecided (one failure in 40).
@@ -39,8 +40,11 @@ import pytest
 from tests.schemas import examples
 
 from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best, rank_metric
+from quantbench.decision.compare import pooled
+from quantbench.decision.confirm import pooled_model, round_contrast
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord, write_records
+from quantbench.precision import Figure
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import (
     BenchRow,
@@ -49,6 +53,7 @@ from quantbench.schemas.bench import (
     ServerPoint,
     ServerReport,
 )
+from quantbench.schemas.decide import ConfirmFile, Duel, Measured, Round
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.slo import parse_slo, per_request
 
@@ -131,7 +136,7 @@ PAIRS: dict[str, dict[str, Any]] = {
         "servers": [
             Server("continuous_batching=off", {"continuous_batching": False}, 60.0, 1.5, 30.0,
                    0.55, False, 1_150_000_000),
-            Server("continuous_batching=on", {"continuous_batching": True}, 60.0, 1.5, 30.0,
+            Server("continuous_batching=on", {"continuous_batching": True}, 60.0, 1.5, 27.0,
                    0.12, False, 1_420_000_000),
         ],
         "load": {"chat": [C1, C4], "multi-turn": [C4]},
@@ -438,14 +443,54 @@ def _provenance(root: Path) -> None:
     examples.estimates_file(root)  # also writes models/merged/config.json
 
 
-def build_fixture_tree(root: Path) -> Path:
-    """Write the whole fake tree below root (root plays the repository root)."""
+CHAT_CONTENDER = "bf16-transformers/continuous_batching=on/chat/c4"
+CHAT_LEADER = "gguf-q4_k_m-llamacpp/default/chat/c4"
+
+
+def confirm_file(summaries: dict[str, PairSummary]) -> ConfirmFile:
+    """The decide stage's rounds: bf16 (continuous batching) against llama.cpp on chat at 4
+    streams, twice each in alternation, equivalent within ±5 %."""
+    metric = "good_output_throughput"
+
+    def value(key: str) -> float:
+        pair, rest = key.split("/", 1)
+        row = next(r for r in summaries[pair].rows if r.key == rest)
+        return float(row.metric(metric) or 0.0)
+
+    def measured(key: str, factor: float, index: int) -> Measured:
+        v = value(key) * factor
+        fig = Figure(value=v, low=v * 0.985, high=v * 1.015, confidence=CONFIDENCE, n=10,
+                     method="batch means over 10 slices")  # fmt: skip
+        return Measured(key=key, figure=fig, slo_verdict="pass", rankable=True, wall_s=20.0,
+                        records=f"rounds/{key.replace('/', '__')}/round{index}/records.jsonl")  # fmt: skip
+
+    base = value(CHAT_LEADER) / value(CHAT_CONTENDER)  # the rounds measure them about equal
+    rounds = [
+        Round(index=i, order="ab" if i % 2 else "ba",
+              a=measured(CHAT_CONTENDER, base * f, i), b=measured(CHAT_LEADER, 1.0, i))
+        for i, f in ((1, 0.99), (2, 0.995))
+    ]  # fmt: skip
+    contrasts = [round_contrast(r.a, r.b) for r in rounds]
+    both = pooled([c for c in contrasts if c is not None])
+    assert both is not None
+    duel = Duel(
+        workload="chat", purpose="contender", a=CHAT_CONTENDER, b=CHAT_LEADER, metric=metric,
+        screened="not yet separable", rounds=rounds, contrast=pooled_model(both, CONFIDENCE),
+        verdict=both.verdict(0.05, CONFIDENCE), stopped="equivalent after 2 rounds",
+    )  # fmt: skip
+    return ConfirmFile(budget_s=300, max_rounds=4, wall_s=95.0, duels=[duel])
+
+
+def build_fixture_tree(root: Path, confirm: bool = True) -> Path:
+    """Write the whole fake tree below root (root plays the repository root); ``confirm``: with
+    the decide stage's rounds."""
     rng = random.Random(7)
     _provenance(root)
-    for name, spec in PAIRS.items():
-        _pair(root, name, spec, rng)
+    summaries = {name: _pair(root, name, spec, rng) for name, spec in PAIRS.items()}
     for name in QUALITY:
         _quality(root, name)
+    if confirm:
+        schema_io.write(root / ConfirmFile.OUTPUT, confirm_file(summaries))
     return root
 
 

@@ -9,14 +9,19 @@ are small and plausible (SmolLM2-135M on a 2-core CPU); where a writer's own cod
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
 
 from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best
 from quantbench.fsutil import write_json
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord
+from quantbench.precision import Figure
+from quantbench.quality.intervals import BlockSums, quality_intervals, token_ids_sha256
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import (
     BenchRow,
@@ -27,6 +32,14 @@ from quantbench.schemas.bench import (
     TriedLoad,
 )
 from quantbench.schemas.common import AdapterProvenance, HeldoutAnswer, HeldoutScore
+from quantbench.schemas.decide import (
+    ConfirmFile,
+    Duel,
+    Measured,
+    PooledContrast,
+    Round,
+    ServerUse,
+)
 from quantbench.schemas.env import (
     CpuInfo,
     EnvInfo,
@@ -181,6 +194,34 @@ def quantize_timing(name: str = "gptq-w4g64", size: int = 118_000_000) -> Quanti
     )  # fmt: skip
 
 
+# The quality examples' evaluation: 2048 token ids, 2047 scored, 64 blocks of 32 (the last 31).
+EVAL_IDS = list(range(2048))
+BLOCK_TOKENS = np.array([32.0] * 63 + [31.0])
+
+
+def _centred(rng: np.random.Generator, scale: float) -> np.ndarray:
+    """Noise per block that sums to zero, so the blocks keep the report's point figures."""
+    x = rng.normal(0.0, scale, BLOCK_TOKENS.size)
+    return x - x.mean()
+
+
+def quality_blocks(name: str, ppl: float, kl: float, top1: float) -> BlockSums:
+    """Plausible per-block sums of one variant against the one reference (perplexity 16): the
+    reference's blocks are the same in every example, so any two examples compare paired. The
+    variant's noise grows with its KL: a variant with none (bf16) is the reference exactly."""
+    reference = BLOCK_TOKENS * np.log(16.0) + _centred(np.random.default_rng(11), 4.0)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # stable per variant, unlike hash()
+    variant = reference + BLOCK_TOKENS * np.log(ppl / 16.0) + _centred(rng, 5.0 * kl)
+    agreements = np.round(BLOCK_TOKENS * top1 + _centred(rng, 8.0 * (1.0 - top1)))
+    return BlockSums(
+        tokens=BLOCK_TOKENS,
+        reference_nll=reference,
+        variant_nll=variant,
+        kl=BLOCK_TOKENS * kl * (1.0 + _centred(rng, 0.2)).clip(0.1, None),
+        agreements=np.clip(agreements, 0, BLOCK_TOKENS),
+    )
+
+
 def quality_report(
     name: str = "gptq-w4g64",
     ppl: float = 19.24,
@@ -197,16 +238,23 @@ def quality_report(
         after_score_peak_rss_bytes=880_000_000, peak_rss_bytes=900_000_000,
     )  # fmt: skip
     timing = PassTimings(load_s=1.0, score_s=30.0, heldout_s=15.0)
+    blocks = quality_blocks(name, ppl, kl, top1)
+    answers = heldout(correct, 13, wrong)
     return QualityReport(
         name=name, format=fmt, recipe=RECIPES[name], backend="gguf" if fmt == "gguf" else "hf",
         reference=ReferenceInfo(path="models/merged", is_variant_source=True), tokens=2047,
         perplexity=ppl, reference_perplexity=16.0, perplexity_ratio=ppl / 16.0,
         kl_divergence=KLSummary(mean=kl, median=kl / 2, max=kl * 20, p99=kl * 8),
-        top1_agreement=top1, heldout_accuracy=correct / 13, heldout=heldout(correct, 13, wrong),
+        top1_agreement=top1, heldout_accuracy=correct / 13, heldout=answers,
+        intervals=quality_intervals(blocks, answers, 0.95), blocks=blocks.to_blocks(),
         size_bytes=size, weights_bytes=size - 4_000_000, bits_per_weight=bpw, memory=memory,
         reference_memory=memory.model_copy(update={"peak_rss_bytes": 1_100_000_000}),
-        settings={"context_length": 512, "stride": 256},
-        eval_text=EvalText(path="data/eval.txt", tokens=2048), threads=1,
+        settings={
+            "context_length": 512, "stride": 256, "confidence": 0.95, "bootstrap_block_tokens": 32
+        },
+        eval_text=EvalText(
+            path="data/eval.txt", tokens=2048, ids_sha256=token_ids_sha256(EVAL_IDS)
+        ), threads=1,
         timings=EvalTimings(reference=timing, variant=timing, total_s=48.3),
         libraries={"torch": "2.13.0", "transformers": "5.17.0"},
         quantize=quantize_timing(name, size),
@@ -429,6 +477,44 @@ def pair_summary() -> PairSummary:
     )  # fmt: skip
 
 
+def confirm_file() -> ConfirmFile:
+    """The decide stage's confirming rounds: a contender shown equivalent to its leader after
+    two rounds in alternation, and a tuned-vs-default gain measured apart from the selection."""
+    fig = lambda v: Figure(value=v, low=v * 0.98, high=v * 1.02, confidence=0.95, n=10,  # noqa: E731
+                           method="batch means over 10 slices")  # fmt: skip
+    a, b = "w8a8-vllm/block_size=32/chat/c4", "gguf-q4_k_m-llamacpp/default/chat/c4"
+    rounds = [
+        Round(index=i, order="ab" if i % 2 else "ba",
+              a=Measured(key=a, figure=fig(90.0 + i), slo_verdict="pass", rankable=True,
+                         records=f"rounds/a/round{i}/records.jsonl", wall_s=31.0),
+              b=Measured(key=b, figure=fig(89.0 + i), slo_verdict="pass", rankable=True,
+                         records=f"rounds/b/round{i}/records.jsonl", wall_s=30.0))
+        for i in (1, 2)
+    ]  # fmt: skip
+    contrast = PooledContrast(
+        log_ratio=0.0105, se=0.0064, df=36.0, ratio=1.0106, low=0.998, high=1.023,
+        confidence=0.95, how="paired over 2 rounds in alternation, one block (no drift estimate "
+        "between blocks)",
+    )  # fmt: skip
+    return ConfirmFile(
+        budget_s=300, max_rounds=4, wall_s=161.2,
+        duels=[
+            Duel(workload="chat", purpose="contender", a=a, b=b, metric="good_output_throughput",
+                 screened="not yet separable: 1.010x [0.90, 1.13]", rounds=rounds,
+                 contrast=contrast, verdict="equivalent", stopped="equivalent after 2 rounds"),
+            Duel(workload="chat", purpose="tuned-vs-default",
+                 a="bf16-transformers/continuous_batching=on/chat/c4",
+                 b="bf16-transformers/continuous_batching=off/chat/c1",
+                 metric="good_output_throughput", screened="2.54x [1.94, 3.12]",
+                 stopped="the budget of 300 s ended (after 301 s)"),
+        ],
+        servers=[ServerUse(pair="w8a8-vllm", server_point="block_size=32", ready_seconds=33.1,
+                           peak_rss_bytes=3_500_000_000),
+                 ServerUse(pair="gguf-q4_k_m-llamacpp", server_point="default",
+                           ready_seconds=1.2, peak_rss_bytes=494_000_000)],
+    )  # fmt: skip
+
+
 def every_output(root: Path) -> list[StageOutput]:
     """One example of every stage output (``root`` is scratch space for the estimate stage)."""
     shape = {"kind": "concurrency", "concurrency": 4}
@@ -448,4 +534,5 @@ def every_output(root: Path) -> list[StageOutput]:
         estimates_file(root),
         session_summary([point]),
         pair_summary(),
+        confirm_file(),
     ]

@@ -18,6 +18,7 @@ from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput, stamp, version
 from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.catalog import STAGE_OUTPUTS
+from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.model_info import BaseModelInfo
 from quantbench.schemas.quality import QualityReport
@@ -155,11 +156,31 @@ def test_which_outputs_read_version_zero() -> None:
     is migrated, except the load results: version 2 measures over another window (warm-up out,
     cool-down in, unanswered requests counted), so an older file cannot be converted, only
     measured again (reading it says which stage to rerun). The machine calibration was born
-    versioned, and so was each pair's probe: there is no older file of either."""
+    versioned, and so were each pair's probe and the decide stage's rounds: there is no older
+    file of any."""
     unreadable = [m for m in STAGE_OUTPUTS if 0 not in m.readable_versions()]
     assert unreadable == [
-        VariantRecord, MachineCalibration, PairCalibration, SessionSummary, PairSummary
+        VariantRecord, MachineCalibration, PairCalibration, SessionSummary, PairSummary,
+        ConfirmFile,
     ]  # fmt: skip
+
+
+def test_a_version_2_quality_report_reads_with_no_intervals_and_no_blocks(outputs) -> None:
+    """Version 2 kept neither intervals nor token blocks nor the ids' hash: the file still
+    reads, with none of them, and a paired comparison refuses it naming the stage to rerun."""
+    from quantbench.quality.compare import NotPairedError, compare_reports
+
+    current = outputs[QualityReport]
+    data = _dump(current)
+    del data["intervals"], data["blocks"], data["eval_text"]["ids_sha256"]
+    data["schema_version"] = 2
+    old = schema_io.parse(data, QualityReport, "q.json", name="x")
+    assert old.intervals is None and old.blocks == [] and old.eval_text.ids_sha256 is None
+    new_fields = ("intervals", "blocks", "eval_text")
+    assert old.model_copy(update={k: getattr(current, k) for k in new_fields}) == current
+    assert QualityReport.readable_versions() == [0, 1, 2, 3]
+    with pytest.raises(NotPairedError, match=rf"rerun `dvc repro evaluate@{old.name}`"):
+        compare_reports(old, current)
 
 
 def test_a_real_version_zero_model_info_is_migrated(tmp_path: Path) -> None:
@@ -265,13 +286,14 @@ PINNED: dict[str, str] = {
     "MergedModelInfo": "v1:3e05c78db4d9ffaa",
     "VariantRecord": "v1:715cda4b1dffc3c6",
     "QuantizeTiming": "v1:72ba24b86566e577",
-    "QualityReport": "v2:8bbe1bb08cae3633",
+    "QualityReport": "v3:17e72e376a9d58f2",  # v3: intervals, token blocks, the ids' hash
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "PairCalibration": "v1:cadbe7ce4701e6d0",  # the pair probe (calibrate_pair)
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
-    "SessionSummary": "v3:987a8a8c64fa2aef",  # v3: speculative decoding's acceptance per point
-    "PairSummary": "v5:dfbaa87367643651",  # v5: grid points the race skipped, departures from engine defaults
+    "SessionSummary": "v4:21afc0ded6bfe7ad",  # v4: one-sided bounds, verdicts' power
+    "PairSummary": "v5:dfbaa87367643651",
+    "ConfirmFile": "v1:0f7b68436a478c28",  # the decide stage's confirming rounds  # v5: grid points the race skipped, departures from engine defaults
 }
 
 

@@ -286,11 +286,17 @@ def row_key(row: dict[str, Any], index: int) -> str:
     return "/".join(str(p) for p in parts if p is not None) + f"#{index}"
 
 
+def _label(row: dict[str, Any]) -> str:
+    return " · ".join(str(row[k]) for k in ("pair", "server_point", "load_point") if row.get(k))
+
+
 def candidates(
     rows: Sequence[dict[str, Any]],
     metric: str,
     memory: Callable[[dict[str, Any]], float | None] = lambda r: None,
     quality: RowFigure | None = None,
+    key: Callable[[dict[str, Any]], str] | None = None,
+    label: Callable[[dict[str, Any]], str] | None = None,
 ) -> tuple[list[Candidate], dict[str, dict[str, Any]]]:
     """The rankable rows as the decision's candidates, and key -> row."""
     out, by_key = [], {}
@@ -298,15 +304,12 @@ def candidates(
         fig = row_figure(r, metric)
         if not r.get("rankable") or fig is None:
             continue
-        key = row_key(r, i)
-        by_key[key] = r
+        k = key(r) if key is not None else row_key(r, i)
+        by_key[k] = r
         out.append(
             Candidate(
-                key=key,
-                label=" · ".join(
-                    str(r[k]) for k in ("pair", "server_point", "load_point") if r.get(k)
-                )
-                or key,
+                key=k,
+                label=(label(r) if label is not None else _label(r)) or k,
                 pair=str(r.get("pair", "")),
                 variant=str(r.get("variant", r.get("pair", ""))),
                 engine=str(r.get("engine", "")),
@@ -327,13 +330,19 @@ def decide_rows(
     settings: DecisionSettings | None = None,
     confirmed: Confirmed | None = None,
     quality_contrast: QualityContrast | None = None,
+    key: Callable[[dict[str, Any]], str] | None = None,
+    label: Callable[[dict[str, Any]], str] | None = None,
 ) -> tuple[Decision, dict[str, dict[str, Any]]]:
     """The decision (quantbench.decision.rules) over bench rows, and key -> row."""
-    metric = rank_metric(rank_by_goodput)
-    settings = settings or DecisionSettings()
-    settings = replace(settings, metric_label=metric.replace("_", " "))
-    found, by_key = candidates(rows, metric, memory, quality)
+    settings = decision_settings(settings, rank_by_goodput)
+    found, by_key = candidates(rows, rank_metric(rank_by_goodput), memory, quality, key, label)
     return decide(found, settings, confirmed, quality_contrast), by_key
+
+
+def decision_settings(settings: DecisionSettings | None, rank_by_goodput: bool) -> DecisionSettings:
+    """The settings, with the ranked figure's name for the decision's words."""
+    metric = rank_metric(rank_by_goodput)
+    return replace(settings or DecisionSettings(), metric_label=metric.replace("_", " "))
 
 
 def pick_best(

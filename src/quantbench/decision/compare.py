@@ -141,31 +141,51 @@ def ratio(a: LogEstimate, b: LogEstimate, drift: float = 0.0) -> Contrast:
     return Contrast(a.log - b.log, se, _welch(parts), how)
 
 
+def blocks(rounds: Sequence[Contrast]) -> list[Contrast]:
+    """Consecutive rounds paired into blocks (rounds 1-2, 3-4, ...): with the order alternating
+    (A B, then B A) a drift linear over a block falls on A and B alike, and the block's mean log
+    ratio is free of it; each round alone is not (its second measurement ran later). A last
+    round without a partner stands alone."""
+    out = []
+    for i in range(0, len(rounds), 2):
+        part = list(rounds[i : i + 2])
+        if len(part) == 1:
+            out.append(part[0])
+            continue
+        a, b = part
+        se = math.sqrt(a.se**2 + b.se**2) / 2
+        df = _welch([(a.se**2 / 4, a.df), (b.se**2 / 4, b.df)])
+        out.append(Contrast((a.log_ratio + b.log_ratio) / 2, se, df, "block"))
+    return out
+
+
 def pooled(rounds: Sequence[Contrast]) -> Contrast | None:
-    """Paired rounds (A and B measured back to back, their order alternating) pooled by a
-    random-effects meta-analysis (DerSimonian-Laird): each round's own error, plus the spread
-    between rounds beyond it (tau^2: the drift the alternation could not cancel), estimated from
-    the rounds themselves. With one round there is no spread to estimate: its own error stands,
-    and the text says so."""
+    """Paired rounds (A and B measured back to back, their order alternating) pooled: rounds are
+    paired into blocks (:func:`blocks`), and the blocks pooled by a random-effects meta-analysis
+    (DerSimonian-Laird): each block's own error, plus the spread between blocks beyond it (tau^2:
+    the drift the alternation could not cancel), estimated from the blocks themselves. With one
+    block there is no spread to estimate: its own error stands, and the text says so."""
     rounds = [r for r in rounds if r.se > 0 and math.isfinite(r.log_ratio)]
     if not rounds:
         return None
-    w = [1 / r.se**2 for r in rounds]
-    mean = sum(wi * r.log_ratio for wi, r in zip(w, rounds, strict=True)) / sum(w)
-    k = len(rounds)
+    parts = blocks(rounds)
+    w = [1 / r.se**2 for r in parts]
+    mean = sum(wi * r.log_ratio for wi, r in zip(w, parts, strict=True)) / sum(w)
+    k = len(parts)
     tau2 = 0.0
     if k >= 2:
-        q = sum(wi * (r.log_ratio - mean) ** 2 for wi, r in zip(w, rounds, strict=True))
+        q = sum(wi * (r.log_ratio - mean) ** 2 for wi, r in zip(w, parts, strict=True))
         c = sum(w) - sum(wi * wi for wi in w) / sum(w)
         tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
-    ws = [1 / (r.se**2 + tau2) for r in rounds]
-    est = sum(wi * r.log_ratio for wi, r in zip(ws, rounds, strict=True)) / sum(ws)
+    ws = [1 / (r.se**2 + tau2) for r in parts]
+    est = sum(wi * r.log_ratio for wi, r in zip(ws, parts, strict=True)) / sum(ws)
     se = math.sqrt(1 / sum(ws))
-    # the rounds' own degrees of freedom, and k - 1 for the spread between them
-    df = min(_welch([(r.se**2, r.df) for r in rounds]), float(k - 1) if tau2 > 0 else EXACT_DF)
-    how = f"paired over {k} round{'s' if k != 1 else ''}" + (
-        f", drift between rounds {math.sqrt(tau2):.1%}"
+    # the blocks' own degrees of freedom, and k - 1 for the spread between them
+    df = min(_welch([(r.se**2, r.df) for r in parts]), float(k - 1) if tau2 > 0 else EXACT_DF)
+    n = len(rounds)
+    how = f"paired over {n} round{'s' if n != 1 else ''} in alternation" + (
+        f", drift between blocks {math.sqrt(tau2):.1%}"
         if k >= 2
-        else ", one round (no drift estimate)"
+        else (", one block (no drift estimate between blocks)" if n >= 2 else ", one round")
     )
     return Contrast(est, se, max(1.0, df), how)

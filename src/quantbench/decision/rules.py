@@ -204,9 +204,9 @@ def _memory_contrast(a: Candidate, b: Candidate) -> Contrast | None:
 
 
 RULE_WORDS = {
-    "quality": "a perplexity ratio",
-    "memory": "a peak memory",
-    "latency": "an E2E p50",
+    "quality": "perplexity ratio",
+    "memory": "peak memory",
+    "latency": "E2E p50",
 }
 
 
@@ -242,11 +242,13 @@ def _apply_rule(
             continue
         low, high = diff.interval(settings.confidence)
         if math.log(low) > bar:
+            span = f"[{_pct(low - 1)}, {_pct(high - 1)}]" if high > low else "(one reading)"
             out[c.key] = Elimination(
                 rule,
                 best.key,
-                f"{RULE_WORDS[rule]} {_pct(diff.ratio - 1)} [{_pct(low - 1)}, {_pct(high - 1)}] "
-                f"against {best.label} (materiality {settings.materiality.get(rule, 0.0):.0%})",
+                f"its {RULE_WORDS[rule]} {_pct(diff.ratio - 1)} {span} above {best.label}'s "
+                f"({rule} decided, beyond its materiality of "
+                f"{settings.materiality.get(rule, 0.0):.0%})",
             )
         else:
             keep.append(c)
@@ -263,10 +265,7 @@ def _tradeoff(
         speed = f"{_pct(c.ratio - 1)} {settings.metric_label} [{_pct(low - 1)}, {_pct(high - 1)}]"
     else:
         speed = f"{_pct(winner.value / passed.value - 1)} {settings.metric_label}"
-    return (
-        f"{winner.label} over {passed.label}: {speed} for {passed.label}'s {elim.text}, "
-        f"decided by {elim.rule}"
-    )
+    return f"{winner.label} over {passed.label}: {speed}, for {elim.text}"
 
 
 def decide(

@@ -4,8 +4,10 @@ taken again.
 Every contender's figures are resampled within their own uncertainty and the whole decision
 (:func:`quantbench.decision.rules.decide`: comparisons, equivalence, tie-breaks) is taken again
 on each resample; the share of resamples each configuration wins is its stability. The resample
-is parametric: each row's ranked figure is drawn on the log scale from its estimate with its
-standard error (Student t with its degrees of freedom) plus half the drift variance (a second run
+is parametric: each row's ranked figure is drawn on the log scale from a normal around its
+estimate with its standard error (what a bootstrap of the row's own slices or repeats does; a
+Student t with one degree of freedom, for a row of two repeats, would draw absurd values from its
+tails) plus half the drift variance (a second run
 of the same configuration drifts from the first: the drift allowance of a comparison is the
 variance of a difference, half of it belongs to each row), each variant's quality figure from
 its interval, each latency figure likewise; a pair of rows the ``decide`` stage measured in
@@ -23,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from quantbench.decision.compare import EXACT_DF, Contrast, LogEstimate
+from quantbench.decision.compare import Contrast, LogEstimate
 from quantbench.decision.rules import (
     Candidate,
     Confirmed,
@@ -36,8 +38,8 @@ from quantbench.precision import Figure
 RESAMPLES = 1000
 
 
-def _draw_t(rng: np.random.Generator, df: float) -> float:
-    return float(rng.standard_normal() if df >= EXACT_DF else rng.standard_t(df))
+def _draw(rng: np.random.Generator) -> float:
+    return float(rng.standard_normal())
 
 
 def _shift(fig: Figure | None, factor: float) -> Figure | None:
@@ -58,7 +60,7 @@ def _draw_figure(
     est = LogEstimate.of(fig)
     if est is None:
         return fig, 1.0
-    step = _draw_t(rng, est.df) * est.se + float(rng.standard_normal()) * math.sqrt(extra_var)
+    step = _draw(rng) * est.se + float(rng.standard_normal()) * math.sqrt(extra_var)
     factor = math.exp(step)
     return _shift(fig, factor), factor
 
@@ -79,7 +81,7 @@ def _redrawn_quality(
             if base is None:
                 cache[key] = cache[key[::-1]] = None
             else:
-                step = _draw_t(rng, base.df) * base.se
+                step = _draw(rng) * base.se
                 drawn = Contrast(base.log_ratio + step, base.se, base.df, base.how)
                 cache[key] = drawn
                 cache[key[::-1]] = Contrast(-drawn.log_ratio, base.se, base.df, base.how)
@@ -117,7 +119,7 @@ def stability(
             )
         redrawn: Confirmed = {}
         for (a, b), c in confirmed.items():
-            step = _draw_t(rng, c.df) * c.se
+            step = _draw(rng) * c.se
             redrawn[(a, b)] = Contrast(c.log_ratio + step, c.se, c.df, c.how)
         got = decide(
             list(drawn.values()), settings, redrawn, _redrawn_quality(rng, quality_contrast)

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from quantbench.decision.compare import Contrast
 from quantbench.load.records import RequestRecord, iter_records
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import HEADLINE_FIGURES, BenchRow, PairSummary
+from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile, PairPrediction, VariantEstimate
 from quantbench.schemas.finetune import FinetuneReport
@@ -98,7 +100,19 @@ class ReportInputs:
     base_info: BaseModelInfo | None = None
     merged_info: MergedModelInfo | None = None
     records: dict[PointKey, list[RepeatRecords]] = field(default_factory=dict)
+    confirm: ConfirmFile | None = None
+    """The decide stage's confirming measurements (None: the stage has not run)."""
     problems: list[str] = field(default_factory=list)
+
+    def confirmed(self, workload: str) -> dict[tuple[str, str], Contrast]:
+        """(contender key, leader key) -> their paired rounds' contrast, for ``workload``."""
+        if self.confirm is None:
+            return {}
+        return {
+            (d.a, d.b): Contrast(d.contrast.log_ratio, d.contrast.se, d.contrast.df, d.contrast.how)
+            for d in self.confirm.for_workload(workload)
+            if d.purpose == "contender" and d.contrast is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,7 @@ class InputPaths:
     finetune: Path = Path(FinetuneReport.OUTPUT)
     base_info: Path = Path(BaseModelInfo.OUTPUT)
     merged_info: Path = Path(MergedModelInfo.OUTPUT)
+    confirm: Path = Path(ConfirmFile.OUTPUT)
 
 
 def read_output(
@@ -282,6 +297,7 @@ def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> Repo
     inputs.finetune = read_output(root / paths.finetune, FinetuneReport, problems)
     inputs.base_info = read_output(root / paths.base_info, BaseModelInfo, problems)
     inputs.merged_info = read_output(root / paths.merged_info, MergedModelInfo, problems)
+    inputs.confirm = read_output(root / paths.confirm, ConfirmFile, problems)
     for name, summary in inputs.pairs.items():
         for row in summary.rows:
             if row.repeats > 0:

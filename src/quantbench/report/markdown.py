@@ -117,12 +117,26 @@ def _decision(rec: Recommendation, parts: list[str]) -> None:
     parts.append("; ".join(f"{md(label)} {md(value)}" for label, value in rec.figures) + ".")
     parts.append("")
     parts.append(f"Decided by: {md(rec.decided_by)}.")
+    if rec.comparisons:
+        parts.append("")
+        parts.append("Against the leader (the interval on the ratio of the ranked figures):")
+        parts += [f"- {md(line)}" for line in rec.comparisons]
+    if rec.tradeoffs:
+        parts.append("")
+        parts += [f"Traded: {md(line)}." for line in rec.tradeoffs]
     if rec.ties:
         parts.append("")
-        parts.append("Not separable from the winner beyond noise (a tie):")
+        parts.append("Equivalent to the winner, or not yet separable from it:")
         if rec.winner_tie is not None:
             parts.append(f"- winner {md(rec.winner_tie.text())}")
         parts += [f"- tied {md(t.text())}" for t in rec.ties]
+    if rec.stability:
+        parts.append("")
+        parts.append(
+            "Stability (every contender's measurements resampled, the decision taken again): "
+            + "; ".join(md(line) for line in rec.stability)
+            + "."
+        )
     parts.append("")
 
 

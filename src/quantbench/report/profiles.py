@@ -11,10 +11,12 @@ missing, its aggregate figures with their intervals answer the constraints they 
 tokens, which need every request, cannot be recomputed: such a row is not ranked under a profile
 with per-request constraints.
 
-The winner of a (workload, profile) is :func:`quantbench.bench.results.pick_best` over every
-pair's rows of that workload at once, after the optional quality gates of ``report:``: rows whose
-interval overlaps the leader's are a tie, settled by quality (the variant's perplexity ratio to the
-merged model), then memory (the server point's peak RSS), then p99 end-to-end latency.
+The winner of a (workload, profile) is the decision of :mod:`quantbench.decision.rules` over
+every pair's rows of that workload at once, after the quality gate of ``report.quality`` (a variant
+is ranked only when its quality interval lies within the limits): every row compared with the
+leader through the interval on their ratio (paired rounds of the ``decide`` stage where it
+measured them in alternation), only equivalent rows settled by the tie-breaks (quality, memory,
+latency), and the decision's stability from resampling every contender.
 """
 
 from __future__ import annotations
@@ -25,9 +27,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quantbench import slo as slo_mod
-from quantbench.bench.results import checks, fold_repeats, pick_best, rank_metric
+from quantbench.bench.results import (
+    candidates,
+    checks,
+    decision_settings,
+    fold_repeats,
+    rank_metric,
+)
+from quantbench.decision.compare import Contrast, LogEstimate, ratio
+from quantbench.decision.gate import gate
+from quantbench.decision.rules import (
+    Candidate,
+    Confirmed,
+    Decision,
+    DecisionSettings,
+    QualityContrast,
+    decide,
+)
+from quantbench.decision.stability import stability
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.spec import DEFAULT_PERCENTILES
+from quantbench.precision import Figure
 from quantbench.report.inputs import PointKey, ReportInputs, workload_slos
 from quantbench.report.spec import DEFAULT_PROFILE, ReportSettings
 from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
@@ -86,6 +106,8 @@ class JudgedRow:
     judged_from: JudgedFrom
     peak_rss_bytes: int | None = None
     perplexity_ratio: float | None = None
+    quality: Figure | None = None
+    """The variant's perplexity ratio with its interval (what the quality tie-break compares)."""
     served_check: str | None = None
     """The server point's served check verdict (match, mismatch, undecided, not checked)."""
     index: int = 0
@@ -113,24 +135,73 @@ class JudgedRow:
 
     def as_bench_dict(self) -> dict[str, Any]:
         """The row as the bench stage's dict (what pick_best reads), tagged with its index."""
-        return {**self.row.model_dump(mode="python"), "pair": self.pair, "_index": self.index}
+        return {
+            **self.row.model_dump(mode="python"),
+            "pair": self.pair,
+            "variant": self.variant,
+            "engine": self.engine,
+            "_index": self.index,
+        }
 
 
 Pick = tuple[JudgedRow | None, list[JudgedRow], str]
 
 
-def pick(rows: Sequence[JudgedRow], rank_by_goodput: bool) -> Pick:
-    """pick_best over judged rows: (winner, the rows tied with it, the rule that decided)."""
+@dataclass(frozen=True)
+class DecisionInputs:
+    """What a decision needs besides the rows: the user's settings, the decide stage's paired
+    rounds (by row key), the paired quality comparison between variants."""
+
+    settings: DecisionSettings = field(default_factory=DecisionSettings)
+    confirmed: Confirmed = field(default_factory=dict)
+    quality_contrast: QualityContrast | None = None
+    resamples: int = 0
+
+
+def judged_candidates(
+    rows: Sequence[JudgedRow], rank_by_goodput: bool
+) -> tuple[list[Candidate], dict[str, JudgedRow]]:
+    """The rankable judged rows as the decision's candidates (keyed by the row's report-wide
+    key, so the decide stage's rounds find their rows), and key -> row."""
     by_index = {r.index: r for r in rows}
-    best, tied, rule = pick_best(
+    found, by_key = candidates(
         [r.as_bench_dict() for r in rows],
-        rank_by_goodput,
+        rank_metric(rank_by_goodput),
         memory=lambda d: _num(by_index[d["_index"]].peak_rss_bytes),
-        quality=lambda d: _num(by_index[d["_index"]].perplexity_ratio),
+        quality=lambda d: (
+            by_index[d["_index"]].quality or _num(by_index[d["_index"]].perplexity_ratio)
+        ),
+        key=lambda d: by_index[d["_index"]].key,
+        label=lambda d: by_index[d["_index"]].label,
     )
-    if best is None:
-        return None, [], rule
-    return by_index[best["_index"]], [by_index[t["_index"]] for t in tied], rule
+    return found, {k: by_index[d["_index"]] for k, d in by_key.items()}
+
+
+def decide_judged(
+    rows: Sequence[JudgedRow], rank_by_goodput: bool, how: DecisionInputs | None = None
+) -> tuple[Decision, dict[str, JudgedRow]]:
+    """The decision over judged rows, and the decision's keys -> rows."""
+    how = how or DecisionInputs()
+    found, rows_by_key = judged_candidates(rows, rank_by_goodput)
+    settings = decision_settings(how.settings, rank_by_goodput)
+    return decide(found, settings, how.confirmed, how.quality_contrast), rows_by_key
+
+
+def pick(
+    rows: Sequence[JudgedRow], rank_by_goodput: bool, how: DecisionInputs | None = None
+) -> Pick:
+    """The decision over judged rows: (winner, the rows it is tied with or not yet separable
+    from, the rule that decided)."""
+    decision, rows_by_key = decide_judged(rows, rank_by_goodput, how)
+    if decision.winner is None:
+        return None, [], decision.rule
+    others = [
+        rows_by_key[c.key]
+        for c in [*([decision.leader] if decision.leader else []), *decision.equivalent,
+                  *decision.unresolved]
+        if c.key != decision.winner.key
+    ]  # fmt: skip
+    return rows_by_key[decision.winner.key], others, decision.rule
 
 
 def _num(value: float | int | None) -> float | None:
@@ -151,7 +222,12 @@ class Profile:
     """The rows the winner cannot be separated from beyond noise."""
     decided_by: str = ""
     gated: dict[str, str] = field(default_factory=dict)
-    """variant -> why the quality gates keep it from being recommended."""
+    """variant -> why the quality gate keeps it from being ranked."""
+    decision: Decision | None = None
+    """The whole decision: comparisons with the leader, equivalents, unresolved, trade-offs."""
+    stability: dict[str, float] = field(default_factory=dict)
+    """Row key -> the share of resamples of every contender's measurements it wins."""
+    how: DecisionInputs | None = None
 
     @property
     def key(self) -> str:
@@ -175,7 +251,7 @@ class Profile:
 
     def pair_pick(self, pair: str) -> Pick:
         """The pair's own winner under this profile (quality gates do not apply within a pair)."""
-        return pick(self.pair_rows(pair), self.rank_by_goodput)
+        return pick(self.pair_rows(pair), self.rank_by_goodput, self.how)
 
     def pair_best(self, pair: str) -> JudgedRow | None:
         return self.pair_pick(pair)[0]
@@ -405,27 +481,61 @@ def judge_row(
 # every workload under every profile
 
 
-def quality_gate(report: QualityReport | None, settings: ReportSettings) -> str | None:
-    """Why a variant may not be recommended, or None."""
-    if settings.max_perplexity_ratio is not None:
-        ratio = report.perplexity_ratio if report else None
-        if ratio is None:
-            return "no perplexity measured (report.max_perplexity_ratio is set)"
-        if ratio > settings.max_perplexity_ratio:
-            return (
-                f"perplexity {ratio:.3f}x the merged model's > report.max_perplexity_ratio "
-                f"{settings.max_perplexity_ratio:g}"
-            )
-    if settings.min_heldout_accuracy is not None:
-        acc = report.heldout_accuracy if report else None
-        if acc is None:
-            return "no held-out accuracy measured (report.min_heldout_accuracy is set)"
-        if acc < settings.min_heldout_accuracy:
-            return (
-                f"held-out accuracy {acc:.0%} < report.min_heldout_accuracy "
-                f"{settings.min_heldout_accuracy:.0%}"
-            )
-    return None
+def quality_figures(
+    report: QualityReport | None, reference: QualityReport | None = None
+) -> dict[str, Figure | None]:
+    """A variant's quality figures by the quality gate's names, each with its interval where
+    the report has one (a value alone otherwise; held-out accuracy lost against ``reference``,
+    the merged weights' own report, paired where both kept their answers)."""
+    if report is None:
+        return {}
+    ivs = report.intervals
+
+    def value(v: float | None) -> Figure | None:
+        if v is None:
+            return None
+        return Figure(value=v, low=v, high=v, confidence=0.95, n=1, method="value")
+
+    out: dict[str, Figure | None] = {
+        "perplexity_ratio": (ivs.perplexity_ratio if ivs else None)
+        or value(report.perplexity_ratio),
+        "kl_mean": (ivs.kl_mean if ivs else None) or value(report.kl_divergence.mean),
+        "top1_agreement": (ivs.top1_agreement if ivs else None) or value(report.top1_agreement),
+    }
+    out["heldout_accuracy_loss"] = heldout_loss(report, reference)
+    return out
+
+
+def heldout_loss(report: QualityReport, reference: QualityReport | None) -> Figure | None:
+    """Held-out accuracy the variant lost against the merged weights (reference - variant)."""
+    if reference is None or report.heldout_accuracy is None or reference.heldout_accuracy is None:
+        return None
+    if reference.name == report.name:
+        return Figure(value=0.0, low=0.0, high=0.0, confidence=0.95, n=report.heldout.total,
+                      method="the merged weights themselves")  # fmt: skip
+    try:
+        from quantbench.quality.compare import compare_heldout
+
+        diff = compare_heldout(reference, report)
+        return diff.difference
+    except (ImportError, ValueError):
+        loss = reference.heldout_accuracy - report.heldout_accuracy
+        return Figure(value=loss, low=loss, high=loss, confidence=0.95,
+                      n=report.heldout.total, method="value")  # fmt: skip
+
+
+def quality_gate(
+    report: QualityReport | None,
+    settings: ReportSettings,
+    reference: QualityReport | None = None,
+) -> str | None:
+    """Why a variant may not be ranked (report.quality not shown met), or None."""
+    if not settings.quality:
+        return None
+    if report is None:
+        return "not evaluated (report.quality is set)"
+    reasons = gate(quality_figures(report, reference), settings.quality)
+    return "; ".join(reasons) or None
 
 
 def profile_texts(slo: str, settings: ReportSettings) -> dict[str, str]:
@@ -442,6 +552,7 @@ def judge_workload(
     confidence: float,
 ) -> Profile:
     """One workload under one profile: every pair's rows judged, the winner picked."""
+    how = decision_inputs(inputs, settings, confidence, workload, name)
     constraints = slo_mod.parse_slo(text) if text.strip() else []
     profile = Profile(workload=workload, name=name, slo=text, constraints=constraints)
     index = 0
@@ -465,6 +576,7 @@ def judge_workload(
                     judged_from=source,
                     peak_rss_bytes=server.report.peak_rss_bytes if server else None,
                     perplexity_ratio=quality.perplexity_ratio if quality else None,
+                    quality=quality_figures(quality).get("perplexity_ratio") if quality else None,
                     served_check=(
                         server.served_check.verdict if server and server.served_check else None
                     ),
@@ -472,13 +584,94 @@ def judge_workload(
                 )
             )
             index += 1
+    reference = merged_weights_report(inputs)
     for variant in sorted({r.variant for r in profile.rows}):
-        reason = quality_gate(inputs.quality.get(variant), settings)
+        reason = quality_gate(inputs.quality.get(variant), settings, reference)
         if reason:
             profile.gated[variant] = reason
     allowed = [r for r in profile.rows if r.variant not in profile.gated]
-    profile.best, profile.ties, profile.decided_by = pick(allowed, profile.rank_by_goodput)
+    profile.how = how
+    decision, rows_by_key = decide_judged(allowed, profile.rank_by_goodput, how)
+    profile.decision = decision
+    profile.decided_by = decision.rule
+    if decision.winner is not None:
+        profile.best = rows_by_key[decision.winner.key]
+        profile.ties = [
+            rows_by_key[c.key]
+            for c in [*([decision.leader] if decision.leader else []), *decision.equivalent,
+                      *decision.unresolved]
+            if c.key != decision.winner.key
+        ]  # fmt: skip
+        if how is not None and how.resamples:
+            found, _ = judged_candidates(allowed, profile.rank_by_goodput)
+            settings = decision_settings(how.settings, profile.rank_by_goodput)
+            profile.stability = stability(
+                found, settings, how.confirmed, how.quality_contrast, how.resamples
+            )
     return profile
+
+
+def decision_inputs(
+    inputs: ReportInputs,
+    settings: ReportSettings,
+    confidence: float,
+    workload: str,
+    profile: str,
+) -> DecisionInputs:
+    """The decision's settings, the decide stage's paired rounds of this workload (they measured
+    the workload's own SLO profile, so only its decision uses them) and the paired quality
+    comparison of the variants."""
+    confirmed = inputs.confirmed(workload) if profile == DEFAULT_PROFILE else {}
+    return DecisionInputs(
+        settings=settings.decision(confidence),
+        confirmed=confirmed,
+        quality_contrast=quality_contrast(inputs),
+        resamples=settings.stability_resamples,
+    )
+
+
+def quality_contrast(inputs: ReportInputs) -> QualityContrast:
+    """log(perplexity ratio a / perplexity ratio b) of two rows' variants, paired over the
+    evaluation's token blocks where both reports kept them, else from their own intervals."""
+    cache: dict[tuple[str, str], Contrast | None] = {}
+
+    def contrast(a: Candidate, b: Candidate) -> Contrast | None:
+        key = (a.variant, b.variant)
+        if key not in cache:
+            cache[key] = _paired_quality(inputs, *key) or _unpaired(a.quality, b.quality)
+        return cache[key]
+
+    return contrast
+
+
+def _unpaired(a: Figure | None, b: Figure | None) -> Contrast | None:
+    if a is None or b is None:
+        return None
+    ea, eb = LogEstimate.of(a), LogEstimate.of(b)
+    return ratio(ea, eb) if ea is not None and eb is not None else None
+
+
+def _paired_quality(inputs: ReportInputs, a: str, b: str) -> Contrast | None:
+    qa, qb = inputs.quality.get(a), inputs.quality.get(b)
+    if qa is None or qb is None:
+        return None
+    if a == b:
+        return Contrast(0.0, 0.0, 1e6, "the same variant")
+    try:
+        from quantbench.quality.compare import compare_perplexity
+
+        fig = compare_perplexity(qa, qb)
+    except (ImportError, ValueError):
+        return None
+    est = LogEstimate.of(fig)
+    if est is None:
+        return None
+    return Contrast(est.log, est.se, est.df, "paired over the evaluation's token blocks")
+
+
+def merged_weights_report(inputs: ReportInputs) -> QualityReport | None:
+    """The quality report of the merged weights run by the same harness (the bf16 variant)."""
+    return next((q for q in inputs.quality.values() if q.format == "bf16"), None)
 
 
 def workload_texts(

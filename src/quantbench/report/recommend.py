@@ -4,7 +4,7 @@ and what it costs in quality."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
@@ -83,6 +83,13 @@ class Recommendation:
     decided_by: str
     misses: list[str]
     """Without a winner: per pair, why its nearest point is not ranked."""
+    comparisons: list[str] = field(default_factory=list)
+    """Each rankable row against the leader: verdict, ratio [interval], where it comes from."""
+    tradeoffs: list[str] = field(default_factory=list)
+    """What a tie-break gave up of a faster row, in words."""
+    stability: list[str] = field(default_factory=list)
+    """How often each configuration wins the resampled decision ('x wins 94 %')."""
+    status: str = ""
 
     @property
     def title(self) -> str:
@@ -101,6 +108,29 @@ def figures(j: JudgedRow, rank_metric: str, currency: str) -> list[tuple[str, st
     if r.cost_per_million_tokens is not None:
         out.append(("Cost per 1M output tokens", money(r.cost_per_million_tokens, currency)))
     return out
+
+
+def decision_lines(profile: Profile) -> tuple[list[str], list[str], list[str]]:
+    """(each row against the leader, the trade-offs, the stability), in words."""
+    decision = profile.decision
+    if decision is None or decision.leader is None:
+        return [], [], []
+    confidence = profile.how.settings.confidence if profile.how else 0.95
+    labels = {r.key: r.label for r in profile.rows}
+    leader = labels.get(decision.leader.key, decision.leader.key)
+    order = {"equivalent": 0, "not yet separable": 1, "faster": 2, "slower": 3}
+    comparisons = [
+        f"{labels.get(key, key)} against the leader {leader}: {c.text(confidence)}"
+        for key, c in sorted(
+            decision.comparisons.items(), key=lambda kv: (order.get(kv[1].verdict, 9), kv[0])
+        )
+    ]
+    n = profile.how.resamples if profile.how else 0
+    stable = [
+        f"{labels.get(key, key)} wins {share:.0%} of {n} resamples"
+        for key, share in sorted(profile.stability.items(), key=lambda kv: -kv[1])
+    ]
+    return comparisons, list(decision.tradeoffs), stable
 
 
 def recommend(
@@ -141,7 +171,12 @@ def recommend(
         + "."
     )
     delta = QualityDelta(best.variant, inputs.quality.get(best.variant), reference)
+    comparisons, tradeoffs, stable = decision_lines(profile)
     return Recommendation(
+        comparisons=comparisons,
+        tradeoffs=tradeoffs,
+        stability=stable,
+        status=profile.decision.status if profile.decision else "",
         profile=profile,
         winner=best,
         lines=lines,

@@ -1,12 +1,16 @@
-"""params.yaml `report:`: extra SLO profiles, the Pareto axes, and optional quality gates."""
+"""params.yaml `report:`: how the decision is made (the equivalence margin, drift, the quality
+gate, the tie-breaks' materiality, the confirming measurements), extra SLO profiles and the
+Pareto axes (docs/BENCH.md, "How the decision is made")."""
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from quantbench.decision.gate import LIMITS
+from quantbench.decision.rules import DecisionSettings
 from quantbench.settings import Settings
 
 DEFAULT_PROFILE = "default"
@@ -25,6 +29,28 @@ LatencyColumn = Literal[
 QualityColumn = Literal[
     "perplexity_ratio", "kl_mean", "kl_high", "top1_agreement", "heldout_accuracy"
 ]
+
+
+class ConfirmSettings(Settings):
+    """The ``decide`` stage: what it measures again, in alternation, and for how long."""
+
+    enabled: bool = Field(True, description="false: no confirming measurement (screening only).")
+    budget_s: float = Field(
+        300,
+        ge=0,
+        description="Wall seconds of confirming measurement at most (server starts included); "
+        "what is still not separable then is reported as such.",
+    )
+    min_rounds: int = Field(
+        2,
+        ge=1,
+        le=20,
+        description="Rounds before a comparison may conclude: 2 is one A B, B A block, which "
+        "cancels a drift linear over it (one round takes that drift for a difference).",
+    )
+    max_rounds: int = Field(
+        4, ge=1, le=20, description="Rounds (each side measured once) at most."
+    )
 
 
 class ReportSettings(Settings):
@@ -46,18 +72,47 @@ class ReportSettings(Settings):
         "merged model; kl_mean, kl_high: KL divergence from the merged model; top1_agreement; "
         "heldout_accuracy).",
     )
-    max_perplexity_ratio: float | None = Field(
-        None,
+    equivalence: float = Field(
+        0.05,
         gt=0,
-        description="Quality gate: a variant whose perplexity exceeds the merged model's by more "
-        "than this factor is never recommended (null: no gate).",
+        lt=1,
+        description="Equivalence margin: two configurations whose ranked figures are shown within "
+        "this ratio of each other (the ratio's interval inside [1/(1+m), 1+m]) are equivalent, "
+        "and only equivalent ones go to the tie-breaks. 0.05: within ±5 %.",
     )
-    min_heldout_accuracy: float | None = Field(
-        None,
+    drift: float = Field(
+        0.04,
         ge=0,
-        le=1,
-        description="Quality gate: a variant answering fewer held-out questions than this share "
-        "is never recommended (null: no gate).",
+        lt=1,
+        description="How much two measurements of one configuration taken at different times "
+        "differ beyond their own intervals (the spread of their log ratio): added to every "
+        "comparison of rows not measured in alternation. 0.04: measured on 2-core machines, "
+        "docs/BENCH.md.",
+    )
+    quality: dict[str, float] = Field(
+        {"perplexity_ratio": 1.10},
+        description="Quality gate, against the merged model: a variant is ranked only when its "
+        "quality interval lies within every limit. Keys: perplexity_ratio (at most), kl_mean "
+        "(at most), heldout_accuracy_loss (at most, a fraction: 0.05 is 5 points), "
+        "top1_agreement (at least). {} ranks every variant.",
+    )
+    materiality: dict[str, float] = Field(
+        {"quality": 0.01, "memory": 0.10, "latency": 0.10},
+        description="Tie-breaks, in order quality, memory, latency: a difference decides only "
+        "when it is beyond its noise and beyond this relative size (quality: the perplexity "
+        "ratio, 0.01 = 1 %; memory: the server's peak; latency: E2E p50).",
+    )
+    stability_resamples: int = Field(
+        1000,
+        ge=100,
+        le=100000,
+        description="Resamples of every contender's measurements for the decision's stability "
+        "(how often each configuration would win a second run).",
+    )
+    confirm: ConfirmSettings = Field(
+        default_factory=lambda: ConfirmSettings(),
+        description="The decide stage's confirming measurements (rows not yet separable from "
+        "the leader, and tuned-against-default gains), measured in alternation.",
     )
     max_points_per_distribution: int = Field(
         2000,
@@ -66,6 +121,64 @@ class ReportSettings(Settings):
         description="Latency distributions keep at most this many values per series (evenly "
         "spaced order statistics), so a long run does not bloat index.html.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_gates(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            moved = {
+                "max_perplexity_ratio": "report.quality: {perplexity_ratio: <limit>}",
+                "min_heldout_accuracy": "report.quality: {heldout_accuracy_loss: <points lost, "
+                "e.g. 0.05>} (the gate is now against the merged model's accuracy)",
+            }
+            for key, instead in moved.items():
+                if key in data:
+                    raise ValueError(
+                        f"report.{key} is gone: the quality gate is now {instead}, judged on the "
+                        "interval of each figure"
+                    )
+        return data
+
+    @field_validator("quality")
+    @classmethod
+    def _quality_limits(cls, limits: dict[str, float]) -> dict[str, float]:
+        for name, limit in limits.items():
+            if name not in LIMITS:
+                raise ValueError(
+                    f"report.quality: unknown figure {name!r}; known: {', '.join(LIMITS)}"
+                )
+            if name == "perplexity_ratio" and not limit >= 1:
+                raise ValueError(
+                    f"report.quality.perplexity_ratio {limit}: a ratio to the merged model below "
+                    "1 can never be shown (the bf16 copy itself is 1.0); give e.g. 1.10"
+                )
+            if name in ("kl_mean", "heldout_accuracy_loss") and not limit >= 0:
+                raise ValueError(f"report.quality.{name} {limit}: give a limit >= 0")
+            if name == "top1_agreement" and not 0 < limit <= 1:
+                raise ValueError(f"report.quality.top1_agreement {limit}: give a share in (0, 1]")
+        return limits
+
+    @field_validator("materiality")
+    @classmethod
+    def _materiality(cls, values: dict[str, float]) -> dict[str, float]:
+        for name, value in values.items():
+            if name not in ("quality", "memory", "latency"):
+                raise ValueError(
+                    f"report.materiality: unknown rule {name!r}; the tie-breaks are quality, "
+                    "memory, latency"
+                )
+            if not 0 <= value < 1:
+                raise ValueError(f"report.materiality.{name} {value}: give a share in [0, 1)")
+        return {"quality": 0.01, "memory": 0.10, "latency": 0.10, **values}
+
+    def decision(self, confidence: float) -> DecisionSettings:
+        """The decision rule's settings from these and the bench stage's confidence."""
+        return DecisionSettings(
+            equivalence=self.equivalence,
+            drift=self.drift,
+            confidence=confidence,
+            materiality=dict(self.materiality),
+        )
 
     @field_validator("profiles")
     @classmethod

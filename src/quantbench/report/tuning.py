@@ -6,19 +6,26 @@ output tokens per second under a per-request SLO, else output tokens per second)
 ranked row over the best ranked row of its default point, at the same workload and SLO. Its
 interval combines the two rows' intervals on the log scale (delta method: the two points are
 measured independently), so a ratio whose interval holds 1 is no gain beyond noise.
+
+That ratio comes from the very measurements that chose the tuned setting, so it favours whichever
+setting was lucky (a winner's curse: with 8 identical settings the best shows a "gain beyond
+noise" 10 % of the time). A gain is therefore reported from the decide stage's confirming
+measurement where there is one (the tuned and the default row measured again, in alternation,
+apart from the selection); where there is none the text says the gain is the selection's own.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from quantbench.decision.compare import LogEstimate, ratio
+from quantbench.decision.rules import DecisionSettings
+from quantbench.precision import Figure
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.schemas.bench import RaceDrop
-
-Z95 = 1.959963984540054
+from quantbench.schemas.decide import Duel
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,8 @@ class TuningGain:
     """What the default point holds otherwise than the engine's own defaults ('' if nothing)."""
     raced: tuple[str, ...] = ()
     """Settings whose higher loads the race skipped, and why."""
+    confirmed: str = ""
+    """The confirming measurement the ratio comes from ('' where it is the selection's own)."""
 
     def text(self) -> str:
         tuned = f"{self.tuned.row.server_point} @ {self.tuned.row.load_point}"
@@ -47,7 +56,11 @@ class TuningGain:
         if self.ratio is None:
             return f"{self.pair}: {tuned} against {default}; {self.note}{tail}"
         span = f" [{self.low:.2f}, {self.high:.2f}]" if self.low is not None else ""
-        return f"{self.pair}: {tuned} against {default}: {self.ratio:.2f}x{span}; {self.note}{tail}"
+        source = f" ({self.confirmed})" if self.confirmed else ""
+        return (
+            f"{self.pair}: {tuned} against {default}: {self.ratio:.2f}x{span}{source}; "
+            f"{self.note}{tail}"
+        )
 
 
 def held_text(engine: str, off: dict[str, object]) -> str:
@@ -69,17 +82,19 @@ def _raced_text(label: str, drop: RaceDrop) -> str:
     )
 
 
-def ratio_interval(
-    a: float, a_low: float, a_high: float, b: float, b_low: float, b_high: float
+def _span(
+    ia: Figure | None, ib: Figure | None, a: float, b: float, profile: Profile
 ) -> tuple[float, float] | None:
-    """95 % interval of a / b from the two figures' 95 % intervals (log scale, delta method)."""
-    if min(a, b, a_low, b_low) <= 0:
+    """The interval on tuned / default from the two rows' own intervals, with the drift
+    between two measurements taken at different times added (quantbench.decision.compare)."""
+    if ia is None or ib is None:
         return None
-    se_a = (math.log(a_high) - math.log(a_low)) / (2 * Z95)
-    se_b = (math.log(b_high) - math.log(b_low)) / (2 * Z95)
-    half = Z95 * math.hypot(se_a, se_b)
-    ratio = a / b
-    return ratio * math.exp(-half), ratio * math.exp(half)
+    ea = LogEstimate.of(ia.model_copy(update={"value": a}))
+    eb = LogEstimate.of(ib.model_copy(update={"value": b}))
+    if ea is None or eb is None:
+        return None
+    settings = profile.how.settings if profile.how is not None else DecisionSettings()
+    return ratio(ea, eb, settings.drift).interval(settings.confidence)
 
 
 def _best(rows: list[JudgedRow], metric: str) -> JudgedRow | None:
@@ -107,8 +122,25 @@ def _gain(
     return TuningGain(pair, workload, metric, tuned, default, ratio, low, high, note, held, raced)
 
 
-def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
-    """One gain per pair that swept more than one server setting, under ``profile``."""
+def _confirming(inputs: ReportInputs, workload: str, tuned: str, default: str) -> Duel | None:
+    if inputs.confirm is None:
+        return None
+    return next(
+        (
+            d
+            for d in inputs.confirm.for_workload(workload)
+            if d.purpose == "tuned-vs-default" and (d.a, d.b) == (tuned, default)
+        ),
+        None,
+    )
+
+
+def tuning_gains(
+    inputs: ReportInputs, profile: Profile, confirmed: bool = True
+) -> list[TuningGain]:
+    """One gain per pair that swept more than one server setting, under ``profile``;
+    ``confirmed``: take the ratio from the decide stage's confirming rounds where it ran (the
+    default profile only: the rounds measured the workload's own SLO)."""
     metric = profile.ranked_by
     gains: list[TuningGain] = []
     for pair, summary in inputs.pairs.items():
@@ -144,17 +176,27 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
             gains.append(gain(default, "the default delivers nothing to compare"))
             continue
         ia, ib = tuned.row.intervals.get(metric), default.row.intervals.get(metric)
-        span = (
-            ratio_interval(a, ia.low, ia.high, b, ib.low, ib.high)
-            if ia is not None and ib is not None
-            else None
-        )
+        span = _span(ia, ib, a, b, profile)
         # loads of the default the race skipped could have delivered up to the race's bound:
         # the ratio's low end allows for a default that high
         drop = server.raced.get(profile.workload)
         widened = drop is not None and drop.metric == metric and span is not None and ia is not None
         if widened and drop.bound > 0:
             span = (min(span[0], ia.low / drop.bound), span[1])
+        duel = (
+            _confirming(inputs, profile.workload, tuned.key, default.key)
+            if confirmed and profile.is_default
+            else None
+        )
+        source = ""
+        if duel is not None and duel.contrast is not None:
+            c = duel.contrast
+            gain = functools.partial(gain, confirmed=f"confirmed apart from the selection: {c.how}")
+            a, b = c.ratio, 1.0
+            span = (c.low, c.high)
+            source = "confirmed"
+        elif duel is not None:
+            source = f"not confirmed: {duel.stopped}"
         if tuned.row.server_point in defaults:
             note = "the default setting is the best one"
         elif span is None:
@@ -163,11 +205,22 @@ def tuning_gains(inputs: ReportInputs, profile: Profile) -> list[TuningGain]:
             note = "a gain beyond noise"
         else:
             note = "not separable from the default beyond noise"
+        if source.startswith("not confirmed") or (
+            not source and tuned.row.server_point not in defaults and confirmed
+        ):
+            note += (
+                " (from the measurements that chose it: "
+                + (source or "no confirming measurement")
+                + ")"
+            )
         if drop is not None:
             counted = ", counted in the interval" if widened else ""
             note += (
                 f" (the default's {', '.join(drop.skipped)} not run: at most "
                 f"{drop.bound:.1f}{counted})"
             )
-        gains.append(gain(default, note, span))
+        got = gain(default, note, span)
+        if source == "confirmed":
+            got = replace(got, ratio=a / b)
+        gains.append(got)
     return gains

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import PairSummary
+from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile
 from quantbench.schemas.finetune import FinetuneReport
@@ -31,6 +32,7 @@ STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     EstimatesFile,
     SessionSummary,
     PairSummary,
+    ConfirmFile,
 )
 
 

@@ -1,0 +1,61 @@
+"""Resolve one bench pair from params into what running it needs (:class:`PairJob`): its
+variant's artifact, engine and settings, workloads and their traffic, the served check's
+reference answers. The bench stage runs the whole pair from it; the decide stage measures some
+of its rows again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quantbench.bench.run import PairJob
+from quantbench.bench.spec import BenchSettings
+from quantbench.engines.artifact import load_artifact
+from quantbench.engines.registry import check_pair, get_engine, pair_settings
+from quantbench.errors import UserError
+from quantbench.fidelity import ReferenceAnswer
+from quantbench.load.spec import workloads_section
+from quantbench.params import section
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.quality import QualityReport
+from quantbench.slo import slo_section
+from quantbench.workloads.traffic import Traffic
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """Where a pair's inputs live (the stages' defaults; tests and tools point elsewhere)."""
+
+    params: str = "params.yaml"
+    variants: Path = Path("models/variants")
+    workloads: Path = Path("reports/workloads")
+    quality: Path = Path("reports/quality")
+
+
+def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) -> PairJob:
+    """The pair ``name`` of ``bench.pairs`` as a job (no partial-results store)."""
+    bench = section(params, "bench", BenchSettings)
+    if name not in bench.pairs:
+        raise UserError(f"pair {name!r} is not in bench.pairs; known: {', '.join(bench.pairs)}")
+    pair = bench.pairs[name]
+    variants = params.get("variants") or {}
+    fmt = str((variants.get(pair.variant) or {}).get("format", ""))
+    check_pair(pair.variant, fmt, pair.engine)
+    workloads = workloads_section(params, paths.params)
+    quality_path = paths.quality / f"{pair.variant}.json"
+    references: list[ReferenceAnswer] = []
+    if quality_path.is_file():
+        quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
+        references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
+    return PairJob(
+        name=name,
+        artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
+        engine=get_engine(pair.engine),
+        settings=pair_settings(params, name, pair, paths.params),
+        workloads=workloads,
+        traffic={w: Traffic.read(paths.workloads, w) for w in workloads},
+        slo=slo_section(params),
+        bench=bench,
+        references=references,
+    )

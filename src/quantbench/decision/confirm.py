@@ -1,0 +1,139 @@
+"""Confirming measurements: what the screening could not settle, measured again in alternation.
+
+Two kinds of comparison are measured again (``Duel``):
+
+* a row **not yet separable** from its workload's leader, against the leader: the decision can
+  only name it a contender until the two are measured close together in time;
+* a swept pair's **tuned setting against its default**, when the screening claims a gain: the
+  best of several settings, reported against the default from the same measurements that chose
+  it, is biased upward (a winner's curse: with 8 identical settings the best one shows a "gain
+  beyond noise" 10 % of the time), so the gain is reported from measurements that took no part
+  in choosing it.
+
+Each round measures both rows once, the order alternating (A B, then B A, ...) so that a drift
+of the machine over the rounds falls on both alike; each round's paired log ratio carries the
+two measurements' own errors, and the rounds are pooled by a random-effects estimate whose
+between-round spread is the drift the alternation left (:func:`quantbench.decision.compare.pooled`).
+A duel runs at least ``min_rounds`` (two by default: one A B, B A block, which cancels a drift
+that is linear over the block; one round alone would take the drift between its two
+measurements for a difference), then stops as soon as its pooled comparison is no longer "not
+yet separable"; every duel stops at ``max_rounds``; nothing starts once the budget would be exceeded, and what was then
+still unsettled is reported as such. The pooled interval is read at the stated confidence after
+each round: the looks are few (``max_rounds``), and each is reported with its round count.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from quantbench.decision.compare import Contrast, LogEstimate, pooled, ratio
+from quantbench.schemas.decide import Duel, Measured, PooledContrast, Round
+
+Measure = Callable[[str, int, str], Measured]
+"""(row key, round index, 'a' or 'b') -> the row measured once more."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    workload: str
+    purpose: str
+    a: str
+    b: str
+    metric: str
+    screened: str
+
+
+def round_contrast(a: Measured, b: Measured) -> Contrast | None:
+    """log(a / b) of one round, with the two measurements' own errors (no drift: they ran back
+    to back)."""
+    if a.figure is None or b.figure is None:
+        return None
+    ea, eb = LogEstimate.of(a.figure), LogEstimate.of(b.figure)
+    if ea is None or eb is None:
+        return None
+    return ratio(ea, eb)
+
+
+def pooled_model(contrast: Contrast, confidence: float) -> PooledContrast:
+    low, high = contrast.interval(confidence)
+    return PooledContrast(
+        log_ratio=contrast.log_ratio, se=contrast.se, df=contrast.df, how=contrast.how,
+        ratio=contrast.ratio, low=low, high=high, confidence=confidence,
+    )  # fmt: skip
+
+
+def run_duels(
+    planned: list[Planned],
+    measure: Measure,
+    *,
+    budget_s: float,
+    max_rounds: int,
+    margin: float,
+    min_rounds: int = 2,
+    confidence: float,
+    before_duel: Callable[[Planned], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Duel]:
+    """Every planned duel, measured round by round within ``budget_s`` seconds in all."""
+    start = clock()
+    duels: list[Duel] = []
+    for plan in planned:
+        duel = Duel(
+            workload=plan.workload, purpose=plan.purpose, a=plan.a, b=plan.b,  # type: ignore[arg-type]
+            metric=plan.metric, screened=plan.screened,
+        )  # fmt: skip
+        duels.append(duel)
+        if before_duel is not None:
+            before_duel(plan)
+        round_s: float | None = None
+        for index in range(1, max_rounds + 1):
+            spent = clock() - start
+            if spent >= budget_s or (round_s is not None and spent + round_s > budget_s):
+                duel.stopped = f"the budget of {budget_s:g} s ended (after {spent:.0f} s)"
+                break
+            began = clock()
+            order = "ab" if index % 2 else "ba"
+            got: dict[str, Measured] = {}
+            for side in order:
+                got[side] = measure(plan.a if side == "a" else plan.b, index, side)
+            round_s = clock() - began
+            duel.rounds.append(Round(index=index, order=order, a=got["a"], b=got["b"]))  # type: ignore[arg-type]
+            failed = [m for m in got.values() if m.error or not m.rankable]
+            if failed:
+                duel.stopped = "a side could not be ranked this time: " + "; ".join(
+                    f"{m.key}: {m.error or ', '.join(m.flags) or 'not rankable'}" for m in failed
+                )
+                break
+            contrasts = [c for r in duel.rounds if (c := round_contrast(r.a, r.b)) is not None]
+            both = pooled(contrasts)
+            if both is None:
+                duel.stopped = "no figure to compare"
+                break
+            duel.contrast = pooled_model(both, confidence)
+            duel.verdict = both.verdict(margin, confidence)
+            if duel.verdict != "not yet separable" and index >= min_rounds:
+                duel.stopped = f"{duel.verdict} after {index} round{'s' if index > 1 else ''}"
+                break
+        else:
+            duel.stopped = f"{max_rounds} rounds, the most allowed (report.confirm.max_rounds)"
+    return duels
+
+
+def contrast_of(duel: Duel) -> Contrast | None:
+    if duel.contrast is None:
+        return None
+    c = duel.contrast
+    return Contrast(c.log_ratio, c.se, c.df, c.how)
+
+
+def ratio_text(duel: Duel) -> str:
+    """'0.93x [0.88, 0.99] (paired over 2 rounds, ...)', or why there is none."""
+    c = duel.contrast
+    if c is None:
+        return f"no paired figure ({duel.stopped or 'not measured'})"
+    if not math.isfinite(c.low):
+        return f"{c.ratio:.2f}x ({c.how})"
+    return f"{c.ratio:.2f}x [{c.low:.2f}, {c.high:.2f}] ({c.how})"

@@ -1,0 +1,63 @@
+"""What the decide stage measures again: the screening's open questions, as duels.
+
+From the report's own judging of every workload under its SLO (screening: the rows as the bench
+stages measured them, no confirming rounds): each row not yet separable from its workload's
+leader becomes a contender duel against the leader; each swept pair whose tuned setting claims
+a gain beyond noise over its default becomes a tuned-vs-default duel (see
+:mod:`quantbench.decision.confirm`). Contenders come first: they decide the recommendation.
+"""
+
+from __future__ import annotations
+
+from quantbench.decision.confirm import Planned
+from quantbench.report.inputs import ReportInputs
+from quantbench.report.profiles import judge_profiles
+from quantbench.report.spec import ReportSettings
+from quantbench.report.tuning import tuning_gains
+
+
+def plan_duels(
+    inputs: ReportInputs,
+    slo: str,
+    settings: ReportSettings,
+    confidence: float,
+    workloads: dict[str, str] | None = None,
+) -> list[Planned]:
+    """The duels the screening leaves open, contenders first."""
+    screening = settings.model_copy(update={"stability_resamples": 100, "profiles": {}})
+    profiles = judge_profiles(inputs, slo, screening, confidence, workloads)
+    contenders: list[Planned] = []
+    tuned: list[Planned] = []
+    for profile in profiles:
+        decision = profile.decision
+        if decision is None or decision.leader is None:
+            continue
+        for cand in decision.unresolved:
+            comparison = decision.comparisons[cand.key]
+            contenders.append(
+                Planned(
+                    workload=profile.workload,
+                    purpose="contender",
+                    a=cand.key,
+                    b=decision.leader.key,
+                    metric=profile.ranked_by,
+                    screened=comparison.text(confidence),
+                )
+            )
+        for gain in tuning_gains(inputs, profile, confirmed=False):
+            if gain.default is None or gain.low is None or gain.low <= 1:
+                continue  # no gain claimed: nothing to confirm
+            if gain.tuned.key == gain.default.key:
+                continue
+            tuned.append(
+                Planned(
+                    workload=profile.workload,
+                    purpose="tuned-vs-default",
+                    a=gain.tuned.key,
+                    b=gain.default.key,
+                    metric=profile.ranked_by,
+                    screened=f"{gain.ratio:.2f}x [{gain.low:.2f}, {gain.high:.2f}] from the "
+                    "measurements that chose the tuned setting",
+                )
+            )
+    return contenders + tuned

@@ -1,0 +1,114 @@
+"""Confirming measurements in alternation (quantbench.decision.confirm), on scripted figures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from quantbench.bench.results import pick_best
+from quantbench.decision.compare import LogEstimate, ratio
+from quantbench.decision.confirm import Planned, run_duels
+from quantbench.precision import Figure
+from quantbench.schemas.decide import Measured
+
+from .test_rules import row
+
+
+def figure(value: float, rel: float = 0.02) -> Figure:
+    return Figure(value=value, low=value * (1 - rel), high=value * (1 + rel), confidence=0.95,
+                  n=10, method="batch means over 10 slices")  # fmt: skip
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def drifting(clock: Clock, truth: dict[str, float], per_s: float, step_s: float = 30.0):
+    """A machine that slows down steadily: every measurement takes step_s and sees the
+    configuration's true figure times (1 - per_s x the time)."""
+    order: list[str] = []
+
+    def measure(key: str, index: int, side: str) -> Measured:
+        clock.t += step_s
+        order.append(key)
+        value = truth[key] * (1 - per_s * clock.t)
+        return Measured(key=key, figure=figure(value), rankable=True)
+
+    return measure, order
+
+
+def test_alternation_cancels_a_drift_that_sequential_rows_take_for_a_difference() -> None:
+    """Item 7: two identical configurations on a machine slowing by 0.1 % a second. Measured
+    one after the other (as two bench stages are), the second looks 6 % slower and the rows'
+    comparison, with their own intervals only, calls it slower; measured in alternation (A B,
+    B A, ...), the paired rounds find them equivalent."""
+    truth = {"a": 100.0, "b": 100.0}
+    clock = Clock()
+    measure, _ = drifting(clock, truth, per_s=0.001, step_s=30.0)
+    first = measure("a", 0, "a")
+    later = [measure("b", 0, "b") for _ in range(2)][-1]
+    ea, eb = LogEstimate.of(later.figure), LogEstimate.of(first.figure)  # type: ignore[arg-type]
+    assert ea is not None and eb is not None
+    assert ratio(ea, eb).verdict(0.05, 0.95) == "slower"  # drift taken for a difference
+    clock.t = 0.0
+    measure, order = drifting(clock, truth, per_s=0.001, step_s=30.0)
+    plan = Planned("chat", "contender", "b", "a", "good_output_throughput", "screened")
+    (duel,) = run_duels(
+        [plan], measure, budget_s=1e9, max_rounds=4, margin=0.05, confidence=0.95, clock=clock
+    )
+    assert order[:4] == ["b", "a", "a", "b"]  # A B, then B A
+    assert duel.contrast is not None and abs(math.log(duel.contrast.ratio)) < 0.02
+    assert duel.verdict == "equivalent", duel.model_dump()
+
+
+def test_the_budget_stops_rounds_and_says_so() -> None:
+    clock = Clock()
+    measure, _ = drifting(clock, {"a": 100.0, "b": 97.0}, per_s=0.0, step_s=60.0)
+    plan = Planned("chat", "contender", "b", "a", "good_output_throughput", "screened")
+    wide = lambda key, index, side: Measured(  # noqa: E731
+        key=key, figure=figure(100.0 if key == "a" else 97.0, rel=0.2), rankable=True
+    )
+    (duel,) = run_duels(
+        [plan], lambda k, i, s: (clock.__setattr__("t", clock.t + 60.0), wide(k, i, s))[1],
+        budget_s=150.0, max_rounds=5, margin=0.05, confidence=0.95, clock=clock,
+    )  # fmt: skip
+    assert len(duel.rounds) == 1
+    assert duel.verdict == "not yet separable"
+    assert duel.stopped.startswith("the budget of 150 s ended")
+    del measure
+
+
+def test_a_side_that_fails_its_slo_again_stops_the_duel() -> None:
+    def measure(key: str, index: int, side: str) -> Measured:
+        ok = key == "a"
+        return Measured(key=key, figure=figure(100.0), rankable=ok,
+                        flags=[] if ok else ["misses its SLO"])  # fmt: skip
+
+    plan = Planned("chat", "contender", "b", "a", "good_output_throughput", "screened")
+    (duel,) = run_duels([plan], measure, budget_s=1e9, max_rounds=3, margin=0.05, confidence=0.95)
+    assert duel.contrast is None and "misses its SLO" in duel.stopped
+
+
+def test_two_runs_of_one_configuration_are_not_called_different() -> None:
+    """Item 7: with 2 % drift between runs, two runs of the same configuration differed beyond
+    their intervals in 14 % of pairs under the overlap rule; compared with the drift allowance,
+    the decision calls them different (separable) in at most a few % of pairs."""
+    rng = np.random.default_rng(3)
+    separable = 0
+    trials = 2000
+    for _ in range(trials):
+        rows = []
+        for name in ("run1", "run2"):
+            level = 100 * math.exp(rng.normal(0, 0.02))  # this run's drift
+            slices = level * (1 + rng.normal(0, 0.04, 10))
+            mean, sd = float(slices.mean()), float(slices.std(ddof=1))
+            half = 2.262 * sd / math.sqrt(10)
+            rows.append(row(name, mean, rel=half / mean))
+        _, tied, rule = pick_best(rows, rank_by_goodput=True)
+        separable += "separable beyond noise" in rule and not tied
+    assert separable / trials < 0.05, separable / trials
