@@ -386,21 +386,31 @@ class Dispatcher:
             # multi-turn conversations: the cap is on requests, whatever their conversations
             self._stop_measuring(f"measured the most allowed ({p.max_measured} requests)")
             return
-        if self._completed_measured < p.min_measured or self._completed_measured % p.check_every:
+        if self._completed_measured % p.check_every:
             return
-        from quantbench.precision import quantile_interval
+        from quantbench.precision import quantile_bounds, quantile_interval
 
+        # A fail is decided as the verdict decides it (a one-sided lower bound above the limit,
+        # quantbench.slo), as soon as such a bound exists: a point sized for the power to PASS
+        # (a p90: 61 requests) need not run that long to show it cannot. The point is looked at
+        # every check_every requests, so each look spends a share of the error rate (Bonferroni
+        # over the looks the cap allows): repeated looks must not turn noise into a fail.
+        looks = max(1, -(-(p.max_measured or 1000) // p.check_every))
+        look_confidence = 1 - (1 - p.confidence) / looks
         for metric, pct, limit in p.fail_limits:
             # Only completed requests are here; the unanswered would count as infinitely late,
             # which can only raise the percentile: a fail decided on these is a fail.
-            found = quantile_interval(self.values[metric], pct, p.confidence)
-            if found is not None and found.low > limit:
+            bounds = quantile_bounds(self.values[metric], pct, look_confidence)
+            if bounds is not None and bounds.lower is not None and bounds.lower > limit:
                 self._stop_measuring(
-                    f"fails its SLO beyond noise: {metric} p{pct:g} in [{found.low * 1e3:.0f}, "
-                    f"{found.high * 1e3:.0f}] ms, above {limit * 1e3:.0f} ms, after "
-                    f"{self._completed_measured} measured requests"
+                    f"fails its SLO beyond noise: {metric} p{pct:g} at least "
+                    f"{bounds.lower * 1e3:.0f} ms (one-sided {look_confidence:.2%}: "
+                    f"{p.confidence:.0%} over {looks} looks), above "
+                    f"{limit * 1e3:.0f} ms, after {self._completed_measured} measured requests"
                 )
                 return
+        if self._completed_measured < p.min_measured:
+            return
         for metric, pct, width in p.targets:
             interval = quantile_interval(self.values[metric], pct, p.confidence)
             if interval is None or interval.relative_half_width > width:
