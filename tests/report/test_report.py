@@ -416,6 +416,16 @@ def test_best_config_per_workload(files, inputs) -> None:
     ]  # fmt: skip
     chat, multi = config["chat"], config["multi-turn"]
     assert (chat["status"], chat["variant"], chat["engine"]) == ("ok", "bf16", "transformers")
+    # how the decision was made, in the file a deployment reads
+    decision = chat["decision"]
+    assert decision["status"] == "tie-break" and decision["leader"] == f"{GGUF}/default/chat/c4"
+    rounds = next(c for c in decision["comparisons"] if c["source"] == "rounds")
+    assert rounds["verdict"] == "equivalent" and rounds["low"] > 1 / 1.05
+    assert (
+        decision["tradeoffs"]
+        and decision["stability"][chat["pair"] + "/" + "continuous_batching=on/chat/c4"] > 0.5
+    )
+    assert multi["decision"]["status"] == "separable"
     assert (multi["variant"], multi["engine"]) == ("gguf-q4_k_m", "llamacpp")
     for entry, workload in ((chat, "chat"), (multi, "multi-turn")):
         assert entry["workload"] == workload and entry["slo"] == FIXTURE_WORKLOADS[workload]

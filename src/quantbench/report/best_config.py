@@ -23,9 +23,11 @@ from quantbench.report.tables import (
     too_few_text,
 )
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """2: keyed by workload ('<workload>:<profile>' for extra profiles), figures with intervals,
-ties and the deciding rule."""
+ties and the deciding rule; 3: the decision (each row against the leader with the interval on
+their ratio, trade-offs, stability over resamples, the status: separable, tie-break, not
+separable)."""
 
 
 def _quality(delta: QualityDelta) -> dict[str, Any]:
@@ -82,6 +84,36 @@ def _tie(judged: JudgedRow, metric: str) -> dict[str, Any]:
     }
 
 
+def decision_json(profile: Profile) -> dict[str, Any]:
+    """How the decision was made: the status, each rankable row against the leader, what a
+    tie-break traded, and how often each configuration wins the resampled decision."""
+    d = profile.decision
+    if d is None:
+        return {}
+    confidence = profile.how.settings.confidence if profile.how else 0.95
+    comparisons = []
+    for key, c in sorted(d.comparisons.items()):
+        entry: dict[str, Any] = {"key": key, "verdict": c.verdict, "source": c.source}
+        if c.contrast is not None:
+            low, high = c.contrast.interval(confidence)
+            entry.update(ratio=c.contrast.ratio, low=low, high=high, confidence=confidence,
+                         how=c.contrast.how)  # fmt: skip
+        comparisons.append(entry)
+    settings = profile.how.settings if profile.how else None
+    return {
+        "status": d.status,
+        "rule": d.rule,
+        "leader": d.leader.key if d.leader else None,
+        "contenders": d.contenders,
+        "comparisons": comparisons,
+        "tradeoffs": list(d.tradeoffs),
+        "stability": dict(profile.stability),
+        "resamples": profile.how.resamples if profile.how else 0,
+        "equivalence": settings.equivalence if settings else None,
+        "drift": settings.drift if settings else None,
+    }
+
+
 def _winner(
     inputs: ReportInputs, profile: Profile, judged: JudgedRow, reference: QualityReference
 ) -> dict[str, Any]:
@@ -101,6 +133,7 @@ def _winner(
         "slo": profile.slo,
         "ranked_by": metric,
         "decided_by": profile.decided_by,
+        "decision": decision_json(profile),
         "ties": [_tie(t, metric) for t in profile.ties],
         "pair": judged.pair,
         "variant": judged.variant,
