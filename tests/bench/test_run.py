@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import ClassVar
+
 import psutil
 import pytest
 
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
+from quantbench.engines.base import EngineSettings
 from quantbench.load.session import build_traffic
 from quantbench.load.spec import WorkloadSpec
 
-from .conftest import FakeSettings
+from .conftest import FakeEngine, FakeSettings
 
 pytestmark = pytest.mark.server
 
@@ -251,6 +256,65 @@ def test_the_grid_races_settings_that_cannot_reach_the_leader(
     )  # fmt: skip
     assert len(full.rows) == 6 and not full.servers[1].raced
     assert full.best["chat"].server_point == "itl_ms=2.0"
+    assert no_fake_servers_left()
+
+
+class SlottedSettings(FakeSettings):
+    """The fake server's settings with a batch limit it declares, as llama.cpp's slots."""
+
+    slots: int | None = None
+
+
+class SlottedEngine(FakeEngine):
+    """The fake engine, declaring ``slots`` as its batch limit (the cap the race works with)."""
+
+    settings_model: ClassVar[type[EngineSettings]] = SlottedSettings
+
+    def max_batch(self, settings: SlottedSettings) -> int | None:
+        return settings.slots
+
+
+def thinking_chat(path: Path, think_s: float) -> WorkloadSpec:
+    """Two-turn conversations with ``think_s`` between the turns: a stream sits idle most of the
+    time, as a multi-turn workload's users do."""
+    lines = [
+        {"id": f"c{i}", "max_tokens": 4, "messages": [
+            {"role": "user", "content": f"question number {i} about the weather"},
+            {"role": "user", "content": "and tomorrow?", "think_s": think_s},
+        ]}
+        for i in range(4)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return WorkloadSpec.model_validate(
+        {"name": "chat", "prompts": {"source": "conversations", "path": str(path)},
+         "load": [{"kind": "concurrency", "concurrency": c, "num_requests": n}
+                  for c, n in ((1, 8), (2, 8), (4, 32))],
+         "fixed_output_length": True}
+    )  # fmt: skip
+
+
+def test_the_grid_race_lets_streams_that_think_fill_a_one_slot_server(
+    fake_artifact, tmp_path
+) -> None:
+    # The race capped a setting's reach at its batch limit: one slot, so one stream's figure
+    # (at most ~26 tok/s here) was all it could ever deliver, below the 8-slot leader's 4 streams
+    # (~85, low end ~65), and its c2 and c4 were skipped. With think time between turns a stream
+    # leaves the slot idle most of the time (here ~80 %), so more streams fill it: the bound
+    # counts requests served at once, not streams, and reaches the leader. (The fake serves every
+    # request at once whatever it declares; the race only knows the declared limit.)
+    engine = SlottedEngine(tmp_path)
+    settings = SlottedSettings(sweep={"slots": [8, 1]})
+    workloads = {"chat": thinking_chat(tmp_path / "chat.jsonl", think_s=0.3)}
+    summary = run_pair(
+        job(engine, fake_artifact, settings, workloads=workloads, bench=BenchSettings()),
+        tmp_path / "out",
+    )
+    one_slot = [r for r in summary.rows if r.server_point == "slots=1"]
+    assert [r.load_point for r in one_slot] == ["c1", "c2", "c4"], summary.servers[1].raced
+    assert not summary.servers[1].raced
+    assert all(r.error is None for r in one_slot)
+    # the mechanism: one stream kept well under one request in flight
+    assert one_slot[0].load is not None and one_slot[0].load.mean_in_flight < 0.5
     assert no_fake_servers_left()
 
 

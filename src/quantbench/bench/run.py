@@ -185,8 +185,9 @@ def _ranked_by_goodput(job: PairJob, workload: str) -> bool:
 class _Race:
     """The race across settings for one server setting and workload (bench.race): the best row
     of the settings run before it is the leader; this setting's rows so far bound what it could
-    deliver (``reach_bound``) up to ``reach``; once that bound is below the low end of the
-    leader's interval, the setting cannot win beyond noise."""
+    deliver (``reach_bound``) at any concurrency up to ``reach``, with at most ``max_batch``
+    requests served at once; once that bound is below the low end of the leader's interval, the
+    setting cannot win beyond noise."""
 
     workload: str
     leader: dict[str, Any]
@@ -196,9 +197,15 @@ class _Race:
     max_batch: int | None
     top_label: str
 
-    def measured(self, mine: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
+    def measured(self, mine: Sequence[dict[str, Any]]) -> list[tuple[int, float, float | None]]:
+        """(streams, upper end of the ranked figure, mean requests in flight) of each row: the
+        requests in flight say how much of the time its streams kept the engine busy."""
         return [
-            (int(r["shape"]["concurrency"]), metric_bounds(r, self.metric)[1])
+            (
+                int(r["shape"]["concurrency"]),
+                metric_bounds(r, self.metric)[1],
+                (r.get("load") or {}).get("mean_in_flight"),
+            )
             for r in mine
             if r["workload"] == self.workload
             and r.get(self.metric) is not None
@@ -207,18 +214,15 @@ class _Race:
 
     def bound(self, mine: Sequence[dict[str, Any]]) -> float | None:
         """What this setting could deliver at most, or None while it could still win."""
-        bound = reach_bound(self.measured(mine), self.reach)
+        bound = reach_bound(self.measured(mine), self.reach, self.max_batch)
         return bound if bound is not None and bound < self.floor else None
 
     def reason(self, bound: float) -> str:
-        limit = (
-            f"its batch limit {self.reach}" if self.reach == self.max_batch
-            else f"{self.top_label} {self.reach}"
-        )  # fmt: skip
+        batch = f", serving at most {self.max_batch} at once" if self.max_batch else ""
         return (
             f"cannot reach the leader ({self.leader_label}, {self.floor:.1f} "
             f"{self.metric.replace('_', ' ')} at the low end of its interval): at most "
-            f"{bound:.1f} at any concurrency up to {limit}"
+            f"{bound:.1f} at any concurrency up to {self.top_label} {self.reach}{batch}"
         )
 
     @property
@@ -233,7 +237,10 @@ def _race(
     max_batch: int | None,
 ) -> _Race | None:
     """The race for one server setting and workload, or None: the race is off, there is no
-    leader yet, or the load is not counted in streams."""
+    leader yet, or the load is not counted in streams. It reaches the highest load the setting
+    could be run at, not its batch limit: streams that think between turns leave the batch idle,
+    so more of them than it holds can still add throughput (``reach_bound`` caps the requests
+    served at once instead)."""
     if not job.bench.race:
         return None
     if job.bench.mode == "search":
@@ -252,9 +259,8 @@ def _race(
     if leader is None:
         return None
     metric = rank_metric(by_goodput)
-    reach = top if max_batch is None else min(top, max_batch)
     return _Race(
-        workload, leader, metric, metric_bounds(leader, metric)[0], reach, max_batch, top_label
+        workload, leader, metric, metric_bounds(leader, metric)[0], top, max_batch, top_label
     )
 
 
@@ -278,7 +284,7 @@ def _skip_in_race(
     if race is None or not isinstance(point, ClosedLoop):
         return None
     measured = race.measured(mine)
-    if not measured or point.concurrency < min(c for c, _ in measured):
+    if not measured or point.concurrency < min(c for c, _, _ in measured):
         return None
     return race.bound(mine)
 

@@ -211,7 +211,7 @@ class RaceDrop(Strict):
     floor: float = Field(description="The low end of the leader's interval on it.")
     bound: float = Field(
         description="The most this setting could deliver at any skipped load (at or above its "
-        "lowest measured concurrency, up to the grid's highest or its batch limit)."
+        "lowest measured concurrency, up to the grid's highest load, serving at most the batch limit at once)."
     )
     skipped: list[str] = Field(description="The load points not run.")
 
