@@ -33,7 +33,9 @@ OUT = Path(ConfirmFile.OUTPUT).parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--root", type=Path, default=Path("."), help="where reports/ and models/ are")
+    parser.add_argument(
+        "--root", type=Path, default=Path("."), help="where reports/ and models/ are"
+    )
     parser.add_argument("--out", type=Path, default=None, help=f"default: <root>/{OUT}")
     args = parser.parse_args()
     setup_logging()
@@ -90,10 +92,12 @@ def main() -> None:
             servers.close()
         used = [
             ServerUse(
-                pair=pair, server_point=point, error=error,
+                pair=pair,
+                server_point=point,
+                error=error,
                 ready_seconds=(rep or {}).get("ready_seconds"),
                 peak_rss_bytes=(rep or {}).get("peak_rss_bytes"),
-            )  # fmt: skip
+            )
             for pair, point, rep, error in servers.reports()
         ]
         result = ConfirmFile(

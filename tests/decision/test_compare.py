@@ -11,7 +11,9 @@ from quantbench.decision.compare import Contrast, LogEstimate, critical, pooled,
 from quantbench.precision import Figure, t_interval
 
 
-def fig(value: float, rel: float, n: int = 10, method: str = "batch means over 10 slices") -> Figure:
+def fig(
+    value: float, rel: float, n: int = 10, method: str = "batch means over 10 slices"
+) -> Figure:
     return Figure(
         value=value, low=value * (1 - rel), high=value * (1 + rel), confidence=0.95, n=n,
         method=method,
@@ -31,7 +33,7 @@ def test_a_16_percent_gap_with_10_percent_intervals_is_a_difference_not_a_tie() 
     a, b = LogEstimate.of(fig(100.0, 0.10)), LogEstimate.of(fig(84.0, 0.10))
     assert a is not None and b is not None
     c = ratio(b, a)
-    low, high = c.interval(0.95)
+    _low, high = c.interval(0.95)
     assert high < 1 and c.verdict(0.05, 0.95) == "slower"
     # drift widens it: with a large drift the same figures are not yet separable
     assert ratio(b, a, drift=0.04).verdict(0.05, 0.95) == "slower"

@@ -48,9 +48,7 @@ class ConfirmSettings(Settings):
         description="Rounds before a comparison may conclude: 2 is one A B, B A block, which "
         "cancels a drift linear over it (one round takes that drift for a difference).",
     )
-    max_rounds: int = Field(
-        4, ge=1, le=20, description="Rounds (each side measured once) at most."
-    )
+    max_rounds: int = Field(4, ge=1, le=20, description="Rounds (each side measured once) at most.")
 
 
 class ReportSettings(Settings):
