@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST = REPO / "tests" / "native"
+
+
+PROFILE_ENV = "QUANTBENCH_TEST_PROFILE"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # type: ignore[no-untyped-def]
+    """With $QUANTBENCH_TEST_PROFILE set to a file, append one JSON line per test: its wall
+    seconds (setup, call and teardown) and the CPU seconds it used, its own and its finished
+    children's (servers, load processes, DVC stages): what says which tests wait and which
+    compute, for scheduling CI (docs/ARCHITECTURE.md, "Tests and CI")."""
+    out = os.environ.get(PROFILE_ENV)
+    if not out:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start, used = time.perf_counter(), cpu()
+    yield
+    line = {
+        "test": item.nodeid,
+        "wall_s": round(time.perf_counter() - start, 3),
+        "cpu_s": round(cpu() - used, 3),
+        "markers": sorted({m.name for m in item.iter_markers()}),
+    }
+    with open(out, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -59,6 +59,11 @@ def ci_params(source: Path) -> dict:
     # each pair's probe at its smallest that still fits every cost (two lengths' worth of
     # requests alone, a repeat, two together): seven server starts are most of its time
     params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 16}
+    # the decide stage runs for real, within a CI-sized budget: two rounds at most, and what it
+    # cannot settle in 90 s is reported as not separable
+    params["report"]["confirm"] = {
+        "enabled": True, "budget_s": 90, "min_rounds": 2, "max_rounds": 2,
+    }  # fmt: skip
     # the pairs the default run leaves out for its 30-minute budget: CI still serves every
     # quantization format through a real engine, and bf16 on two engines
     for variant, engine in (
@@ -143,6 +148,17 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
             swept.setdefault(summary["engine"], []).append(pair)
             assert sum(s["is_default"] for s in summary["servers"]) == 1, pair
     assert set(swept) == {"transformers", "vllm", "llamacpp"}, swept
+    # the decision: the decide stage's confirming rounds, each row against the leader, stability
+    confirm = json.loads((pipeline / "reports/decide/confirm.json").read_text())
+    assert confirm["budget_s"] == 90 and confirm["wall_s"] < 90 + 120  # a round may overrun
+    for duel in confirm["duels"]:
+        assert len(duel["rounds"]) <= 2 and duel["stopped"]
+    for workload in params["workloads"]:
+        if best[workload]["status"] == "ok":
+            decision = best[workload]["decision"]
+            assert decision["status"] in ("separable", "tie-break", "not separable")
+            assert decision["stability"] and sum(decision["stability"].values()) <= 1 + 1e-9
+    assert "Stability (every contender's measurements resampled" in summary_md
     tuned = summary_md.split("Tuned against default")[1].split("\n\n", 2)[1]
     for engine_pairs in swept.values():
         assert any(f"- {pair}:" in tuned for pair in engine_pairs), (engine_pairs, tuned)
