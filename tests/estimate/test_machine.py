@@ -82,3 +82,49 @@ def test_a_shape_probe_cycles_through_at_most_a_bounded_number_of_matrices():
     assert machine.probe_count(576, 576, 2, llc) == 332
     assert machine.probe_count(576, 1536, 2, llc) == 125
     assert machine.probe_count(576, 576, 2, 256 * 2**20) < machine.MAX_PROBE_CALLS
+
+
+def test_a_slow_probe_repeats_only_what_fits_its_budget(monkeypatch) -> None:
+    """On a CPU that emulates bf16 (or has no int8 kernel) one call takes seconds: five repeats
+    of each probe made the calibrate stage take 8.5 minutes on an AVX2-only EPYC. A probe
+    repeats only as often as its budget allows after the warm-up call."""
+    from quantbench.estimate import machine
+
+    clock = {"t": 0.0}
+    calls: list[int] = []
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: clock["t"])
+
+    def slow() -> None:
+        calls.append(1)
+        clock["t"] += 0.7
+
+    assert machine._best_seconds(slow, repeats=5, budget_s=1.5) == pytest.approx(0.7)
+    assert len(calls) == 1 + 2  # the warm-up, then int(1.5 / 0.7) repeats
+    calls.clear()
+
+    def fast() -> None:
+        calls.append(1)
+        clock["t"] += 0.01
+
+    machine._best_seconds(fast, repeats=5, budget_s=1.5)
+    assert len(calls) == 1 + 5
+
+
+def test_the_gemm_grows_only_while_a_product_is_quick(monkeypatch) -> None:
+    from quantbench.estimate import machine
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: clock["t"])
+
+    def product(seconds_per_flop: float):
+        def make(n: int):
+            def call() -> None:
+                clock["t"] += 2 * n**3 * seconds_per_flop
+
+            return call
+
+        return make
+
+    assert machine.gemm_size(product(1e-12)) == machine.GEMM_SIZE  # a fast CPU: full size
+    slow = machine.gemm_size(product(2e-10))  # 5 GFLOP/s: 512^3 already takes 54 ms
+    assert slow == machine.GEMM_START

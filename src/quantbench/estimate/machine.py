@@ -52,8 +52,16 @@ GEMV_ROW_LENGTHS = (512, 1024, 2048, 4096)
 GEMM_SIZE = 2048
 # Repeats per probe (after one warm-up); the best is kept.
 REPEATS = 5
+# A probe's repeats stop at this many seconds: on a CPU that emulates bf16 or has no int8 kernel
+# (an AVX2-only EPYC) one call can take seconds, and five of each made the calibrate stage take
+# 8.5 minutes against 0.6 on a Xeon. The warm-up call tells how many fit.
+PROBE_BUDGET_S = 1.5
+# A square GEMM grows from this size while one product takes under GEMM_GROW_S, up to GEMM_SIZE:
+# large enough to run at full speed where the CPU is fast, no longer than needed where it is not.
+GEMM_START = 512
+GEMM_GROW_S = 0.05
 # Bumped when the probes change, so stale cache entries are measured again.
-PROBE_VERSION = 1
+PROBE_VERSION = 2  # 2: repeats within a time budget, GEMM sized to the CPU
 
 
 def _llc_bytes() -> int:
@@ -78,8 +86,14 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _best_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
+def _best_seconds(
+    fn: Callable[[], object], repeats: int = REPEATS, budget_s: float = PROBE_BUDGET_S
+) -> float:
+    start = time.perf_counter()
     fn()  # warm-up: page faults, kernel selection
+    first = time.perf_counter() - start
+    # as many repeats as fit the budget (at least one): a slow call is its own best estimate
+    repeats = max(1, min(repeats, int(budget_s / first) if first > 0 else repeats))
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -151,13 +165,32 @@ def _copy_and_read_gbs(buffer_bytes: int) -> tuple[float, float]:
     return 2 * nbytes / copy_s / 1e9, nbytes / read_s / 1e9
 
 
+def gemm_size(product: Callable[[int], Callable[[], object]]) -> int:
+    """The square size to time a product at: doubled from GEMM_START while one product takes
+    under GEMM_GROW_S, at most GEMM_SIZE (``product(n)`` returns the call for size ``n``)."""
+    n = GEMM_START
+    while n < GEMM_SIZE:
+        call = product(n)
+        call()  # first call: kernel selection, page faults
+        start = time.perf_counter()
+        call()
+        if time.perf_counter() - start >= GEMM_GROW_S:
+            break
+        n *= 2
+    return n
+
+
 def _gemm_tflops(dtype_name: str) -> float:
     import torch
 
     dtype = getattr(torch, _TORCH_DTYPES[dtype_name])
-    a = torch.randn(GEMM_SIZE, GEMM_SIZE, dtype=dtype)
-    b = torch.randn(GEMM_SIZE, GEMM_SIZE, dtype=dtype)
-    return 2 * GEMM_SIZE**3 / _best_seconds(lambda: a @ b) / 1e12
+
+    def product(n: int) -> Callable[[], object]:
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        return lambda: a @ b
+
+    n = gemm_size(product)
+    return 2 * n**3 / _best_seconds(product(n)) / 1e12
 
 
 def _int8_gemm_tflops() -> float | None:
@@ -167,13 +200,18 @@ def _int8_gemm_tflops() -> float | None:
     int_mm = getattr(torch, "_int_mm", None)
     if int_mm is None:
         return None
-    a = torch.randint(-64, 64, (GEMM_SIZE, GEMM_SIZE), dtype=torch.int8)
-    b = torch.randint(-64, 64, (GEMM_SIZE, GEMM_SIZE), dtype=torch.int8)
+
+    def product(n: int) -> Callable[[], object]:
+        a = torch.randint(-64, 64, (n, n), dtype=torch.int8)
+        b = torch.randint(-64, 64, (n, n), dtype=torch.int8)
+        return lambda: int_mm(a, b)
+
     try:
-        seconds = _best_seconds(lambda: int_mm(a, b))
+        n = gemm_size(product)
+        seconds = _best_seconds(product(n))
     except RuntimeError:
         return None  # formats computing in int8 then fall back to the bf16 figure
-    return 2 * GEMM_SIZE**3 / seconds / 1e12
+    return 2 * n**3 / seconds / 1e12
 
 
 def measure_machine(threads: int | None = None) -> HardwareSpec:

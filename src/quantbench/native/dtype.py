@@ -1,0 +1,92 @@
+"""Which dtype this CPU computes fastest in: bfloat16 where it runs bf16 math natively, float32
+where bf16 is emulated.
+
+A model kept in bf16 halves memory traffic, and on CPUs with bf16 instructions (AVX512-BF16,
+AMX on Intel Xeon; the bf16 extensions on Arm) bf16 matrix products are also faster. On an
+AVX2-only CPU (AMD EPYC without AVX-512) every bf16 product is converted to float32 and back, in
+software: the same fresh clone's AWQ stage took 14 minutes there against 1.6 on a Xeon, the
+machine probe 8.5 against 0.6. So the offline stages that only *compute* (the quantizers'
+calibration passes) compute in float32 on such a CPU, and save what they always save.
+
+The CPU flags are not trusted for this (some guests advertise what faults, and a flag says
+nothing of the library's kernels): the probe times the same matrix product in both dtypes,
+through torch, in this process, and picks bf16 only when it is not slower. ~0.1 s, once per
+process; ``QUANTBENCH_COMPUTE_DTYPE`` (bfloat16 | float32) overrides it, and is what a child
+process inherits from a parent that already probed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from dataclasses import dataclass
+
+ENV = "QUANTBENCH_COMPUTE_DTYPE"
+DTYPES = ("bfloat16", "float32")
+# bf16 must be at least this fast relative to float32 to be chosen: a CPU that runs bf16 natively
+# is 1.5-4x faster in it; emulation is 2-10x slower.
+MIN_SPEEDUP = 1.0
+
+
+@dataclass(frozen=True)
+class DtypeProbe:
+    """The chosen dtype and what decided it."""
+
+    dtype: str
+    bf16_s: float | None
+    fp32_s: float | None
+    source: str
+    """'measured', or the environment variable that set it."""
+
+    @property
+    def note(self) -> str:
+        if self.bf16_s is None or self.fp32_s is None:
+            return f"{self.dtype} ({self.source})"
+        return (
+            f"{self.dtype}: a bf16 product took {self.bf16_s * 1e3:.1f} ms, float32 "
+            f"{self.fp32_s * 1e3:.1f} ms here"
+        )
+
+
+def _time(dtype: object, m: int = 64, k: int = 512, n: int = 1536, reps: int = 8) -> float:
+    import torch
+
+    a = torch.randn(m, k).to(dtype)  # type: ignore[arg-type]
+    b = torch.randn(k, n).to(dtype)  # type: ignore[arg-type]
+    a @ b  # warm the kernels up
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.cache
+def probe() -> DtypeProbe:
+    """The dtype to compute in on this CPU (see the module docstring)."""
+    forced = os.environ.get(ENV)
+    if forced:
+        if forced not in DTYPES:
+            from quantbench.errors import UserError
+
+            raise UserError(f"{ENV}={forced!r}: give one of {', '.join(DTYPES)}")
+        return DtypeProbe(forced, None, None, f"set by {ENV}")
+    import torch
+
+    bf16, fp32 = _time(torch.bfloat16), _time(torch.float32)
+    dtype = "bfloat16" if fp32 / bf16 >= MIN_SPEEDUP else "float32"
+    os.environ[ENV] = dtype  # children (quantizer workers, evaluation) decide the same
+    return DtypeProbe(dtype, bf16, fp32, "measured")
+
+
+def compute_dtype() -> str:
+    """'bfloat16' or 'float32': what the offline stages compute in here."""
+    return probe().dtype
+
+
+def torch_dtype(name: str) -> object:
+    import torch
+
+    return {"bfloat16": torch.bfloat16, "float32": torch.float32}[name]
