@@ -241,22 +241,29 @@ def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> Non
     assert requests == [page_url], requests
 
 
-@pytest.mark.vllm
+@pytest.mark.parametrize(("variant", "engine"), [("gptq-w4g64", "vllm"), ("awq-w4g64", "vllm")])
+def test_bench_pairs_serve_what_was_evaluated(pipeline: Path, variant: str, engine: str) -> None:
+    """The bench stage checked every server it started against the variant's offline greedy
+    answers (the evaluate stage's references, with their margins: quantbench.fidelity), for
+    these 4-bit pairs as for every pair: each server's check decided answers and found them
+    equal. Read from the run rather than checked again: no server is started twice."""
+    summary = json.loads((pipeline / f"reports/bench/{variant}-{engine}/summary.json").read_text())
+    for server in summary["servers"]:
+        check = server["served_check"]
+        assert check["verdict"] == "match", (server["server_point"], check)
+        assert check["decided"] >= 1 and check["mismatched"] == 0, check
+
+
 @pytest.mark.parametrize(
-    ("variant", "engine"),
-    [
-        ("gptq-w4g64", "transformers"),
-        ("awq-w4g64", "transformers"),
-        ("gptq-w4g64", "vllm"),
-        ("awq-w4g64", "vllm"),
-    ],
+    ("variant", "engine"), [("gptq-w4g64", "transformers"), ("awq-w4g64", "transformers")]
 )
 def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, variant, engine) -> None:
     """Each engine serves each 4-bit format it claims, and serves what the variant answers
     offline: the variant's own backend (GPTQModel, transformers' compressed-tensors) computes
     greedy reference answers with their margins, and the streamed answer must match each one up
     to its first near-tied token (quantbench.fidelity). A broken engine path, as llama-server's CPU
-    flash attention was, answers otherwise where the reference is certain, and fails here."""
+    flash attention was, answers otherwise where the reference is certain, and fails here. (The
+    pairs the pipeline benchmarks are checked by their bench stage: the test above.)"""
     from transformers import AutoTokenizer
 
     from quantbench.config import load_config
@@ -284,8 +291,6 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
     usable = [r for r in refs if r.certain_tokens() >= 3]
     assert usable, [(r.prompt, r.margins[:4]) for r in refs]
     settings = config.engines[engine].model_copy(update={"sweep": {}})
-    if engine == "vllm":
-        settings = settings.model_copy(update={"python": REPO / ".venv-vllm/bin/python"})
     launch = get_engine(engine).launch(artifact, settings, "127.0.0.1", free_port())
     with Server(launch, tmp_path / "server.log") as server:
         server.warmup()
