@@ -77,7 +77,8 @@ sweep-full: setup  ## print the full space's plan, then run it as a DVC experime
 
 test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
 	$(PY) tools/dag.py --check
-	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+	@mkdir -p build/test-artifacts && rm -f build/test-artifacts/test-profile.jsonl
+	QUANTBENCH_TEST_PROFILE=build/test-artifacts/test-profile.jsonl $(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: llamacpp $(DEV_STAMP)  ## run only the fast unit tests
 	$(PY) -m pytest -m "not slow and not server and not e2e" $(PYTEST_ARGS)

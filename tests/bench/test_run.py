@@ -58,9 +58,12 @@ def grid_of(*streams: int) -> WorkloadSpec:
     )  # fmt: skip
 
 
-def no_fake_servers_left() -> bool:
+def no_fake_servers_left(workdir: Path) -> bool:
+    """No mock server of this test is left: every one it started reads its script from the
+    test's own folder (so another test running beside this one cannot fail it)."""
     for proc in psutil.process_iter(["cmdline"]):
-        if "quantbench.mock_server" in " ".join(proc.info["cmdline"] or []):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "quantbench.mock_server" in cmd and str(workdir) in cmd:
             return False
     return True
 
@@ -95,7 +98,7 @@ def test_grid_sweep_starts_each_server_once_and_judges_every_point(
     assert (tmp_path / "out/itl_ms=2.0/chat/c4/r0/records.jsonl").is_file()
     assert all(s.served_check is not None for s in summary.servers)
     assert all(s.report.peak_rss_bytes > 0 for s in summary.servers)
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
@@ -163,7 +166,7 @@ def test_a_server_that_fails_costs_its_points_not_the_run(fake_engine, fake_arti
     assert all(r.completed == 8 for r in healthy)
     assert summary.best["chat"] is not None, [r.flags for r in healthy]
     assert summary.best["chat"].server_point == "crash=off"
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 def test_edge_search_matches_the_grid_with_fewer_runs(fake_engine, fake_artifact, tmp_path):
@@ -214,7 +217,7 @@ def test_a_setting_that_cannot_reach_the_leader_stops_after_one_run(
     )  # fmt: skip
     assert full.servers[1].search["chat"].runs > 1
     assert full.best["chat"].server_point == "itl_ms=2.0"
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 def test_the_grid_races_settings_that_cannot_reach_the_leader(
@@ -256,7 +259,7 @@ def test_the_grid_races_settings_that_cannot_reach_the_leader(
     )  # fmt: skip
     assert len(full.rows) == 6 and not full.servers[1].raced
     assert full.best["chat"].server_point == "itl_ms=2.0"
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 class SlottedSettings(FakeSettings):
@@ -315,7 +318,7 @@ def test_the_grid_race_lets_streams_that_think_fill_a_one_slot_server(
     assert all(r.error is None for r in one_slot)
     # the mechanism: one stream kept well under one request in flight
     assert one_slot[0].load is not None and one_slot[0].load.mean_in_flight < 0.5
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 def test_the_grid_race_never_skips_a_load_below_what_it_measured(
@@ -331,7 +334,7 @@ def test_the_grid_race_never_skips_a_load_below_what_it_measured(
     )  # fmt: skip
     slow = [r.load_point for r in summary.rows if r.server_point == "itl_ms=60.0"]
     assert slow == ["c4", "c1"] and not summary.servers[1].raced
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
 
 
 def test_each_workload_keeps_its_own_search(fake_engine, fake_artifact, tmp_path) -> None:
@@ -374,7 +377,7 @@ def test_an_interrupted_pair_resumes_without_measuring_again(
     monkeypatch.setattr(bench_run._PointRunner, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_pair(pair, tmp_path / "out")
-    assert no_fake_servers_left()
+    assert no_fake_servers_left(tmp_path)
     monkeypatch.setattr(bench_run._PointRunner, "run", real_run)
     kept = {k: store.row("itl_ms=2.0", "chat", k) for k in ("c1", "c4")}
     assert all(row is not None for row in kept.values())
