@@ -75,10 +75,9 @@ plan-full: base  ## the same for the full setting space (profiles/full-space.yam
 sweep-full: setup  ## print the full space's plan, then run it as a DVC experiment (hours on 2 cores)
 	$(VENV)/bin/quantbench plan --profile profiles/full-space.yaml --run
 
-test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs)
+test: setup $(DEV_STAMP)  ## run every test, slow and server ones included (what CI runs): two workers, then timing tests alone
 	$(PY) tools/dag.py --check
-	@mkdir -p build/test-artifacts && rm -f build/test-artifacts/test-profile.jsonl
-	QUANTBENCH_TEST_PROFILE=build/test-artifacts/test-profile.jsonl $(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+	$(PY) tools/run_tests.py $(PYTEST_ARGS)
 
 test-fast: llamacpp $(DEV_STAMP)  ## run only the fast unit tests
 	$(PY) -m pytest -m "not slow and not server and not e2e" $(PYTEST_ARGS)

@@ -17,7 +17,8 @@ from quantbench.load.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
 
-pytestmark = pytest.mark.server
+# timing: the race and the search compare fake servers' measured speeds: run alone
+pytestmark = [pytest.mark.server, pytest.mark.timing]
 
 WORKLOAD = WorkloadSpec.model_validate(
     {

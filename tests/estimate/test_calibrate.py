@@ -106,6 +106,7 @@ def test_calibrate_probes_every_dtype_at_the_models_shapes(tiny_folder, monkeypa
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # measures this machine's rates: run alone
 def test_calibrate_on_this_machine(tiny_folder) -> None:
     spec = calibrate.calibrate(tiny_folder, threads=1)
     assert calibrate.lacking(spec, tiny_folder) == []

@@ -60,6 +60,7 @@ def test_a_torn_cache_file_is_measured_again(tmp_path, counting_measure):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # measures this machine's rates: run alone
 def test_probes_on_this_machine(tmp_path):
     spec = machine.measured_this_machine(threads=1, cache_dir=tmp_path)
     m = spec.measurement

@@ -16,6 +16,7 @@ from quantbench.estimate.stage import estimate_variant
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # measures this machine's rates: run alone
 def test_decode_estimate_within_2x_of_the_generate_proxy(prepared_base: Path, tmp_path):
     from quantbench.estimate.proxy import measure_hf_generate
 

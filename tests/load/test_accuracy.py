@@ -13,7 +13,8 @@ import pytest
 
 from quantbench.mock_server import Behaviour, Script
 
-pytestmark = pytest.mark.server
+# timing: the harness's own clock against a scripted server's, to the millisecond: run alone
+pytestmark = [pytest.mark.server, pytest.mark.timing]
 
 # A CPU model server's pace: TTFT 40-80 ms, gaps of 15-35 ms, 24 tokens.
 SCHEDULE = Script(

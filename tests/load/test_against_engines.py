@@ -20,7 +20,8 @@ from quantbench.engines.server import Server
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import WorkloadSpec
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+# timing: quantbench against `vllm bench serve` within 5 %, on one server: run alone
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timing]
 
 # The cross-check workload: random prompts of 64 tokens, exactly 32 output tokens, 4 streams.
 INPUT_LEN, OUTPUT_LEN, STREAMS, REQUESTS = 64, 32, 4, 64

@@ -12,7 +12,8 @@ import pytest
 
 from quantbench.mock_server import Behaviour, Script
 
-pytestmark = pytest.mark.server
+# timing: scripted latencies judged against limits and precision targets: run alone
+pytestmark = [pytest.mark.server, pytest.mark.timing]
 
 RANDOM = {"source": "random", "input_len": 8, "output_len": 6, "num_prompts": 16}
 

@@ -36,6 +36,8 @@ def ci_params(source: Path) -> dict:
     for recipe in params["variants"].values():
         if recipe["format"] in ("gptq", "awq"):
             recipe["calibration"] = {"samples": 8, "max_tokens": 256}
+        if recipe["format"] == "awq":
+            recipe["n_grid"] = 5  # AWQ's scale search, about proportional to its grid
     params["evaluate"].update(max_tokens=512, heldout_limit=6)
     for workload in params["workloads"].values():  # every workload, at small points
         workload.pop("precision", None)

@@ -54,6 +54,13 @@ class AwqSpec(Recipe):
     duo_scaling: bool = Field(
         True, description="Search scales from both activations and weights (AWQ's default)."
     )
+    n_grid: int = Field(
+        20,
+        ge=1,
+        le=100,
+        description="Scale ratios the search tries per layer (llm-compressor's default, 20): the "
+        "stage's time is about proportional to it (CI uses fewer; the recipe records it).",
+    )
     calibration: CalibrationSpec = Field(
         CalibrationSpec(), description="Calibration passages used for the activation statistics."
     )
@@ -170,7 +177,7 @@ def build_awq(request: BuildRequest) -> BuildResult:
     )
     scheme = QuantizationScheme(targets=["Linear"], weights=weights)
     recipe = [
-        AWQModifier(duo_scaling=spec.duo_scaling),
+        AWQModifier(duo_scaling=spec.duo_scaling, n_grid=spec.n_grid),
         QuantizationModifier(config_groups={"group_0": scheme}, ignore=["lm_head"]),
     ]
     with _no_pinning_without_accelerator():
