@@ -112,3 +112,35 @@ def test_two_runs_of_one_configuration_are_not_called_different() -> None:
         _, tied, rule = pick_best(rows, rank_by_goodput=True)
         separable += "separable beyond noise" in rule and not tied
     assert separable / trials < 0.05, separable / trials
+
+
+def test_no_duel_starts_that_its_first_round_would_overrun() -> None:
+    """The default run's decide stage started a second duel with 15 s of its 300 left and ran
+    60 s over: a duel starts only when a round (as long as the last one) still fits."""
+    clock = Clock()
+    measure, _ = drifting(clock, {"a": 100.0, "b": 100.0, "c": 50.0}, per_s=0.0, step_s=40.0)
+    plans = [
+        Planned("chat", "contender", "b", "a", "good_output_throughput", "screened"),
+        Planned("chat", "contender", "c", "a", "good_output_throughput", "screened"),
+    ]
+    first, second = run_duels(
+        plans, measure, budget_s=200.0, max_rounds=2, margin=0.05, confidence=0.95, clock=clock
+    )
+    assert len(first.rounds) == 2  # 160 s
+    assert second.rounds == [] and second.stopped.startswith("the budget of 200 s ended")
+    assert clock.t <= 200.0
+
+
+def test_a_round_measures_for_a_time_not_a_count() -> None:
+    from quantbench.bench.remeasure import timed
+    from quantbench.load.spec import WorkloadSpec
+
+    spec = WorkloadSpec.model_validate(
+        {"use": "chat", "name": "chat", "load": [{"kind": "concurrency", "concurrency": 1},
+         {"kind": "concurrency", "concurrency": 4, "num_requests": 64}],
+         "precision": {"targets": ["ttft:p50"], "max_requests": 64}}
+    )  # fmt: skip
+    round_spec = timed(spec, 1, 12.0)
+    assert round_spec.point_size(1) == (None, 12.0)
+    assert round_spec.point_label(1) == spec.point_label(1) == "c4"
+    assert spec.point_size(1) == (64, None)  # the bench stage's own spec is left as it was

@@ -22,6 +22,7 @@ from quantbench.engines.base import EngineSettings
 from quantbench.engines.ports import free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.load.session import Target, run_session
+from quantbench.load.spec import WorkloadSpec
 from quantbench.precision import Figure
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,16 @@ class Remeasured:
     wall_s: float
     records: Path | None
     error: str | None = None
+
+
+def timed(spec: WorkloadSpec, index: int, duration_s: float) -> WorkloadSpec:
+    """The workload with point ``index`` measured for ``duration_s`` seconds (no request count,
+    no precision target): the same load, prompts and label, another length of window."""
+    points = list(spec.points)
+    points[index] = points[index].model_copy(update={"num_requests": None, "duration_s": None})
+    return spec.model_copy(
+        update={"load": points, "precision": None, "num_requests": None, "duration_s": duration_s}
+    )
 
 
 class RowServers:
@@ -119,9 +130,13 @@ class RowServers:
             out.append((pair, point, report, self.failed.get((pair, point))))
         return out
 
-    def measure(self, key: str, repeat: int, metric: str, folder: Path) -> Remeasured:
+    def measure(
+        self, key: str, repeat: int, metric: str, folder: Path, duration_s: float | None = None
+    ) -> Remeasured:
         """Run the row's load point once more (repeat index ``repeat``, so its own prompts and
-        arrival seed), fold and check it as the bench stage does, and read its ranked figure."""
+        arrival seed), fold and check it as the bench stage does, and read its ranked figure.
+        ``duration_s``: measure for that long instead of the point's own size (a round of the
+        decide stage compares throughput; the row's SLO verdict was decided at full size)."""
         rk = RowKey.parse(key)
         job = self.jobs[rk.pair]
         spec = job.workloads[rk.workload]
@@ -130,6 +145,8 @@ class RowServers:
         )
         if index is None:
             raise ValueError(f"{key}: workload {rk.workload} has no load point {rk.load_point}")
+        if duration_s is not None:
+            spec = timed(spec, index, duration_s)
         started = time.perf_counter()
         server = self.server(rk.pair, rk.server_point)
         settings = self._settings(job, rk.server_point)

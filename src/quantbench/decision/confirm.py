@@ -80,15 +80,19 @@ def run_duels(
     """Every planned duel, measured round by round within ``budget_s`` seconds in all."""
     start = clock()
     duels: list[Duel] = []
+    round_s: float | None = None  # the last round's time: what the next one is expected to take
     for plan in planned:
         duel = Duel(
             workload=plan.workload, purpose=plan.purpose, a=plan.a, b=plan.b,  # type: ignore[arg-type]
             metric=plan.metric, screened=plan.screened,
         )  # fmt: skip
         duels.append(duel)
+        spent = clock() - start
+        if spent >= budget_s or (round_s is not None and spent + round_s > budget_s):
+            duel.stopped = f"the budget of {budget_s:g} s ended (after {spent:.0f} s)"
+            continue
         if before_duel is not None:
             before_duel(plan)
-        round_s: float | None = None
         for index in range(1, max_rounds + 1):
             spent = clock() - start
             if spent >= budget_s or (round_s is not None and spent + round_s > budget_s):
@@ -103,7 +107,7 @@ def run_duels(
             duel.rounds.append(Round(index=index, order=order, a=got["a"], b=got["b"]))  # type: ignore[arg-type]
             failed = [m for m in got.values() if m.error or not m.rankable]
             if failed:
-                duel.stopped = "a side could not be ranked this time: " + "; ".join(
+                duel.stopped = "a side could not be compared this time: " + "; ".join(
                     f"{m.key}: {m.error or ', '.join(m.flags) or 'not rankable'}" for m in failed
                 )
                 break

@@ -4,7 +4,8 @@ From the report's own judging of every workload under its SLO (screening: the ro
 stages measured them, no confirming rounds): each row not yet separable from its workload's
 leader becomes a contender duel against the leader; each swept pair whose tuned setting claims
 a gain beyond noise over its default becomes a tuned-vs-default duel (see
-:mod:`quantbench.decision.confirm`). Contenders come first: they decide the recommendation.
+:mod:`quantbench.decision.confirm`). Contenders come first, those of another pair before another
+setting of the leader's own: they decide the recommendation.
 """
 
 from __future__ import annotations
@@ -60,4 +61,11 @@ def plan_duels(
                     "measurements that chose the tuned setting",
                 )
             )
+
+    # contenders of another pair first (they decide the variant and the engine), then another
+    # setting of the leader's own pair, then the tuned-against-default gains
+    def same_pair(plan: Planned) -> bool:
+        return plan.a.split("/")[0] == plan.b.split("/")[0]
+
+    contenders.sort(key=same_pair)
     return contenders + tuned

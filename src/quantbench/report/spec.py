@@ -36,10 +36,18 @@ class ConfirmSettings(Settings):
 
     enabled: bool = Field(True, description="false: no confirming measurement (screening only).")
     budget_s: float = Field(
-        300,
+        150,
         ge=0,
         description="Wall seconds of confirming measurement at most (server starts included); "
-        "what is still not separable then is reported as such.",
+        "no round starts that would not fit, and what is still not separable then is reported "
+        "as such.",
+    )
+    round_s: float = Field(
+        12,
+        gt=0,
+        description="Measured seconds of each side of a round: a round compares the ranked "
+        "figure (throughput over the window, its interval from ten time slices); the row's SLO "
+        "verdict was decided at its full, power-sized point.",
     )
     min_rounds: int = Field(
         2,
