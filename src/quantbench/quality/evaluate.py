@@ -23,6 +23,7 @@ from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answ
 from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
 from quantbench.qa import QAItem, load_qa
+from quantbench.quality import refcache
 from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
 from quantbench.quality.spec import EvaluateSettings
@@ -146,7 +147,8 @@ def evaluate_variant(
     total_start = time.perf_counter()
     # KL "from the merged model" only means something if the variant was made from it.
     source_sha = info.record.source.sha256
-    same_source = source_sha == sha256_tree(reference_dir)
+    reference_sha = sha256_tree(reference_dir)
+    same_source = source_sha == reference_sha
     if not same_source:
         log.warning("%s was not built from %s (source hash differs)", name, reference_dir)
     tokenizer = AutoTokenizer.from_pretrained(reference_dir)
@@ -169,7 +171,10 @@ def evaluate_variant(
         # The reference answers no held-out questions: the bf16 variant, a copy of the same
         # weights run the same way, reports that accuracy.
         ref_job = _job("hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids, ref_file)
-        ref = run_isolated(ref_job)
+        ref = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
+        if ref is None:
+            ref = run_isolated(ref_job)
+            refcache.store(ref_job, reference_sha, ref)
         log.info("%s: variant pass (%s, %s backend)", name, info.format, backend)
         var_job = _job(
             backend, model_path, info.format, settings, threads, ids, prompts, stop_ids, var_file
