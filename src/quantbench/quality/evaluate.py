@@ -17,13 +17,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import quantbench.quality.refcache as refcache
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
 from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
 from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
 from quantbench.qa import QAItem, load_qa
-from quantbench.quality import refcache
 from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
 from quantbench.quality.spec import EvaluateSettings
