@@ -106,7 +106,8 @@ def main() -> None:
             for pair, point, rep, error in servers.reports()
         ]
         result = ConfirmFile(
-            enabled=confirm.enabled, budget_s=confirm.budget_s, max_rounds=confirm.max_rounds,
+            enabled=confirm.enabled, budget_s=confirm.budget_s, min_rounds=confirm.min_rounds,
+            max_rounds=confirm.max_rounds,
             wall_s=round(time.monotonic() - started, 1), duels=duels, servers=used, notes=notes,
         )  # fmt: skip
         schema_io.write(tmp / "confirm.json", result)

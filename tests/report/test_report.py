@@ -830,3 +830,26 @@ def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
         slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS,
     ).files[Path("index.html")]  # fmt: skip
     assert "chat: c4 not run (race across settings): cannot reach the leader" in html
+
+
+def test_rounds_short_of_a_block_leave_the_screening_standing(tmp_path) -> None:
+    """A duel the budget cut after one round: that round alone would take the drift between its
+    two measurements for a difference, so the screening's comparison stands."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.decide import ConfirmFile
+
+    root = build_fixture_tree(tmp_path)
+    path = root / ConfirmFile.OUTPUT
+    confirm = schema_io.read(path, ConfirmFile)
+    (duel,) = confirm.duels
+    cut = confirm.model_copy(
+        update={"duels": [duel.model_copy(update={"rounds": duel.rounds[:1]})]}
+    )
+    schema_io.write(path, cut)
+    inputs = load_inputs(root)
+    assert inputs.confirmed("chat") == {}
+    by_key = {p.key: p for p in judge_profiles(inputs, FIXTURE_SLO, ReportSettings(),
+                                                workloads=FIXTURE_WORKLOADS)}  # fmt: skip
+    chat = by_key["chat"]
+    assert chat.decision is not None and chat.decision.status == "not separable"
+    assert chat.decision.comparisons[chat.decision.unresolved[0].key].source == "rows"

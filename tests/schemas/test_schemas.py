@@ -292,8 +292,8 @@ PINNED: dict[str, str] = {
     "PairCalibration": "v1:cadbe7ce4701e6d0",  # the pair probe (calibrate_pair)
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v4:21afc0ded6bfe7ad",  # v4: one-sided bounds, verdicts' power
-    "PairSummary": "v5:dfbaa87367643651",
-    "ConfirmFile": "v1:0f7b68436a478c28",  # the decide stage's confirming rounds  # v5: grid points the race skipped, departures from engine defaults
+    "PairSummary": "v5:dfbaa87367643651",  # v5: grid points the race skipped, departures from engine defaults
+    "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }
 
 

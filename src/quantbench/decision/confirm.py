@@ -65,6 +65,56 @@ def pooled_model(contrast: Contrast, confidence: float) -> PooledContrast:
     )  # fmt: skip
 
 
+class _Schedule:
+    """The budget, the clock and what a round is expected to take."""
+
+    def __init__(self, budget_s: float, clock: Callable[[], float]) -> None:
+        self.budget_s, self.clock = budget_s, clock
+        self.start = clock()
+        self.round_s: float | None = None  # the last round's time: what the next one may take
+
+    def fits(self) -> bool:
+        spent = self.clock() - self.start
+        return spent < self.budget_s and (
+            self.round_s is None or spent + self.round_s <= self.budget_s
+        )
+
+    def ended(self) -> str:
+        return f"the budget of {self.budget_s:g} s ended (after {self.clock() - self.start:.0f} s)"
+
+
+def _one_round(
+    duel: Duel, plan: Planned, measure: Measure, schedule: _Schedule, margin: float,
+    confidence: float, min_rounds: int,
+) -> bool:  # fmt: skip
+    """Measure the duel's next round; False once the duel is over (it says why)."""
+    index = len(duel.rounds) + 1
+    began = schedule.clock()
+    order = "ab" if index % 2 else "ba"
+    got: dict[str, Measured] = {}
+    for side in order:
+        got[side] = measure(plan.a if side == "a" else plan.b, index, side)
+    schedule.round_s = schedule.clock() - began
+    duel.rounds.append(Round(index=index, order=order, a=got["a"], b=got["b"]))  # type: ignore[arg-type]
+    failed = [m for m in got.values() if m.error or not m.rankable]
+    if failed:
+        duel.stopped = "a side could not be compared this time: " + "; ".join(
+            f"{m.key}: {m.error or ', '.join(m.flags) or 'not rankable'}" for m in failed
+        )
+        return False
+    contrasts = [c for r in duel.rounds if (c := round_contrast(r.a, r.b)) is not None]
+    both = pooled(contrasts)
+    if both is None:
+        duel.stopped = "no figure to compare"
+        return False
+    duel.contrast = pooled_model(both, confidence)
+    duel.verdict = both.verdict(margin, confidence)
+    if duel.verdict != "not yet separable" and index >= min_rounds:
+        duel.stopped = f"{duel.verdict} after {index} round{'s' if index > 1 else ''}"
+        return False
+    return True
+
+
 def run_duels(
     planned: list[Planned],
     measure: Measure,
@@ -77,51 +127,39 @@ def run_duels(
     before_duel: Callable[[Planned], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[Duel]:
-    """Every planned duel, measured round by round within ``budget_s`` seconds in all."""
-    start = clock()
-    duels: list[Duel] = []
-    round_s: float | None = None  # the last round's time: what the next one is expected to take
-    for plan in planned:
-        duel = Duel(
-            workload=plan.workload, purpose=plan.purpose, a=plan.a, b=plan.b,  # type: ignore[arg-type]
-            metric=plan.metric, screened=plan.screened,
+    """Every planned duel, measured round by round within ``budget_s`` seconds in all: first
+    each duel, in order, its first ``min_rounds`` (a block that cancels a linear drift), then,
+    while the budget lasts, more rounds for those still not separable (so no duel takes the
+    budget from the next one before that one has a block)."""
+    schedule = _Schedule(budget_s, clock)
+    duels = [
+        Duel(
+            workload=p.workload,
+            purpose=p.purpose,
+            a=p.a,
+            b=p.b,  # type: ignore[arg-type]
+            metric=p.metric,
+            screened=p.screened,
         )  # fmt: skip
-        duels.append(duel)
-        spent = clock() - start
-        if spent >= budget_s or (round_s is not None and spent + round_s > budget_s):
-            duel.stopped = f"the budget of {budget_s:g} s ended (after {spent:.0f} s)"
-            continue
-        if before_duel is not None:
-            before_duel(plan)
-        for index in range(1, max_rounds + 1):
-            spent = clock() - start
-            if spent >= budget_s or (round_s is not None and spent + round_s > budget_s):
-                duel.stopped = f"the budget of {budget_s:g} s ended (after {spent:.0f} s)"
-                break
-            began = clock()
-            order = "ab" if index % 2 else "ba"
-            got: dict[str, Measured] = {}
-            for side in order:
-                got[side] = measure(plan.a if side == "a" else plan.b, index, side)
-            round_s = clock() - began
-            duel.rounds.append(Round(index=index, order=order, a=got["a"], b=got["b"]))  # type: ignore[arg-type]
-            failed = [m for m in got.values() if m.error or not m.rankable]
-            if failed:
-                duel.stopped = "a side could not be compared this time: " + "; ".join(
-                    f"{m.key}: {m.error or ', '.join(m.flags) or 'not rankable'}" for m in failed
-                )
-                break
-            contrasts = [c for r in duel.rounds if (c := round_contrast(r.a, r.b)) is not None]
-            both = pooled(contrasts)
-            if both is None:
-                duel.stopped = "no figure to compare"
-                break
-            duel.contrast = pooled_model(both, confidence)
-            duel.verdict = both.verdict(margin, confidence)
-            if duel.verdict != "not yet separable" and index >= min_rounds:
-                duel.stopped = f"{duel.verdict} after {index} round{'s' if index > 1 else ''}"
-                break
-        else:
+        for p in planned
+    ]
+    open_ = [True] * len(duels)
+    for limit in (min(min_rounds, max_rounds), max_rounds):
+        for i, (plan, duel) in enumerate(zip(planned, duels, strict=True)):
+            if not open_[i] or len(duel.rounds) >= limit:
+                continue
+            if not schedule.fits():
+                duel.stopped = schedule.ended()
+                continue
+            if before_duel is not None:
+                before_duel(plan)
+            while open_[i] and len(duel.rounds) < limit:
+                if not schedule.fits():
+                    duel.stopped = schedule.ended()
+                    break
+                open_[i] = _one_round(duel, plan, measure, schedule, margin, confidence, min_rounds)
+    for i, duel in enumerate(duels):
+        if open_[i] and len(duel.rounds) >= max_rounds:
             duel.stopped = f"{max_rounds} rounds, the most allowed (report.confirm.max_rounds)"
     return duels
 

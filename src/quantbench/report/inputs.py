@@ -105,13 +105,18 @@ class ReportInputs:
     problems: list[str] = field(default_factory=list)
 
     def confirmed(self, workload: str) -> dict[tuple[str, str], Contrast]:
-        """(contender key, leader key) -> their paired rounds' contrast, for ``workload``."""
+        """(contender key, leader key) -> their paired rounds' contrast, for ``workload``: only
+        a duel that completed its first block of rounds (one round alone takes the drift
+        between its two measurements for a difference); a shorter one leaves the screening's
+        comparison standing."""
         if self.confirm is None:
             return {}
         return {
             (d.a, d.b): Contrast(d.contrast.log_ratio, d.contrast.se, d.contrast.df, d.contrast.how)
             for d in self.confirm.for_workload(workload)
-            if d.purpose == "contender" and d.contrast is not None
+            if d.purpose == "contender"
+            and d.contrast is not None
+            and len(d.rounds) >= self.confirm.min_rounds
         }
 
 

@@ -91,6 +91,9 @@ class ConfirmFile(StageOutput):
     schema_version: Literal[1] = version(1)
     enabled: bool = True
     budget_s: float
+    min_rounds: int = Field(
+        2, description="Rounds a duel needs before its pooled figure replaces the screening's."
+    )
     max_rounds: int
     wall_s: float
     duels: list[Duel] = Field(default_factory=list)
