@@ -140,7 +140,7 @@ def run_duels(
             b=p.b,  # type: ignore[arg-type]
             metric=p.metric,
             screened=p.screened,
-        )  # fmt: skip
+        )
         for p in planned
     ]
     open_ = [True] * len(duels)
