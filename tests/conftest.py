@@ -9,6 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST = REPO / "tests" / "native"
+E2E = REPO / "tests" / "report" / "test_pipeline_e2e.py"
 
 
 PROFILE_ENV = "QUANTBENCH_TEST_PROFILE"
@@ -46,9 +47,19 @@ def pytest_runtest_protocol(item, nextitem):  # type: ignore[no-untyped-def]
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Native-build checks first: a build that cannot run here fails in the first minute, before
-    tests that would die on it much later (see tests/native/test_gguf_smoke.py)."""
-    items.sort(key=lambda item: 0 if FIRST in Path(str(item.fspath)).parents else 1)
+    """The native-build checks first: a build that cannot run here fails in the first minute,
+    before tests that would die on it much later (see tests/native/test_gguf_smoke.py). On
+    several workers (pytest-xdist) the whole pipeline's run goes before them: it is the longest
+    test by far, and started first, everything else fits beside it on the other worker."""
+    workers = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+    def rank(item) -> int:  # type: ignore[no-untyped-def]
+        path = Path(str(item.fspath))
+        if workers and path == E2E:
+            return 0
+        return 1 if FIRST in path.parents else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
