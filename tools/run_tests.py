@@ -33,7 +33,9 @@ COUNTS = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 WORKERS = os.environ.get("QUANTBENCH_TEST_WORKERS", "2")
 
 
-def phase(name: str, args: list[str]) -> tuple[int, dict[str, int], float]:
+def phase(
+    name: str, args: list[str], env: dict[str, str] | None = None
+) -> tuple[int, dict[str, int], float]:
     """Run one pytest; (exit code, counts from its closing line, seconds)."""
     print(f"\n=== {name}: pytest {' '.join(args)}", flush=True)
     started = time.monotonic()
@@ -43,7 +45,7 @@ def phase(name: str, args: list[str]) -> tuple[int, dict[str, int], float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "QUANTBENCH_TEST_PROFILE": str(PROFILE)},
+        env={**os.environ, "QUANTBENCH_TEST_PROFILE": str(PROFILE), **(env or {})},
     )
     last = ""
     assert proc.stdout is not None
@@ -71,17 +73,21 @@ def main(argv: list[str]) -> int:
     PROFILE.parent.mkdir(parents=True, exist_ok=True)
     PROFILE.unlink(missing_ok=True)
     common = ["-p", "no:cacheprovider", *argv]
+    # Phase 1's two workers share two cores: one thread each for the libraries that would start
+    # one per core (torch, OpenMP, BLAS), or four spinning threads slow both workers down many
+    # times (the pipeline's fine-tuning took 4 minutes instead of 20 s).
+    one_thread = dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"), "1")
+    # in collection order (tests/conftest.py puts the pipeline's run first), not xdist's default
+    # of the files with the most tests first: the longest file must start first
+    first = ["-n", WORKERS, "--dist", "loadfile", "--no-loadscope-reorder", "-m", "not timing"]
     phases = [
-        (
-            "phase 1, two workers",
-            ["-n", WORKERS, "--dist", "loadfile", "-m", "not timing", *common],
-        ),
-        ("phase 2, timing tests alone", ["-m", "timing", *common]),
+        ("phase 1, two workers", [*first, *common], one_thread),
+        ("phase 2, timing tests alone", ["-m", "timing", *common], {}),
     ]
     total: dict[str, int] = {}
     failed = False
-    for name, args in phases:
-        code, counts, seconds = phase(name, args)
+    for name, args, env in phases:
+        code, counts, seconds = phase(name, args, env)
         print(f"=== {name}: exit {code} in {seconds:.0f} s", flush=True)
         for key, n in counts.items():
             total[key] = total.get(key, 0) + n

@@ -32,6 +32,9 @@ PIPELINE_TIMEOUT_S = 45 * 60
 def ci_params(source: Path) -> dict:
     """The repository's params with CI-sized work: same stages, less of each."""
     params = yaml.safe_load(source.read_text())
+    # one thread per offline stage: `make test` runs this beside the other tests, one core each
+    # (two threads each on two cores made the fine-tuning's 12 steps take 4 minutes, not 20 s)
+    params["runtime"]["threads"] = 1
     params["lora"].update(steps=12, batch_size=8)
     for recipe in params["variants"].values():
         if recipe["format"] in ("gptq", "awq"):
