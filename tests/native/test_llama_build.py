@@ -166,3 +166,22 @@ def test_the_default_build_lives_in_the_repository(monkeypatch) -> None:
     monkeypatch.delenv(llamacpp.ROOT_ENV, raising=False)
     repo = Path(__file__).resolve().parents[2]
     assert llamacpp.default_root() == repo / "build" / "llama.cpp"
+
+
+def test_a_fresh_clone_links_to_the_machines_shared_build(tmp_path: Path, monkeypatch) -> None:
+    """The build is the machine's, keyed by release and recipe: a second clone on the same
+    machine links to it instead of compiling again (4 minutes on a Xeon, 12 on an EPYC)."""
+    repo = tmp_path / "clone"
+    monkeypatch.delenv(llamacpp.ROOT_ENV, raising=False)
+    monkeypatch.setenv(llamacpp.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(llamacpp, "default_root", lambda: repo / "build" / "llama.cpp")
+    tc = llamacpp.toolchain()
+    link = repo / "build" / "llama.cpp"
+    assert link.is_symlink() and link.resolve() == llamacpp.shared_root().resolve()
+    assert tc.root == llamacpp.shared_root().resolve()  # cmake sees the real, shared paths
+    assert llamacpp.shared_root().name == f"{llamacpp.VERSION}-r{llamacpp.RECIPE}"
+    # a folder already there (a build made before the shared cache) is used as it is
+    other = tmp_path / "old" / "build" / "llama.cpp"
+    other.mkdir(parents=True)
+    monkeypatch.setattr(llamacpp, "default_root", lambda: other)
+    assert llamacpp.toolchain().root == other.resolve() and not other.is_symlink()
