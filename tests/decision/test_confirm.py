@@ -97,8 +97,8 @@ def test_a_side_that_fails_its_slo_again_stops_the_duel() -> None:
 
 def test_two_runs_of_one_configuration_are_not_called_different() -> None:
     """Item 7: with 2 % drift between runs, two runs of the same configuration differed beyond
-    their intervals in 14 % of pairs under the overlap rule; compared with the drift allowance,
-    the decision calls them different (separable) in at most a few % of pairs."""
+    their intervals in 11-14 % of pairs under the overlap rule (11 % here); compared with the
+    drift allowance, the decision calls them different in at most a few % of pairs."""
     rng = np.random.default_rng(3)
     separable = 0
     trials = 2000
@@ -110,8 +110,8 @@ def test_two_runs_of_one_configuration_are_not_called_different() -> None:
             mean, sd = float(slices.mean()), float(slices.std(ddof=1))
             half = 2.262 * sd / math.sqrt(10)
             rows.append(row(name, mean, rel=half / mean))
-        _, tied, rule = pick_best(rows, rank_by_goodput=True)
-        separable += "separable beyond noise" in rule and not tied
+        _, tied, _ = pick_best(rows, rank_by_goodput=True)
+        separable += not tied  # the other run was called different beyond noise
     assert separable / trials < 0.05, separable / trials
 
 
