@@ -178,3 +178,27 @@ def test_the_best_of_eight_identical_settings_claims_no_gain() -> None:
         new_claims += span[0] > 1
     assert old_claims / trials > 0.3, old_claims
     assert new_claims / trials < 0.05, new_claims
+
+
+def test_a_server_start_in_the_first_round_is_not_expected_again() -> None:
+    """The default run's first duel started vLLM (29 s) in its first round, took that 77 s round
+    for what the next would take, and stopped after one round with 73 s of its 150 left: the next
+    round is expected to take the last round's measuring, which is what a kept server repeats."""
+    clock = Clock()
+    started: set[str] = set()
+
+    def measure(key: str, index: int, side: str) -> Measured:
+        if key not in started:  # the server's start, before the measuring
+            started.add(key)
+            clock.t += 29.0 if key == "b" else 1.0  # vLLM, llama-server
+        clock.t += 24.0
+        return Measured(key=key, figure=figure(100.0 if key == "a" else 80.0), rankable=True,
+                        wall_s=24.0)  # fmt: skip
+
+    plan = Planned("multi-turn", "contender", "b", "a", "good_output_throughput", "screened")
+    (duel,) = run_duels(
+        [plan], measure, budget_s=150.0, max_rounds=4, margin=0.05, confidence=0.95, clock=clock
+    )
+    assert len(duel.rounds) == 2, duel.stopped  # 78 s, then 126 s
+    assert duel.verdict == "slower"
+    assert clock.t <= 150.0

@@ -17,8 +17,10 @@ between-round spread is the drift the alternation left (:func:`quantbench.decisi
 A duel runs at least ``min_rounds`` (two by default: one A B, B A block, which cancels a drift
 that is linear over the block; one round alone would take the drift between its two
 measurements for a difference), then stops as soon as its pooled comparison is no longer "not
-yet separable"; every duel stops at ``max_rounds``; nothing starts once the budget would be exceeded, and what was then
-still unsettled is reported as such. The pooled interval is read at the stated confidence after
+yet separable"; every duel stops at ``max_rounds``; no round starts once the budget would be
+exceeded by one as long as the last round's measuring (a server that a new duel must start is not
+foreseen: the budget may be overrun by one server start), and what was then still unsettled is
+reported as such. The pooled interval is read at the stated confidence after
 each round: the looks are few (``max_rounds``), and each is reported with its round count.
 """
 
@@ -71,7 +73,7 @@ class _Schedule:
     def __init__(self, budget_s: float, clock: Callable[[], float]) -> None:
         self.budget_s, self.clock = budget_s, clock
         self.start = clock()
-        self.round_s: float | None = None  # the last round's time: what the next one may take
+        self.round_s: float | None = None  # the last round's measuring: what the next may take
 
     def fits(self) -> bool:
         spent = self.clock() - self.start
@@ -94,7 +96,13 @@ def _one_round(
     got: dict[str, Measured] = {}
     for side in order:
         got[side] = measure(plan.a if side == "a" else plan.b, index, side)
-    schedule.round_s = schedule.clock() - began
+    # What the next round may take is this round's measuring, not its servers' starts: a duel
+    # keeps both servers up, so its first round's start (vLLM: ~30 s) is not repeated, and
+    # counting it stopped the default run's first duel after one round with half its budget left.
+    # A measurement that reports no time of its own counts the whole round.
+    measured = [m.wall_s for m in got.values()]
+    took = schedule.clock() - began
+    schedule.round_s = min(took, sum(measured)) if all(w > 0 for w in measured) else took
     duel.rounds.append(Round(index=index, order=order, a=got["a"], b=got["b"]))  # type: ignore[arg-type]
     failed = [m for m in got.values() if m.error or not m.rankable]
     if failed:
