@@ -61,6 +61,11 @@ def ci_params(source: Path) -> dict:
         )
         if not single_turn:
             workload["think_scale"] = 0.02
+    # transformers in the dtype this CPU computes fastest in: bf16 where it is native (the Xeons:
+    # what `auto` gives), float32 where it is emulated (AVX2-only EPYCs: its bf16 step took 3x a
+    # Xeon's). vLLM stays bf16: its CPU build refuses float32 for GPTQ and its engine dies on AWQ
+    # and W8A8 in float32 (docs/ENGINES.md)
+    params["engines"]["transformers"]["dtype"] = "native"
     params["estimate"]["hardware"] = ["this", "L4"]
     # each pair's probe at its smallest that still fits every cost (two lengths' worth of
     # requests alone, a repeat, two together): seven server starts are most of its time

@@ -27,6 +27,7 @@ from quantbench.estimate.hardware import EngineOverhead
 from quantbench.fsutil import tree_size
 from quantbench.hfconfig import read_hf_config
 from quantbench.load.requests import RequestProfile
+from quantbench.native.dtype import serving_dtype
 
 
 class TransformersSettings(EngineSettings):
@@ -36,7 +37,11 @@ class TransformersSettings(EngineSettings):
         "dtype": "auto",
     }
     device: str = Field("cpu", description="`transformers serve --device` (cpu, cuda:0, auto).")
-    dtype: str = Field("auto", description="`--dtype`: auto keeps the checkpoint's dtype.")
+    dtype: str = Field(
+        "auto",
+        description="`--dtype`: auto keeps the checkpoint's dtype; native: bfloat16 where this "
+        "CPU computes bf16 natively, float32 where it is emulated (quantbench.native.dtype).",
+    )
     continuous_batching: bool = Field(
         False, description="Paged-attention continuous batching (`--continuous-batching`)."
     )
@@ -135,7 +140,8 @@ class TransformersEngine(Engine):
         model = str(artifact.path.resolve())
         cli = Path(sys.executable).with_name("transformers")
         argv = [str(cli), "serve", model, "--host", host, "--port", str(port)]
-        argv += ["--device", settings.device, "--dtype", settings.dtype, "--log-level", "info"]
+        argv += ["--device", settings.device, "--dtype", serving_dtype(settings.dtype)]
+        argv += ["--log-level", "info"]
         if settings.continuous_batching:
             argv += [
                 "--continuous-batching",
