@@ -43,8 +43,15 @@ def scratch_copy(dest: Path) -> None:
     for link in (".venv", ".venv-vllm", "build"):
         if (REPO / link).exists():
             (dest / link).symlink_to((REPO / link).resolve())
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)  # DVC wants a repository
+    # the default run's cache: an output DVC cannot find in its cache is computed again
+    subprocess.run(
+        [str(REPO / ".venv/bin/dvc"), "cache", "dir", "--local", str(REPO / ".dvc/cache")],
+        cwd=dest, check=True,
+    )  # fmt: skip
     for folder in ("models", "reports"):
-        shutil.copytree(REPO / folder, dest / folder, symlinks=True)
+        # tracked files under reports/ (its README) were copied above
+        shutil.copytree(REPO / folder, dest / folder, symlinks=True, dirs_exist_ok=True)
 
 
 def out_of_sample_params(params: dict, pairs: list[str], requests: int) -> dict:
