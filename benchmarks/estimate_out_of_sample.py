@@ -27,22 +27,13 @@ from pathlib import Path
 
 import yaml
 
+from quantbench.fsutil import copy_checkout
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def scratch_copy(dest: Path) -> None:
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        src = REPO / name.decode()
-        if src.is_file():
-            target = dest / name.decode()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-    for link in (".venv", ".venv-vllm", "build"):
-        if (REPO / link).exists():
-            (dest / link).symlink_to((REPO / link).resolve())
+    copy_checkout(REPO, dest)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)  # DVC wants a repository
     # the default run's cache: an output DVC cannot find in its cache is computed again
     subprocess.run(

@@ -11,7 +11,8 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,27 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     if target.exists():
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     tmp.rename(target)
+
+
+def copy_checkout(
+    repo: Path, dest: Path, links: Sequence[str] = (".venv", ".venv-vllm", "build")
+) -> None:
+    """The files git tracks in ``repo``, as they are in its working tree, copied to ``dest``, and
+    ``links`` (installed environments, the llama.cpp build) linked rather than copied: a scratch
+    project that runs as the original does without writing into it (the pipeline test, the
+    benchmarks that run stages)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        src = repo / name.decode()
+        if src.is_file():
+            target = dest / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    for link in links:
+        if (repo / link).exists():
+            (dest / link).symlink_to((repo / link).resolve())
 
 
 def write_json(path: str | Path, data: Any) -> None:

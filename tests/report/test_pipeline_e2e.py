@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from quantbench.fsutil import copy_checkout
 
 from .test_browser import CHROMIUM_ARGS, DRAWN_MARKS, MAIN_CHARTS, artifacts_dir, chromium
 
@@ -87,18 +88,7 @@ def ci_params(source: Path) -> dict:
 
 
 def copy_repo(dest: Path) -> None:
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        path = REPO / name.decode()
-        if path.is_file():
-            target = dest / name.decode()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-    for link in (".venv", ".venv-vllm", "build"):  # installed environments and the llama.cpp build
-        if (REPO / link).exists():
-            (dest / link).symlink_to(REPO / link)
+    copy_checkout(REPO, dest)
 
 
 def dvc_env() -> dict[str, str]:

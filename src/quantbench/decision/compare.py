@@ -141,6 +141,13 @@ def ratio(a: LogEstimate, b: LogEstimate, drift: float = 0.0) -> Contrast:
     return Contrast(a.log - b.log, se, _welch(parts), how)
 
 
+def figure_ratio(a: Figure | None, b: Figure | None, drift: float = 0.0) -> Contrast | None:
+    """:func:`ratio` of two figures; None where either is missing or not positive."""
+    ea = LogEstimate.of(a) if a is not None else None
+    eb = LogEstimate.of(b) if b is not None else None
+    return ratio(ea, eb, drift) if ea is not None and eb is not None else None
+
+
 def blocks(rounds: Sequence[Contrast]) -> list[Contrast]:
     """Consecutive rounds paired into blocks (rounds 1-2, 3-4, ...): with the order alternating
     (A B, then B A) a drift linear over a block falls on A and B alike, and the block's mean log

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from quantbench.decision.compare import Contrast, LogEstimate, pooled, ratio
+from quantbench.decision.compare import Contrast, figure_ratio, pooled
 from quantbench.schemas.decide import Duel, Measured, PooledContrast, Round
 
 Measure = Callable[[str, int, str], Measured]
@@ -51,12 +51,7 @@ class Planned:
 def round_contrast(a: Measured, b: Measured) -> Contrast | None:
     """log(a / b) of one round, with the two measurements' own errors (no drift: they ran back
     to back)."""
-    if a.figure is None or b.figure is None:
-        return None
-    ea, eb = LogEstimate.of(a.figure), LogEstimate.of(b.figure)
-    if ea is None or eb is None:
-        return None
-    return ratio(ea, eb)
+    return figure_ratio(a.figure, b.figure)
 
 
 def pooled_model(contrast: Contrast, confidence: float) -> PooledContrast:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from quantbench.decision.compare import Contrast, LogEstimate, Verdict, ratio
+from quantbench.decision.compare import Contrast, LogEstimate, Verdict, figure_ratio, ratio
 from quantbench.precision import Figure
 
 Status = Literal["separable", "tie-break", "not separable", "none"]
@@ -179,21 +179,11 @@ def _leader(
 def _unpaired_quality(a: Candidate, b: Candidate) -> Contrast | None:
     """log(quality_a / quality_b) from the two variants' own intervals (as if independent:
     wider than the paired comparison, which the caller supplies where the data allow)."""
-    if a.quality is None or b.quality is None:
-        return None
-    ea, eb = LogEstimate.of(a.quality), LogEstimate.of(b.quality)
-    if ea is None or eb is None:
-        return None
-    return ratio(ea, eb)
+    return figure_ratio(a.quality, b.quality)
 
 
 def _latency_contrast(a: Candidate, b: Candidate) -> Contrast | None:
-    if a.latency is None or b.latency is None:
-        return None
-    ea, eb = LogEstimate.of(a.latency), LogEstimate.of(b.latency)
-    if ea is None or eb is None:
-        return None
-    return ratio(ea, eb)
+    return figure_ratio(a.latency, b.latency)
 
 
 def _memory_contrast(a: Candidate, b: Candidate) -> Contrast | None:

@@ -34,7 +34,7 @@ from quantbench.bench.results import (
     fold_repeats,
     rank_metric,
 )
-from quantbench.decision.compare import Contrast, LogEstimate, ratio
+from quantbench.decision.compare import Contrast, LogEstimate, figure_ratio
 from quantbench.decision.gate import gate
 from quantbench.decision.rules import (
     Candidate,
@@ -645,10 +645,7 @@ def quality_contrast(inputs: ReportInputs) -> QualityContrast:
 
 
 def _unpaired(a: Figure | None, b: Figure | None) -> Contrast | None:
-    if a is None or b is None:
-        return None
-    ea, eb = LogEstimate.of(a), LogEstimate.of(b)
-    return ratio(ea, eb) if ea is not None and eb is not None else None
+    return figure_ratio(a, b)
 
 
 def _paired_quality(inputs: ReportInputs, a: str, b: str) -> Contrast | None:
