@@ -11,7 +11,8 @@ chat completions in one way:
   shape (a string ``delta``), then the rest of the real stream;
 * ``keepalive``: after those chunks, only SSE comments, every 50 ms, until the client gives up;
 * ``no-tokens``: HTTP 200 with a role chunk, a finish reason and ``[DONE]``: no token at all;
-* ``cut``: after those chunks, the body ends cleanly, without a finish reason or ``[DONE]``;
+* ``cut``: after those chunks (or at the answer's end, if it has no more), the body ends
+  cleanly, without a finish reason or ``[DONE]``;
 * ``hang-after-headers``: HTTP 200 headers, then nothing until the client gives up;
 * ``none``: a faithful proxy.
 
@@ -34,6 +35,13 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 FAULTS = ("none", "wrong-shape", "keepalive", "no-tokens", "cut", "hang-after-headers")
 WRONG_SHAPE = b'data: {"choices": [{"index": 0, "delta": "not an object"}]}\n\n'
 KEEPALIVE_S = 0.05
+
+
+def ends_stream(compact: bytes) -> bool:
+    """The SSE line (spaces removed) that ends an answer: a finish reason, or ``[DONE]``."""
+    if compact.startswith(b"data:[DONE]"):
+        return True
+    return b'"finish_reason":"' in compact
 
 
 class Proxy:
@@ -142,8 +150,15 @@ class Proxy:
             chunks = 0
             try:
                 async for line in up.content:
-                    if line.startswith(b"data:") and b'"content":"' in line.replace(b" ", b""):
+                    compact = line.replace(b" ", b"")
+                    if line.startswith(b"data:") and b'"content":"' in compact:
                         chunks += 1
+                    if fault == "cut" and ends_stream(compact):
+                        # an answer whose tokens stream few texts (tokens past EOS under a
+                        # forced length stream none) can end before `after_chunks` content
+                        # chunks: it is cut at its end instead, so no answer passes whole
+                        await resp.write_eof()
+                        return resp
                     if fault != "none" and chunks > self.after_chunks:
                         if fault == "wrong-shape":
                             await resp.write(WRONG_SHAPE)

@@ -1,0 +1,67 @@
+"""The fault proxy breaks every answer it is told to (faults.proxy), on a scripted upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import ClientSession, web
+from faults.proxy import Proxy, ends_stream
+
+from quantbench.engines.ports import free_port
+
+# What llama-server streamed for a forced-length answer of 8 tokens in CI (2026-11-25): the
+# tokens past EOS carry no text, so two content chunks, then the finish reason and [DONE]
+FEW_TEXTS = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+    {"choices": [{"index": 0, "delta": {"content": " Paris"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"content": "."}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+]
+
+
+def test_the_end_of_an_answer_is_its_finish_reason_or_done() -> None:
+    assert ends_stream(b'data:{"choices":[{"delta":{},"finish_reason":"length"}]}\n')
+    assert ends_stream(b"data:[DONE]\n")
+    assert not ends_stream(b'data:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n')
+
+
+async def _through_cut_proxy() -> str:
+    async def upstream_chat(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in FEW_TEXTS:
+            await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/chat/completions", upstream_chat)
+    up_port, proxy_port = free_port(), free_port()
+    runners = []
+    for app, port in (
+        (upstream, up_port),
+        (Proxy(f"http://127.0.0.1:{up_port}", "cut", after_requests=0, after_chunks=2).app(),
+         proxy_port),
+    ):  # fmt: skip
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+    try:
+        async with ClientSession() as client:
+            url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+            async with client.post(url, json={"stream": True}) as resp:
+                return (await resp.read()).decode()
+    finally:
+        for runner in reversed(runners):
+            await runner.cleanup()
+
+
+def test_an_answer_with_fewer_texts_than_the_cut_is_cut_at_its_end() -> None:
+    """CI's real-cut scenario saw one of four answers pass whole: its 8 tokens streamed 2 texts,
+    never more than the 2 the cut waits for. It is cut at its end instead."""
+    body = asyncio.run(_through_cut_proxy())
+    assert '" Paris"' in body  # what came before the end is relayed
+    assert 'finish_reason": "length' not in body and "[DONE]" not in body
