@@ -5,14 +5,14 @@
 It starts the engine's own command line as its child (in its process group, so the server
 lifecycle that stops the proxy stops the engine too), forwards every request to it, and from the
 request after ``--after-requests`` on (the warm-up passes untouched) breaks the answer stream of
-chat completions in one way:
+chat completions in one way (after ``--after-chunks`` content chunks, or at the answer's end if
+it streams fewer):
 
 * ``wrong-shape``: after ``--after-chunks`` content chunks, an event of valid JSON and the wrong
   shape (a string ``delta``), then the rest of the real stream;
 * ``keepalive``: after those chunks, only SSE comments, every 50 ms, until the client gives up;
 * ``no-tokens``: HTTP 200 with a role chunk, a finish reason and ``[DONE]``: no token at all;
-* ``cut``: after those chunks (or at the answer's end, if it has no more), the body ends
-  cleanly, without a finish reason or ``[DONE]``;
+* ``cut``: after those chunks, the body ends cleanly, without a finish reason or ``[DONE]``;
 * ``hang-after-headers``: HTTP 200 headers, then nothing until the client gives up;
 * ``none``: a faithful proxy.
 
@@ -153,13 +153,10 @@ class Proxy:
                     compact = line.replace(b" ", b"")
                     if line.startswith(b"data:") and b'"content":"' in compact:
                         chunks += 1
-                    if fault == "cut" and ends_stream(compact):
-                        # an answer whose tokens stream few texts (tokens past EOS under a
-                        # forced length stream none) can end before `after_chunks` content
-                        # chunks: it is cut at its end instead, so no answer passes whole
-                        await resp.write_eof()
-                        return resp
-                    if fault != "none" and chunks > self.after_chunks:
+                    # an answer whose tokens stream few texts (tokens past EOS under a forced
+                    # length stream none) can end before `after_chunks` content chunks: the
+                    # fault strikes at its end then, so no answer passes whole
+                    if fault != "none" and (chunks > self.after_chunks or ends_stream(compact)):
                         if fault == "wrong-shape":
                             await resp.write(WRONG_SHAPE)
                             fault = "none"  # then the rest of the real stream

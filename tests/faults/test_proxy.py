@@ -26,7 +26,7 @@ def test_the_end_of_an_answer_is_its_finish_reason_or_done() -> None:
     assert not ends_stream(b'data:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n')
 
 
-async def _through_cut_proxy() -> str:
+async def _through_proxy(fault: str) -> str:
     async def upstream_chat(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -42,7 +42,7 @@ async def _through_cut_proxy() -> str:
     runners = []
     for app, port in (
         (upstream, up_port),
-        (Proxy(f"http://127.0.0.1:{up_port}", "cut", after_requests=0, after_chunks=2).app(),
+        (Proxy(f"http://127.0.0.1:{up_port}", fault, after_requests=0, after_chunks=2).app(),
          proxy_port),
     ):  # fmt: skip
         runner = web.AppRunner(app)
@@ -62,6 +62,12 @@ async def _through_cut_proxy() -> str:
 def test_an_answer_with_fewer_texts_than_the_cut_is_cut_at_its_end() -> None:
     """CI's real-cut scenario saw one of four answers pass whole: its 8 tokens streamed 2 texts,
     never more than the 2 the cut waits for. It is cut at its end instead."""
-    body = asyncio.run(_through_cut_proxy())
+    body = asyncio.run(_through_proxy("cut"))
     assert '" Paris"' in body  # what came before the end is relayed
     assert 'finish_reason": "length' not in body and "[DONE]" not in body
+
+
+def test_an_answer_with_fewer_texts_gets_its_wrong_shape_before_its_end() -> None:
+    body = asyncio.run(_through_proxy("wrong-shape"))
+    assert '"delta": "not an object"' in body
+    assert body.index("not an object") < body.index("[DONE]")
