@@ -853,3 +853,13 @@ def test_rounds_short_of_a_block_leave_the_screening_standing(tmp_path) -> None:
     chat = by_key["chat"]
     assert chat.decision is not None and chat.decision.status == "not separable"
     assert chat.decision.comparisons[chat.decision.unresolved[0].key].source == "rows"
+
+
+def test_html_states_the_decision_rule_it_applies(files) -> None:
+    """The page's explanation said the old rule (a tie whenever two intervals overlap, settled by
+    perplexity) after the decision had moved to tests on differences: it states the rule applied."""
+    page = files.files[Path("index.html")]
+    assert "overlaps the leader" not in page
+    for words in ("interval on the ratio", "report.equivalence", "not yet separable",
+                  "report.quality", "materiality", "stability"):  # fmt: skip
+        assert words in page, words
