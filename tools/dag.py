@@ -152,6 +152,14 @@ def code_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
     for kind in keyed_by & set(REGISTRIES):
         modules -= template_only(kind, src)
     files = {module_file(m, src) for m in modules}
+    # what a package reads at run time lives in its templates/ folder (the report's page, script
+    # and style): a change there must rerun the stage as a change to its code does
+    data = {
+        f.parent / "templates"
+        for f in files
+        if f is not None and '"templates"' in f.read_text(encoding="utf-8")
+    }
+    files |= {d for d in data if d.is_dir()}
     rel = sorted(p.relative_to(repo).as_posix() for p in files if p is not None)
     return [script.relative_to(repo).as_posix(), *rel, *("src/" + t for t in templated)]
 

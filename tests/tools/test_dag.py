@@ -203,3 +203,12 @@ def test_the_package_has_no_import_cycles() -> None:
     # the check is not blind: a cycle made on purpose is found
     graph["quantbench.load.requests"].add("quantbench.engines.base")
     assert ["quantbench.engines.base", "quantbench.load.requests"] in _cycles(graph)
+
+
+def test_the_report_depends_on_the_templates_it_renders() -> None:
+    """A change to the report's page, script or style left `dvc repro` doing nothing: the files a
+    package reads at run time (its templates/) are a dependency of the stage that reads them."""
+    deps = dag.code_deps(REPO / "stages/report.py", set(), REPO / "src")
+    assert "src/quantbench/report/templates" in deps
+    decide = dag.code_deps(REPO / "stages/decide.py", set(), REPO / "src")
+    assert "src/quantbench/report/templates" not in decide  # it renders nothing
