@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from quantbench.decision.compare import LogEstimate, ratio
+from quantbench.decision.compare import figure_ratio
 from quantbench.decision.rules import DecisionSettings
 from quantbench.precision import Figure
 from quantbench.report.inputs import ReportInputs
@@ -106,11 +106,11 @@ def gain_interval(
 ) -> tuple[float, float] | None:
     """tuned / default, drift added, at the family confidence over ``settings_n - 1``
     comparisons (see :func:`_span`); None where a figure is not positive."""
-    ea, eb = LogEstimate.of(tuned), LogEstimate.of(default)
-    if ea is None or eb is None:
+    contrast = figure_ratio(tuned, default, settings.drift)
+    if contrast is None:
         return None
     family = 1 - (1 - settings.confidence) / max(1, settings_n - 1)
-    return ratio(ea, eb, settings.drift).interval(family)
+    return contrast.interval(family)
 
 
 def _best(rows: list[JudgedRow], metric: str) -> JudgedRow | None:
