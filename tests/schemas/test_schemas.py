@@ -289,7 +289,7 @@ PINNED: dict[str, str] = {
     "QualityReport": "v3:17e72e376a9d58f2",  # v3: intervals, token blocks, the ids' hash
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "PairCalibration": "v1:cadbe7ce4701e6d0",  # the pair probe (calibrate_pair)
+    "PairCalibration": "v2:2b8cd167aef55133",  # the pair probe (calibrate_pair); v2: skipped
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v4:21afc0ded6bfe7ad",  # v4: one-sided bounds, verdicts' power
     "PairSummary": "v5:dfbaa87367643651",  # v5: grid points the race skipped, departures from engine defaults

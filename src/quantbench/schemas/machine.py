@@ -16,7 +16,7 @@ from pydantic import Field
 
 from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.step_fit import ProbeRequest, StepFit
-from quantbench.schemas.base import Migrations, StageOutput, version
+from quantbench.schemas.base import Migrations, StageOutput, stamp, version
 
 
 class MachineCalibration(StageOutput):
@@ -37,9 +37,10 @@ class PairCalibration(StageOutput):
 
     OUTPUT: ClassVar[str] = "reports/calibrate/pairs/{pair}.json"
     STAGE: ClassVar[str] = "calibrate_pair@{pair}"
-    MIGRATIONS: ClassVar[Migrations] = {}
+    # version 2 adds ``skipped`` (a pair not probed by choice); every version-1 file was probed
+    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2)}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     pair: str
     variant: str
     engine: str
@@ -50,11 +51,18 @@ class PairCalibration(StageOutput):
     measured_at: str
     seconds: float = Field(description="the probe's wall time, server start included")
     requests: list[ProbeRequest] = Field(description="every measured request of the probe")
-    fit: StepFit | None = Field(description="None: the probe failed (``error``)")
+    fit: StepFit | None = Field(
+        description="None: the probe failed (``error``) or was not run (``skipped``)"
+    )
     error: str | None = Field(
         None,
         description="why the server could not be probed; the estimate then predicts the "
         "pair from the roofline alone",
+    )
+    skipped: str | None = Field(
+        None,
+        description="why the pair was not probed, by choice (``bench.pairs.<pair>.probe: "
+        "false``); the estimate predicts it from the roofline alone, and says so",
     )
 
 
