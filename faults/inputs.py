@@ -85,8 +85,11 @@ class BadParams:
     must_say: tuple[str, ...]
     """Parts the message must hold: the key, the value, the fix."""
     expected: str
-    files: dict[str, str] = field(default_factory=dict)
-    """Files written into the project copy (relative path -> text) before the command runs."""
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    """Files written into the project copy (relative path -> text, or raw bytes) before the
+    command runs."""
+    prepend: bool = False
+    """The files' bytes go in front of what is there (params.yaml with a bad first line)."""
     text: Callable[[str], str] | None = None
     """An edit of the params file's text itself (for what YAML parsing hides)."""
     via_stage: bool = False
@@ -180,6 +183,51 @@ PARAMS_CASES = [
         "train-missing", "a missing training file", _set("data.train", "data/nope.jsonl"),
         ("data.train", "data/nope.jsonl", "does not exist"),
         "error naming data.train and the path", via_stage=True,
+    ),
+    BadParams(
+        "train-line", "a training line that is not JSON (read whole before any work)",
+        _set("data.train", "data/bad-train.jsonl"),
+        ("data.train", "bad-train.jsonl:2", '"messages"'),
+        "error naming data.train, the file and line 2, and the expected shape",
+        files={"data/bad-train.jsonl": (
+            '{"messages": [{"role": "user", "content": "hi"}, '
+            '{"role": "assistant", "content": "hello"}]}\n{oops\n'
+        )},
+    ),
+    BadParams(
+        "heldout-field", "a held-out question without its accept strings",
+        _set("data.heldout", "data/bad-heldout.jsonl"),
+        ("data.heldout", "bad-heldout.jsonl:1", "accept"),
+        "error naming data.heldout, the file and line 1, and the missing 'accept' list",
+        files={"data/bad-heldout.jsonl": '{"question": "q?", "answer": "a"}\n'},
+    ),
+    BadParams(
+        "train-not-utf8", "a training file saved in Latin-1",
+        _set("data.train", "data/latin1-train.jsonl"),
+        ("data.train", "latin1-train.jsonl", "not UTF-8", "line 1", "iconv"),
+        "error naming the file, the line of the first bad byte, and how to convert it",
+        files={"data/latin1-train.jsonl": (
+            '{"messages": [{"role": "user", "content": "caf\u00e9?"}, '
+            '{"role": "assistant", "content": "oui"}]}\n'
+        ).encode("latin-1")},
+    ),
+    BadParams(
+        "params-not-utf8", "a params.yaml saved in Latin-1 (a comment with an accent)", None,
+        ("params", "params.yaml", "not UTF-8", "line 1", "iconv"),
+        "error naming params.yaml, the line, and how to convert it (no traceback)",
+        files={"params.yaml": b"# caf\xe9\n"}, prepend=True, via_stage=True,
+    ),
+    BadParams(
+        "lora-target", "a LoRA target module the model does not have",
+        _set("lora.target_modules", ["q_proj", "qkv_proj"]),
+        ("lora.target_modules", "qkv_proj", "q_proj", "down_proj"),
+        "error naming the missing module and the model's linear layers, before any training",
+    ),
+    BadParams(
+        "precision-zero", "a precision target of ±0 % (no sample can meet it)",
+        _set("workloads.chat.precision", {"targets": ["tpot:p50 ±0%"]}),
+        ("workloads.chat.precision", "±0%", "never be met", "between 1% and 50%"),
+        "error: the target can never be met; give a half-width between 1 % and 50 %",
     ),
     BadParams(
         "calibration-blank", "a calibration file that exists but is blank",
@@ -315,8 +363,10 @@ def project_copy(case: BadParams, root: Path) -> Path:
         text = case.text(text)
     (root / "params.yaml").write_text(text, encoding="utf-8")
     for name, content in case.files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(content, encoding="utf-8")
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = content if isinstance(content, bytes) else content.encode("utf-8")
+        path.write_bytes(data + path.read_bytes() if case.prepend and path.exists() else data)
     return root
 
 
@@ -392,6 +442,24 @@ CLI_CASES = [
         [*CLI_BASE, "--concurrency", "1", "--num-requests", "4", "--slo", "ttfb:p50<200ms"],
         ("invalid SLO", "unknown metric 'ttfb'", "^^^^", "allowed metrics"),
         "exit 2 before any request, the text with a caret under the bad part",
+    ),
+    BadFlags(
+        "cli-unforceable-length",
+        "a fixed output length asked of a plain OpenAI server (as `vllm bench serve` is typed)",
+        [
+            "--url",
+            "http://127.0.0.1:9",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "64",
+            "--concurrency",
+            "32",
+            "--num-requests",
+            "6000",
+        ],
+        ("fixed output length cannot be asked", "'openai'", "--engine", "--no-fixed-output-length"),
+        "exit 2 before any request (it printed 6,000 tracebacks, measured nothing, exited 0)",
     ),
 ]
 

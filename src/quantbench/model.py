@@ -12,6 +12,7 @@ template, and `model_info.json` with the weights' sha256 and an architecture sum
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 from pathlib import Path
@@ -259,6 +260,42 @@ def write_model_info(model: Any, out_dir: Path, source: BaseSource) -> BaseModel
     )
     schema_io.write(out_dir / MODEL_INFO, info)
     return info
+
+
+def linear_layer_names(settings: ModelSettings) -> set[str] | None:
+    """The names (last component) of the model's linear layers, from its config alone: the model
+    is built on torch's meta device, so no weight is read or allocated (a few seconds, mostly
+    importing transformers; once per model and process). None where the model is not on this
+    machine yet (a hub id)."""
+    if settings.source == "local" and settings.path is not None:
+        return _linear_names(
+            "local", str(Path(settings.path).resolve()), settings.trust_remote_code
+        )
+    return _linear_names(settings.source, None, settings.trust_remote_code)
+
+
+@functools.cache
+def _linear_names(source: str, path: str | None, trust_remote_code: bool) -> set[str] | None:
+    # importing transformers logs torch's deprecation notes on some optional packages' enums:
+    # noise in `quantbench validate`'s answer, not the user's concern
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if source == "embedded":
+        gguf = embedded_gguf_path()
+        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    elif source == "local" and path is not None:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    else:
+        return None
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    return {
+        name.rsplit(".", 1)[-1]
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
 
 
 def prepare_base(settings: ModelSettings, out_dir: Path) -> BaseModelInfo:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from quantbench.errors import UserError
+from quantbench.textfile import read_utf8
 
 DEFAULT_PARAMS = Path("params.yaml")
 M = TypeVar("M", bound=BaseModel)
@@ -77,7 +78,7 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such parameters file (run from the repository root)")
-    raw = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+    raw = parse_yaml(read_utf8(path, "params"), str(path))
     import_plugins(raw.get("plugins") or [], base=path.resolve().parent)
     return raw
 

@@ -4,7 +4,10 @@
 at what the params point to, so they run where a run begins (`make repro` calls
 `quantbench validate`, which calls them, before `dvc repro`; the `prepare` stage calls them too):
 
+- a data file that is not UTF-8, or a line of the training chats or held-out questions that their
+  reader refuses (read whole, by the reader its stage uses);
 - a local model folder or an adapter folder that does not exist;
+- a LoRA target module the model does not have (its linear layers, from its config alone);
 - a group size that does not divide the model's layer widths (read from the model's config, or
   from the embedded GGUF's metadata, without loading any weights);
 - a workload whose requests ask for more output tokens than an engine's context can hold.
@@ -12,6 +15,7 @@ at what the params point to, so they run where a run begins (`make repro` calls
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +37,10 @@ class Widths:
     max_position_embeddings: int
 
 
+@functools.cache
 def embedded_widths() -> Widths:
-    """The embedded model's dimensions from its GGUF metadata (no weights are read)."""
+    """The embedded model's dimensions from its GGUF metadata (no weights are read; the reader
+    parses every metadata field, the vocabulary's included: seconds, so once per process)."""
     from quantbench.formats.gguf import gguf_hparams
     from quantbench.model import embedded_gguf_path
 
@@ -85,26 +91,67 @@ def workload_outputs(config: Config) -> dict[str, int]:
     return out
 
 
-DATA_FILES = (
-    ("heldout", "held-out questions (finetune, merge, evaluate)"),
-    ("eval", "evaluation text (evaluate)"),
+def _read_chats(path: Path) -> object:
+    from quantbench.lora.data import load_chats
+
+    return load_chats(path)
+
+
+def _read_questions(path: Path) -> object:
+    from quantbench.qa import load_qa
+
+    return load_qa(path)
+
+
+# Each data file the stages read, what it is for, and the reader that will read it: the same
+# reader reads it whole here, so a bad line is found before any work, with its number.
+DATA_FILES: tuple[tuple[str, str, Any], ...] = (
+    ("heldout", "held-out questions (finetune, merge, evaluate)", _read_questions),
+    ("eval", "evaluation text (evaluate)", None),
 )
 
 
 def data_problems(config: Config) -> list[str]:
-    """The data files the stages will read: each must exist and hold something."""
-    from quantbench.data import DataFileError, check_data_file
+    """The data files the stages will read: each must exist, be UTF-8 and hold something, and
+    a file with a structure must be read whole by the reader its stage uses."""
+    from quantbench.data import check_data_file
 
     wanted = list(DATA_FILES)
     if config.lora.train:
-        wanted.insert(0, ("train", "training chats (finetune, with lora.train: true)"))
+        wanted.insert(0, ("train", "training chats (finetune, with lora.train: true)", _read_chats))
+    files = [(key, getattr(config.data, key), what, reader) for key, what, reader in wanted]
+    files += [
+        (f"corpus.{j}", path, "text the named workloads cut prompts from", None)
+        for j, path in enumerate(config.data.corpus)
+    ]
     found = []
-    for key, what in wanted:
+    for key, where, what, reader in files:
         try:
-            check_data_file(getattr(config.data, key), f"data.{key} ({what})")
-        except DataFileError as exc:
-            found.append(str(exc))
+            path = check_data_file(where, f"data.{key} ({what})")
+            if reader is not None:
+                reader(path)
+        except (UserError, ValueError) as exc:
+            text = str(exc)
+            found.append(text if text.startswith("data.") else f"data.{key}: {text}")
     return found
+
+
+def lora_problems(config: Config, found: list[str]) -> list[str]:
+    """LoRA's target modules against the model's linear layers (read from its config, on the
+    meta device: no weights), where the pipeline trains an adapter."""
+    from quantbench.lora.train import target_problem
+    from quantbench.model import linear_layer_names
+
+    if not config.lora.train or any(f.startswith("model") for f in found):
+        return []
+    try:
+        names = linear_layer_names(config.model)
+    except (OSError, ValueError, KeyError) as exc:
+        return [f"model: cannot read the model's config to check lora.target_modules ({exc})"]
+    if names is None:
+        return []
+    problem = target_problem(names, list(config.lora.target_modules))
+    return [problem] if problem else []
 
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
@@ -139,6 +186,7 @@ def problems(config: Config) -> list[str]:
                 f"lora.adapter_path: {adapter} is not a peft adapter folder (no "
                 "adapter_config.json); give the adapter's folder or set lora.train: true"
             )
+    found += lora_problems(config, found)
     widths: Widths | None = None
     try:
         widths = model_widths(config)

@@ -31,7 +31,9 @@ class QAItem:
 def load_qa(path: str | Path) -> list[QAItem]:
     """Read a held-out JSONL file ({"question", "answer", "accept": [...]}) with line-exact errors."""
     items: list[QAItem] = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    from quantbench.textfile import read_utf8
+
+    for lineno, line in enumerate(read_utf8(path, "held-out questions").splitlines(), start=1):
         if not line.strip():
             continue
         try:

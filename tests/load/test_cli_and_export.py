@@ -89,15 +89,38 @@ def test_flags_override_the_params_file(tmp_path: Path) -> None:
         (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",
           "--num-requests", "2", "--slo", "ttft<=5"], "ttft needs a unit"),
         (["--random-input-len", "4", "--random-output-len", "2", "--concurrency", "1",
-          "--num-requests", "2"], "could not ask http://127.0.0.1:9/v1/models"),
+          "--num-requests", "2", "--no-fixed-output-length"],
+         "could not ask http://127.0.0.1:9/v1/models"),
+        # as a user of `vllm bench serve` types it, against a plain OpenAI server (no --engine):
+        # the fixed length it implies cannot be asked for; refused once, before any request
+        # (it printed one traceback per request, measured nothing and exited 0)
+        (["--random-input-len", "16", "--random-output-len", "64", "--concurrency", "32",
+          "--num-requests", "6000"],
+         "a fixed output length cannot be asked of server profile 'openai'"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_with_a_message(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc = main(["--url", "http://127.0.0.1:9", "--out", str(tmp_path), *argv])
+    rc = main(["--url", "http://127.0.0.1:9", "--out", str(tmp_path / "out"), *argv])
     assert rc == 2
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any output
+
+
+@pytest.mark.server
+def test_a_run_that_measures_nothing_does_not_exit_0(
+    tmp_path: Path, chat_dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every request refused by the server: the records are kept, the exit status says failure."""
+    with MockServerProcess(Script(behaviours=[Behaviour(status=500)]), tmp_path / "s") as srv:
+        rc = main([
+            "--url", srv.url + "/v1", "--engine", "mock", "--dataset", str(chat_dataset),
+            "--concurrency", "1", "--num-requests", "3", "--out", str(tmp_path / "out"),
+        ])  # fmt: skip
+    assert rc == 1
+    assert "no request completed at any point" in capsys.readouterr().err
+    assert (tmp_path / "out" / "records.jsonl").stat().st_size > 0
 
 
 @pytest.mark.server

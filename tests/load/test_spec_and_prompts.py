@@ -169,9 +169,16 @@ def test_bodies_per_engine() -> None:
 
 
 def test_engine_errors() -> None:
-    with pytest.raises(ValueError, match="no request field that forces the output length"):
+    from quantbench.load.requests import UnforceableLengthError
+
+    # refused when the rules are made (once, before any request), with the three fixes
+    with pytest.raises(UnforceableLengthError, match="cannot be asked of server profile 'openai'"):
         build_body(ITEM, api="chat", model="m", profile=get_profile("openai"),
                    fixed_output_length=True, request_fields={})  # fmt: skip
+    # the user's own field forces it: honoured as given
+    body = build_body(ITEM, api="chat", model="m", profile=get_profile("openai"),
+                      fixed_output_length=True, request_fields={"ignore_eos": True})  # fmt: skip
+    assert body["ignore_eos"] is True
     with pytest.raises(
         ValueError, match="unknown server profile 'tgi'; choose one of openai, mock"
     ):

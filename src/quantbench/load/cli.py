@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from quantbench.errors import UserError
 from quantbench.load.export import to_vllm_result
 from quantbench.load.profiles import profile_names
 from quantbench.load.prompts import DatasetError
@@ -336,7 +337,7 @@ def run_load(args: argparse.Namespace) -> int:
     except SLOParseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, DatasetError, RuntimeError, OSError) as e:
+    except (ValueError, DatasetError, RuntimeError, OSError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.vllm_json:
@@ -350,6 +351,14 @@ def run_load(args: argparse.Namespace) -> int:
             (args.out / f"vllm-{point.point}.json").write_text(json.dumps(data), encoding="utf-8")
     print(format_table(summary))
     print(f"results: {args.out / 'summary.json'}, {args.out / 'records.jsonl'}", file=sys.stderr)
+    if not any(p.completed for p in summary.points):
+        # a run that measured nothing is a failure, whatever stopped it (records kept)
+        print(
+            "error: no request completed at any point: nothing was measured; the records say "
+            f"why ({args.out / 'records.jsonl'}: status and error of each request)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

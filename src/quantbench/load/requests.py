@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from quantbench.errors import UserError
 from quantbench.load.prompts import PromptItem
 
 
@@ -32,6 +33,34 @@ class RequestProfile:
 
 
 GENERIC = RequestProfile("openai", {"stream_options": {"include_usage": True}}, ())
+
+
+# Request fields that force an answer's length on some server: a user's own request_fields
+# holding one honour a fixed output length where the profile knows none.
+LENGTH_FIELDS = ("ignore_eos", "min_tokens", "generation_config")
+
+
+class UnforceableLengthError(UserError):
+    """A fixed output length was asked of a server whose request profile cannot force one."""
+
+
+def check_fixed_length(
+    profile: RequestProfile, fixed_output_length: bool, request_fields: dict[str, Any]
+) -> None:
+    """Refuse, before any request, a fixed output length the server cannot be asked for: the
+    profile has no field for it and the user's request_fields carry none. (Every request would
+    otherwise fail alike and nothing be measured.)"""
+    if not fixed_output_length or profile.fixed_length:
+        return
+    if any(key in request_fields for key in LENGTH_FIELDS):
+        return
+    raise UnforceableLengthError(
+        f"a fixed output length cannot be asked of server profile {profile.name!r}: a plain "
+        "OpenAI-compatible server has no request field that forces it. Name the engine "
+        "(--engine vllm, llamacpp or transformers; in params, the pair's engine), pass the "
+        "server's own field (--request-field ignore_eos=true; request_fields), or let answers "
+        "end early (--no-fixed-output-length; fixed_output_length: false)"
+    )
 
 
 def endpoint_path(api: str) -> str:
@@ -54,12 +83,7 @@ def turn_body(
         body["prompt"] = prompt or ""
     body.update(rules.stream_usage)
     if rules.fixed_output_length:
-        if not rules.fixed_length:
-            raise ValueError(
-                f"server profile {rules.profile!r} has no request field that forces the output "
-                "length; set fixed_output_length to false, or pick the engine's profile (vllm, "
-                "llamacpp), or pass the engine's own field through request_fields"
-            )
+        # body_rules refused a length it cannot force; the user's request_fields force it
         if "ignore_eos" in rules.fixed_length:
             body["ignore_eos"] = True
         if "min_tokens" in rules.fixed_length:
@@ -83,6 +107,7 @@ def body_rules(
 ) -> Any:
     from quantbench.load.plan import BodyRules
 
+    check_fixed_length(profile, fixed_output_length, request_fields)
     return BodyRules(
         model=model,
         profile=profile.name,

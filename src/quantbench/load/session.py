@@ -34,7 +34,7 @@ from quantbench.load.plan import LoadPlan, Precision
 from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.profiles import get_profile
 from quantbench.load.records import RequestRecord, read_records
-from quantbench.load.requests import body_rules, endpoint_path
+from quantbench.load.requests import body_rules, check_fixed_length, endpoint_path
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
@@ -249,6 +249,8 @@ def run_session(
 ) -> SessionSummary:
     """Run the workload's points (all, or those of ``points``) against the target."""
     constraints = slo_mod.parse_slo(slo) if slo else []
+    # what the server cannot be asked is refused once, here, before any request or output
+    check_fixed_length(get_profile(target.engine), spec.fixed_output_length, spec.request_fields)
     url = normalize_url(target.url)
     headers = target.request_headers()
     model = target.model or first_model(url, headers)

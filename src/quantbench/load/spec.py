@@ -140,10 +140,24 @@ class PrecisionSpec(Settings):
     @classmethod
     def _targets_parse(cls, values: list[str]) -> list[str]:
         for text in values:
-            if not _TARGET.fullmatch(text.strip()):
+            m = _TARGET.fullmatch(text.strip())
+            if not m:
                 raise ValueError(
                     f"precision target {text!r}: write metric:pNN with metric ttft, tpot, itl "
                     "or e2e (e.g. ttft:p50), optionally with its own half-width (ttft:p50 ±15%)"
+                )
+            # a target no sample can meet would measure every point to max_requests and still
+            # report it unmet: refuse it here, not after an hour of load
+            if not 0 < float(m.group(2)) < 100:
+                raise ValueError(
+                    f"precision target {text!r}: percentile p{m.group(2)} is not a percentile a "
+                    "sample can bound; give one between p1 and p99 (e.g. ttft:p50)"
+                )
+            if m.group(4) is not None and not 0 < float(m.group(4)) < 100:
+                raise ValueError(
+                    f"precision target {text!r}: a half-width of {m.group(4)}% can never be "
+                    "met (no finite sample knows a percentile exactly, and 100% bounds nothing); "
+                    "give one between 1% and 50% (e.g. ttft:p50 ±15%)"
                 )
         return values
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
+from quantbench.textfile import read_utf8
 
 IGNORE = -100  # label value the loss skips
 
@@ -22,7 +23,7 @@ class Example:
 def load_chats(path: str | Path) -> list[list[dict[str, str]]]:
     """Read a JSONL of {"messages": [...]} chats that end with an assistant turn."""
     chats = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(read_utf8(path, "training chats").splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -45,6 +45,19 @@ def lora_config(settings: LoraSettings) -> Any:
     )
 
 
+def target_problem(linear_names: set[str], targets: list[str]) -> str | None:
+    """The message for target modules the model does not have (None: all found): the same
+    check where the model is loaded for training and, from its config alone, before any work
+    (quantbench.preflight)."""
+    missing = [t for t in targets if t not in linear_names]
+    if not missing:
+        return None
+    return (
+        f"lora.target_modules: {missing} not found in the model; give names of its linear "
+        f"layers: {', '.join(sorted(linear_names))}"
+    )
+
+
 def check_targets(model: Any, targets: list[str]) -> None:
     """Fail early, naming the model's linear layers, when a target module does not exist."""
     import torch
@@ -54,12 +67,9 @@ def check_targets(model: Any, targets: list[str]) -> None:
     names = {
         n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
     }
-    missing = [t for t in targets if t not in names]
-    if missing:
-        raise UserError(
-            f"lora.target_modules: {missing} not found in the model; "
-            f"its linear layers are: {', '.join(sorted(names))}"
-        )
+    problem = target_problem(names, targets)
+    if problem:
+        raise UserError(problem)
 
 
 def train_adapter(

@@ -39,6 +39,7 @@ from quantbench.schemas.quality import (
     ReferenceInfo,
     WorkerMemory,
 )
+from quantbench.textfile import read_utf8
 
 log = logging.getLogger(__name__)
 # Held-out questions whose answers the served check compares (besides the general prompts).
@@ -66,7 +67,7 @@ def _stop_ids(reference_dir: Path, tokenizer: Any) -> frozenset[int]:
 def _eval_ids(tokenizer: Any, eval_text_path: Path, settings: EvaluateSettings) -> list[int]:
     if not eval_text_path.is_file():
         raise EvaluationError(f"evaluation text {str(eval_text_path)!r} does not exist")
-    text = eval_text_path.read_text(encoding="utf-8")
+    text = read_utf8(eval_text_path, "data.eval")
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if settings.max_tokens is not None:
         ids = ids[: settings.max_tokens]

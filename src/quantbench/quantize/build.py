@@ -24,6 +24,7 @@ from quantbench.quantize.variant import (
     source_description,
     write_variant_json,
 )
+from quantbench.textfile import NotUtf8Error, read_utf8
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,13 @@ def check_calibration_file(name: str, spec: Any, path: Path | None) -> None:
             f"calibration file {str(path)!r} does not exist; set data.calibration in params.yaml "
             "to a UTF-8 text file of passages separated by blank lines"
         )
-    if not Path(path).read_text(encoding="utf-8", errors="replace").strip():
+    try:
+        text = read_utf8(path, "data.calibration")
+    except NotUtf8Error as exc:
+        raise VariantSpecError(
+            f"variant {name!r} (format {spec.format}) needs calibration text: {exc}"
+        ) from None
+    if not text.strip():
         raise VariantSpecError(
             f"variant {name!r} (format {spec.format}) needs calibration text, but the "
             f"calibration file {str(path)!r} is empty; give passages separated by blank lines"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from quantbench.formats.base import CalibrationSpec, VariantSpecError
 from quantbench.fsutil import sha256_file
+from quantbench.textfile import read_utf8
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
 
@@ -44,7 +45,7 @@ def split_passages(text: str) -> list[str]:
 def load_calibration(name: str, path: Path, spec: CalibrationSpec) -> Calibration:
     """Read the first `spec.samples` passages (all when null) of the calibration file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_utf8(path, "data.calibration")
     except FileNotFoundError:
         raise VariantSpecError(
             f"variant {name!r}: calibration file {str(path)!r} does not exist; set "

@@ -48,7 +48,9 @@ def _lines(path: Path) -> list[tuple[str, Any]]:
     if not Path(path).is_file():
         raise WorkloadFileError(f"workload file {path} does not exist")
     rows = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    from quantbench.textfile import read_utf8
+
+    for lineno, line in enumerate(read_utf8(path, "workload file").splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

@@ -55,10 +55,18 @@ class Corpus:
     """An endless, deterministic supply of text: windows of the project's data files."""
 
     def __init__(self, paths: Sequence[Path], cut: Cut | None = None) -> None:
+        from quantbench.errors import UserError
+        from quantbench.textfile import read_utf8
+
         words: list[str] = []
         for path in paths:
-            if Path(path).is_file():
-                words += Path(path).read_text(encoding="utf-8", errors="replace").split()
+            if not Path(path).is_file():
+                # a file left out silently would change every prompt, and say nothing
+                raise UserError(
+                    f"data.corpus: {path} does not exist; give existing text files (paths are "
+                    "relative to the repository root)"
+                )
+            words += read_utf8(path, "data.corpus").split()
         if not words:
             raise ValueError(f"no text to make prompts from in {[str(p) for p in paths]}")
         self.words = words
