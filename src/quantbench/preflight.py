@@ -8,6 +8,7 @@ at what the params point to, so they run where a run begins (`make repro` calls
   reader refuses (read whole, by the reader its stage uses);
 - a local model folder or an adapter folder that does not exist;
 - a LoRA target module the model does not have (its linear layers, from its config alone);
+- an engine setting that reserves more memory than the machine has in all (vLLM's KV cache);
 - a group size that does not divide the model's layer widths (read from the model's config, or
   from the embedded GGUF's metadata, without loading any weights);
 - a workload whose requests ask for more output tokens than an engine's context can hold.
@@ -154,6 +155,42 @@ def lora_problems(config: Config, found: list[str]) -> list[str]:
     return [problem] if problem else []
 
 
+def memory_problems(config: Config, total: int | None = None) -> list[str]:
+    """What each bench pair's engine reserves whatever the model (vLLM's KV-cache space on a CPU;
+    every sweep point) against this machine's memory in all: a setting that can never fit is
+    known before any work. The weights are not built yet and count nothing here; the server's
+    own check at start (engines/memory.py) adds them and holds the sum against what is free."""
+    from quantbench.engines.artifact import Artifact
+    from quantbench.engines.memory import GIB, total_bytes
+    from quantbench.engines.registry import get_engine
+
+    total = total_bytes() if total is None else total
+    if total is None:
+        return []
+    found = []
+    for name, pair in config.bench.pairs.items():
+        recipe = config.variants.get(pair.variant)
+        if recipe is None:
+            continue  # an unknown variant is the config's own error
+        engine = get_engine(pair.engine)
+        stand_in = Artifact(pair.variant, recipe.format, Path("/nonexistent") / pair.variant)
+        points = config.pair_settings(name).sweep_points()
+        over: dict[str, list[str]] = {}  # what is reserved -> the sweep points that reserve it
+        for label, point in points:
+            needs = [n for n in engine.memory_needs(stand_in, point) if n[1] != "weights"]
+            if sum(n for n, _ in needs) > total:
+                parts = " + ".join(f"{what} = {n / GIB:.2f} GiB" for n, what in needs)
+                over.setdefault(parts, []).append(label)
+        for parts, labels in over.items():
+            where = "" if len(labels) == len(points) else f" (sweep points {', '.join(labels)})"
+            found.append(
+                f"bench.pairs.{name}{where}: {parts} reserved, more than this machine's "
+                f"{total / GIB:.1f} GiB of memory in all; lower it (a few GiB hold hundreds "
+                "of thousands of tokens of a small model)"
+            )
+    return found
+
+
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     """Per bench pair: the smallest per-request context over its settings' sweep."""
     from quantbench.engines.registry import smallest_context
@@ -210,6 +247,7 @@ def problems(config: Config) -> list[str]:
             path = getattr(spec.prompts, "path", None)
             where = f"workloads.{name}.prompts.path: {path}" if path else f"workloads.{name}"
             found.append(f"{where}: {exc}")
+    found += memory_problems(config)
     limits = dict(engine_contexts(config))
     if widths is not None:
         limits["model"] = (widths.max_position_embeddings, "the model's max_position_embeddings")

@@ -81,3 +81,21 @@ def test_a_server_that_cannot_fit_is_refused_before_it_starts(tmp_path: Path) ->
     with pytest.raises(ServerError, match="engines.vllm.kv_cache_gb"):
         server.start()
     assert server.process is None  # nothing was started, nothing to clean up
+
+
+def test_preflight_refuses_a_kv_cache_larger_than_the_machine() -> None:
+    """vLLM on a CPU reserves kv_cache_gb up front: more than the machine has in all can never
+    start, and is refused before any work, naming the pair, the setting and its size; what fits
+    passes (the weights, not built yet, are the server's own check at start)."""
+    from quantbench import preflight
+    from quantbench.config import load_config
+
+    config = load_config("params.yaml")
+    assert preflight.memory_problems(config, total=24 * GIB) == []
+    big = config.model_copy(
+        update={"engines": {**config.engines, "vllm": config.engine("vllm").model_copy(
+            update={"kv_cache_gb": 64.0})}}
+    )  # fmt: skip
+    found = preflight.memory_problems(big, total=24 * GIB)
+    assert len(found) == 1 and "bench.pairs.w8a8-vllm" in found[0], found
+    assert "engines.vllm.kv_cache_gb = 64.00 GiB" in found[0] and "24.0 GiB" in found[0]

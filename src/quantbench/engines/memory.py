@@ -27,9 +27,19 @@ Need = tuple[int, str]
 
 def available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     """What the kernel says can be allocated without swapping (None where it does not say)."""
+    return _meminfo("MemAvailable", meminfo)
+
+
+def total_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The machine's memory in all (None where the kernel does not say): what no setting can
+    exceed, whatever else runs (the preflight checks, before any work)."""
+    return _meminfo("MemTotal", meminfo)
+
+
+def _meminfo(field: str, meminfo: Path) -> int | None:
     try:
         for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
