@@ -320,6 +320,12 @@ PARAMS_CASES = [
         "error: requests ask for more tokens than a llama.cpp slot holds",
     ),
     BadParams(
+        "request-over-context", "a context with room for every answer but not the longest "
+        "conversation (history and answer)", _set("engines.vllm.max_model_len", 256),
+        ("workloads.multi-turn", "at least", "max_model_len", "256", "length_scale"),
+        "error naming the workload, the longest request, the setting and the fixes",
+    ),
+    BadParams(
         "rate-zero", "zero arrival rate",
         _set("workloads.chat.load", [{"kind": "rate", "rate": 0}]),
         ("workloads.chat.load.0", "rate", "got 0", "greater than 0"),

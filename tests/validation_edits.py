@@ -305,6 +305,9 @@ def size_and_target_edits(params: dict[str, Any]) -> list[Edit]:
     out = [
         Edit("size", ("engines", "llamacpp", "ctx_size"), 16, ("ctx_size", "16")),
         Edit("size", ("engines", "vllm", "max_model_len"), 16, ("max_model_len", "16")),
+        # room for every answer, not for the longest conversation's history and answer
+        Edit("size", ("engines", "llamacpp", "ctx_size"), 300, ("ctx_size", "300")),
+        Edit("size", ("engines", "vllm", "max_model_len"), 256, ("max_model_len", "256")),
         # more KV cache than any machine of the kind has (24 GiB)
         Edit("size", ("engines", "vllm", "kv_cache_gb"), 4096, ("kv_cache_gb", "4096")),
     ]

@@ -11,7 +11,9 @@ at what the params point to, so they run where a run begins (`make repro` calls
 - an engine setting that reserves more memory than the machine has in all (vLLM's KV cache);
 - a group size that does not divide the model's layer widths (read from the model's config, or
   from the embedded GGUF's metadata, without loading any weights);
-- a workload whose requests ask for more output tokens than an engine's context can hold.
+- a workload whose requests ask for more output tokens than an engine's context can hold, or
+  whose longest request (prompt words, history and answer: a lower bound in tokens) cannot fit
+  a bench pair's per-request context.
 """
 
 from __future__ import annotations
@@ -83,13 +85,48 @@ def max_output_tokens(config: Config) -> int:
 
 def workload_outputs(config: Config) -> dict[str, int]:
     """Per workload, the most output tokens one of its requests asks for."""
+    return {name: sizes[0] for name, sizes in workload_sizes(config).items()}
+
+
+def workload_sizes(config: Config) -> dict[str, tuple[int, int, int]]:
+    """Per workload: (the most output tokens a request asks for, and the longest request at
+    least: its prompt's words, earlier turns and their answers included, plus its answer).
+
+    Words bound tokens from below for the tokenizers this project serves (byte-level BPE splits
+    at every space, so each word is one token or more): a request this long cannot fit a
+    smaller context, whatever the tokenizer; the chat template only adds to it."""
+    from quantbench.workloads.stats import prompt_lengths, words
     from quantbench.workloads.traffic import materialize
 
     out = {}
     for name, spec in config.workloads.items():
         traffic = materialize(spec, config.data.corpus)
-        out[name] = max(t.max_tokens for c in traffic.conversations for t in c.turns)
+        longest = (0, 0)
+        for conv in traffic.conversations:
+            for (prompt, _), turn in zip(prompt_lengths(conv, words), conv.turns, strict=True):
+                longest = max(longest, (prompt + turn.max_tokens, prompt))
+        asked = max(t.max_tokens for c in traffic.conversations for t in c.turns)
+        out[name] = (asked, longest[0], longest[1])
     return out
+
+
+def context_problems(
+    sizes: dict[str, tuple[int, int, int]], contexts: dict[str, tuple[int, str]]
+) -> list[str]:
+    """Each workload's longest request against each bench pair's per-request context: a
+    request that cannot fit would be dropped from the traffic (the workloads stage fits it to
+    the smallest context), so the pair would measure another workload than the one named."""
+    found = []
+    for workload, (_, longest, prompt) in sizes.items():
+        for pair, (context, what) in sorted(contexts.items()):
+            if longest > context:
+                found.append(
+                    f"workloads.{workload}: its longest request holds at least {longest} tokens "
+                    f"({prompt} of prompt, history included, and its answer) but bench.pairs."
+                    f"{pair}'s {what} allows {context} per request; raise that setting, or lower "
+                    f"workloads.{workload}.length_scale (or its turns' lengths)"
+                )
+    return found
 
 
 def _read_chats(path: Path) -> object:
@@ -238,17 +275,20 @@ def problems(config: Config) -> list[str]:
         except VariantSpecError as exc:
             found.append(str(exc))
     asked = 0
+    sizes: dict[str, tuple[int, int, int]] = {}
     for name, spec in config.workloads.items():
         try:
-            asked = max(
-                asked, workload_outputs(config.model_copy(update={"workloads": {name: spec}}))[name]
-            )
+            one = workload_sizes(config.model_copy(update={"workloads": {name: spec}}))[name]
         except (OSError, ValueError, UserError) as exc:
             path = getattr(spec.prompts, "path", None)
             where = f"workloads.{name}.prompts.path: {path}" if path else f"workloads.{name}"
             found.append(f"{where}: {exc}")
+            continue
+        sizes[name] = one
+        asked = max(asked, one[0])
     found += memory_problems(config)
-    limits = dict(engine_contexts(config))
+    contexts = dict(engine_contexts(config))
+    limits = dict(contexts)
     if widths is not None:
         limits["model"] = (widths.max_position_embeddings, "the model's max_position_embeddings")
     for _, (context, what) in sorted(limits.items()):
@@ -259,6 +299,8 @@ def problems(config: Config) -> list[str]:
                 f"{context} tokens per request (prompt included); lower the workload's max_tokens "
                 "or raise the context"
             )
+    if not any(f.startswith("workloads: requests ask for") for f in found):
+        found += context_problems(sizes, contexts)  # (an answer alone too long says it already)
     return found
 
 
