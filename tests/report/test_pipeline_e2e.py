@@ -68,6 +68,9 @@ def ci_params(source: Path) -> dict:
         )
         if not single_turn:
             workload["think_scale"] = 0.02
+            # two conversations on two streams (about 6 requests): the multi-turn point sent
+            # half of CI's bench tokens with four
+            workload["num_requests"] = 2
     # the engines in the dtype this CPU computes fastest in: bf16 where it is native (the Xeons:
     # what `auto` gives), float32 where it is emulated (AVX2-only EPYCs: transformers' bf16 step
     # took 3x a Xeon's, vLLM's 6-8x). vLLM's quantized pairs stay bf16 even there: its CPU build
