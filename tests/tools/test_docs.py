@@ -1,0 +1,33 @@
+"""The documentation can be navigated and points at what exists: every page is reached from the
+index (docs/README.md), the index from the README, and every source file a page or params.yaml
+names is there (params.yaml pointed at two modules that had been renamed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# a file of the project's code named in prose: src/..., stages/... (placeholders like <engine>
+# and globs are not names of one file)
+CODE_PATH = re.compile(r"(?<![\w/.])((?:src|stages|tools)/[\w/.-]+\.py)")
+
+
+def pages() -> list[Path]:
+    return sorted((REPO / "docs").glob("*.md"))
+
+
+def test_every_page_is_in_the_index_and_the_index_in_the_readme() -> None:
+    index = (REPO / "docs/README.md").read_text(encoding="utf-8")
+    unlinked = [p.name for p in pages() if p.name != "README.md" and f"]({p.name})" not in index]
+    assert unlinked == [], f"docs/README.md does not link {unlinked}"
+    assert "](docs/README.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_code_path_the_docs_and_params_name_exists() -> None:
+    stale = []
+    for source in [REPO / "README.md", REPO / "params.yaml", *pages()]:
+        for match in CODE_PATH.finditer(source.read_text(encoding="utf-8")):
+            if not (REPO / match.group(1)).exists():
+                stale.append(f"{source.relative_to(REPO)}: {match.group(1)}")
+    assert stale == [], "\n".join(stale)
