@@ -276,9 +276,11 @@ def linear_layer_names(settings: ModelSettings) -> set[str] | None:
 
 @functools.cache
 def _linear_names(source: str, path: str | None, trust_remote_code: bool) -> set[str] | None:
-    # importing transformers logs torch's deprecation notes on some optional packages' enums:
-    # noise in `quantbench validate`'s answer, not the user's concern
-    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+    # importing transformers logs torch's deprecation notes on some optional packages' enums,
+    # and torchao that its CUDA kernels do not load on a CPU: noise in `quantbench validate`'s
+    # answer, not the user's concern
+    for noisy in ("torch.utils._pytree", "torchao"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
