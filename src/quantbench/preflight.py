@@ -149,6 +149,17 @@ DATA_FILES: tuple[tuple[str, str, Any], ...] = (
 )
 
 
+def _corpus_used(config: Config) -> bool:
+    """Whether a workload cuts its prompts from data.corpus: the named ones (``use:``) and a
+    trace's; random prompts, datasets and conversation files do not."""
+    from quantbench.load.spec import TracePrompts
+
+    return any(
+        spec.use is not None or isinstance(spec.prompts, TracePrompts)
+        for spec in config.workloads.values()
+    )
+
+
 def data_problems(config: Config) -> list[str]:
     """The data files the stages will read: each must exist, be UTF-8 and hold something, and
     a file with a structure must be read whole by the reader its stage uses."""
@@ -158,10 +169,11 @@ def data_problems(config: Config) -> list[str]:
     if config.lora.train:
         wanted.insert(0, ("train", "training chats (finetune, with lora.train: true)", _read_chats))
     files = [(key, getattr(config.data, key), what, reader) for key, what, reader in wanted]
-    files += [
-        (f"corpus.{j}", path, "text the named workloads cut prompts from", None)
-        for j, path in enumerate(config.data.corpus)
-    ]
+    if _corpus_used(config):
+        files += [
+            (f"corpus.{j}", path, "text the named workloads cut prompts from", None)
+            for j, path in enumerate(config.data.corpus)
+        ]
     found = []
     for key, where, what, reader in files:
         try:

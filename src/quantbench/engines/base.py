@@ -253,6 +253,13 @@ class Engine(ABC):
     def launch(self, artifact: Artifact, settings: Any, host: str, port: int) -> LaunchSpec:
         """The command line, environment and endpoints for serving `artifact`."""
 
+    def memory_needs(self, artifact: Artifact, settings: Any) -> tuple[tuple[int, str], ...]:
+        """What a server of ``artifact`` with these settings holds in memory at the least, as
+        (bytes, what: the setting that reserves it), checked against the machine before it
+        starts (``engines/memory.py``) and, less the weights, before any work (the preflight
+        checks). An engine that declares nothing is not checked."""
+        return ()
+
     @abstractmethod
     def version(self, settings: Any) -> str:
         """The version of the engine that would run (without starting a server)."""
