@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from quantbench.config import Config
 from quantbench.errors import UserError
@@ -85,12 +85,23 @@ def max_output_tokens(config: Config) -> int:
 
 def workload_outputs(config: Config) -> dict[str, int]:
     """Per workload, the most output tokens one of its requests asks for."""
-    return {name: sizes[0] for name, sizes in workload_sizes(config).items()}
+    return {name: size.max_output for name, size in workload_sizes(config).items()}
 
 
-def workload_sizes(config: Config) -> dict[str, tuple[int, int, int]]:
-    """Per workload: (the most output tokens a request asks for, and the longest request at
-    least: its prompt's words, earlier turns and their answers included, plus its answer).
+class WorkloadSize(NamedTuple):
+    """What one workload's requests ask of a context, before any tokenizer is at hand."""
+
+    max_output: int
+    """The most output tokens one request asks for."""
+    longest: int
+    """The longest request at least: its prompt's words (earlier turns and their answers
+    included) plus its answer."""
+    longest_prompt: int
+    """That request's prompt, in words."""
+
+
+def workload_sizes(config: Config) -> dict[str, WorkloadSize]:
+    """Per workload, what its requests ask of a context (:class:`WorkloadSize`).
 
     Words bound tokens from below for the tokenizers this project serves (byte-level BPE splits
     at every space, so each word is one token or more): a request this long cannot fit a
@@ -106,18 +117,18 @@ def workload_sizes(config: Config) -> dict[str, tuple[int, int, int]]:
             for (prompt, _), turn in zip(prompt_lengths(conv, words), conv.turns, strict=True):
                 longest = max(longest, (prompt + turn.max_tokens, prompt))
         asked = max(t.max_tokens for c in traffic.conversations for t in c.turns)
-        out[name] = (asked, longest[0], longest[1])
+        out[name] = WorkloadSize(asked, *longest)
     return out
 
 
 def context_problems(
-    sizes: dict[str, tuple[int, int, int]], contexts: dict[str, tuple[int, str]]
+    sizes: dict[str, WorkloadSize], contexts: dict[str, tuple[int, str]]
 ) -> list[str]:
     """Each workload's longest request against each bench pair's per-request context: a
     request that cannot fit would be dropped from the traffic (the workloads stage fits it to
     the smallest context), so the pair would measure another workload than the one named."""
     found = []
-    for workload, (_, longest, prompt) in sizes.items():
+    for workload, (_, longest, prompt) in sizes.items():  # (max_output, longest, its prompt)
         for pair, (context, what) in sorted(contexts.items()):
             if longest > context:
                 found.append(
@@ -287,7 +298,7 @@ def problems(config: Config) -> list[str]:
         except VariantSpecError as exc:
             found.append(str(exc))
     asked = 0
-    sizes: dict[str, tuple[int, int, int]] = {}
+    sizes: dict[str, WorkloadSize] = {}
     for name, spec in config.workloads.items():
         try:
             one = workload_sizes(config.model_copy(update={"workloads": {name: spec}}))[name]
@@ -297,22 +308,24 @@ def problems(config: Config) -> list[str]:
             found.append(f"{where}: {exc}")
             continue
         sizes[name] = one
-        asked = max(asked, one[0])
+        asked = max(asked, one.max_output)
     found += memory_problems(config)
     contexts = dict(engine_contexts(config))
     limits = dict(contexts)
     if widths is not None:
         limits["model"] = (widths.max_position_embeddings, "the model's max_position_embeddings")
+    answer_too_long = False
     for _, (context, what) in sorted(limits.items()):
         if asked >= context:
+            answer_too_long = True
             found.append(
                 f"workloads: requests ask for up to {asked} output tokens (the workloads' "
                 f"output lengths) but {what} allows "
                 f"{context} tokens per request (prompt included); lower the workload's max_tokens "
                 "or raise the context"
             )
-    if not any(f.startswith("workloads: requests ask for") for f in found):
-        found += context_problems(sizes, contexts)  # (an answer alone too long says it already)
+    if not answer_too_long:  # (an answer alone too long already says it all)
+        found += context_problems(sizes, contexts)
     return found
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantbench.textfile import read_utf8
+
 
 @dataclass(frozen=True)
 class QAItem:
@@ -31,8 +33,6 @@ class QAItem:
 def load_qa(path: str | Path) -> list[QAItem]:
     """Read a held-out JSONL file ({"question", "answer", "accept": [...]}) with line-exact errors."""
     items: list[QAItem] = []
-    from quantbench.textfile import read_utf8
-
     for lineno, line in enumerate(read_utf8(path, "held-out questions").splitlines(), start=1):
         if not line.strip():
             continue

@@ -29,7 +29,7 @@ from quantbench.load.requests import body_rules, turn_body
 
 if TYPE_CHECKING:
     from quantbench.engines.artifact import Artifact
-    from quantbench.engines.base import Engine, EngineSettings
+    from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
     from quantbench.engines.server import Server
     from quantbench.schemas.machine import PairCalibration
 
@@ -156,7 +156,6 @@ def calibrate_pair(
     is recorded in ``error`` (no fit). With ``skip`` (why), no server is started: the record
     says what would have been probed, and the estimate predicts the pair from the roofline."""
     from quantbench.engines.ports import free_port
-    from quantbench.engines.server import Server
     from quantbench.estimate.machine import cpu_model
     from quantbench.schemas.machine import PairCalibration
 
@@ -166,14 +165,14 @@ def calibrate_pair(
     limit = engine.max_batch(point)
     batch = min(probe.max_batch, limit) if limit is not None else probe.max_batch
     launch = engine.launch(artifact, point, host, free_port(host))
-    server = Server(launch, log_dir / f"{name}.server.log")
     fit: StepFit | None = None
     error: str | None = None
     requests: list[ProbeRequest] = []
-    if skip is not None:
+    if skip is not None:  # the command it would have run is recorded; nothing is started
         log.info("%s (%s): not probed: %s", name, label, skip)
     else:
-        fit, error, requests = _probe(name, label, server, engine, batch, probe)
+        log_path = log_dir / f"{name}.server.log"
+        fit, error, requests = _probe(name, label, launch, log_path, engine, batch, probe)
     return PairCalibration(
         pair=name,
         variant=variant,
@@ -192,12 +191,19 @@ def calibrate_pair(
 
 
 def _probe(
-    name: str, label: str, server: Server, engine: Engine, batch: int, probe: ProbeSettings
+    name: str,
+    label: str,
+    launch: LaunchSpec,
+    log_path: Path,
+    engine: Engine,
+    batch: int,
+    probe: ProbeSettings,
 ) -> tuple[StepFit | None, str | None, list[ProbeRequest]]:
-    """(fit, error, requests) of one probed server."""
+    """(fit, error, requests) of the server ``launch`` starts, probed and stopped."""
     from quantbench.engines.ports import PortInUseError
-    from quantbench.engines.server import ServerError
+    from quantbench.engines.server import Server, ServerError
 
+    server = Server(launch, log_path)
     requests: list[ProbeRequest] = []
     fit: StepFit | None = None
     error: str | None = None

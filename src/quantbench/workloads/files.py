@@ -37,6 +37,7 @@ from typing import Any
 
 from quantbench.errors import UserError
 from quantbench.load.plan import Conversation, Turn
+from quantbench.textfile import read_utf8
 from quantbench.workloads.generate import Corpus
 
 
@@ -48,8 +49,6 @@ def _lines(path: Path) -> list[tuple[str, Any]]:
     if not Path(path).is_file():
         raise WorkloadFileError(f"workload file {path} does not exist")
     rows = []
-    from quantbench.textfile import read_utf8
-
     for lineno, line in enumerate(read_utf8(path, "workload file").splitlines(), 1):
         if not line.strip():
             continue

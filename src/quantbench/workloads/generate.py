@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantbench.errors import UserError
 from quantbench.load.plan import Conversation, Turn
+from quantbench.textfile import read_utf8
 
 Cut = Callable[[str, int], str]
 """(text, n_tokens) -> the first n_tokens tokens of text, as text."""
@@ -55,9 +57,6 @@ class Corpus:
     """An endless, deterministic supply of text: windows of the project's data files."""
 
     def __init__(self, paths: Sequence[Path], cut: Cut | None = None) -> None:
-        from quantbench.errors import UserError
-        from quantbench.textfile import read_utf8
-
         words: list[str] = []
         for path in paths:
             if not Path(path).is_file():
