@@ -185,3 +185,18 @@ def test_a_fresh_clone_links_to_the_machines_shared_build(tmp_path: Path, monkey
     other.mkdir(parents=True)
     monkeypatch.setattr(llamacpp, "default_root", lambda: other)
     assert llamacpp.toolchain().root == other.resolve() and not other.is_symlink()
+
+
+def test_the_source_release_is_taken_from_the_index_page_by_name_and_pinned_hash() -> None:
+    # `pip download` of the source release built its build backend and that backend's
+    # dependencies from source first (two minutes of an AVX2-only EPYC's setup) for a file whose
+    # hash is pinned: the file is now taken straight from the index's JSON page (PEP 691)
+    from quantbench.native import llama_build as lb
+
+    other = {"filename": "llama_cpp_python-0.3.35.tar.gz", "url": "u0", "hashes": {}}
+    wheel = {"filename": "x.whl", "url": "u1", "hashes": {"sha256": lb.SDIST_SHA256}}
+    ours = {"filename": lb.SDIST_NAME, "url": "u2", "hashes": {"sha256": lb.SDIST_SHA256}}
+    assert lb.sdist_url({"files": [other, wheel, ours]}) == "u2"
+    swapped = {**ours, "hashes": {"sha256": "0" * 64}}  # the same name with other bytes
+    assert lb.sdist_url({"files": [other, swapped]}) is None
+    assert lb.sdist_url({}) is None
