@@ -9,6 +9,8 @@ at what the params point to, so they run where a run begins (`make repro` calls
 - a local model folder or an adapter folder that does not exist;
 - a LoRA target module the model does not have (its linear layers, from its config alone);
 - an engine setting that reserves more memory than the machine has in all (vLLM's KV cache);
+- a pair whose engine cannot serve its format on this machine (vLLM's build for a CPU without
+  AVX-512 has no 4-bit weight kernel: GPTQ and AWQ);
 - a group size that does not divide the model's layer widths (read from the model's config, or
   from the embedded GGUF's metadata, without loading any weights);
 - a workload whose requests ask for more output tokens than an engine's context can hold, or
@@ -251,6 +253,24 @@ def memory_problems(config: Config, total: int | None = None) -> list[str]:
     return found
 
 
+def engine_problems(config: Config) -> list[str]:
+    """Each bench pair whose engine serves its format in general but not on this machine (a
+    kernel missing from the engine's build for this CPU): it would fail at its first request."""
+    from quantbench.engines.registry import unservable_here
+
+    found = []
+    for name, pair in config.bench.pairs.items():
+        recipe = config.variants.get(pair.variant)
+        if recipe is None or not config.engine(pair.engine).enabled:
+            continue  # an unknown variant is the config's own error; a disabled engine runs nothing
+        why = unservable_here(
+            name, pair.variant, recipe.format, pair.engine, config.pair_settings(name)
+        )
+        if why:
+            found.append(why)
+    return found
+
+
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     """Per bench pair: the smallest per-request context over its settings' sweep."""
     from quantbench.engines.registry import smallest_context
@@ -310,6 +330,7 @@ def problems(config: Config) -> list[str]:
         sizes[name] = one
         asked = max(asked, one.max_output)
     found += memory_problems(config)
+    found += engine_problems(config)
     contexts = dict(engine_contexts(config))
     limits = dict(contexts)
     if widths is not None:

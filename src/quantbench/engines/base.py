@@ -4,7 +4,8 @@ An engine is one module under ``quantbench/engines/`` (or a plugin's, see docs/E
 defines an :class:`Engine` subclass and registers it. The class holds everything the rest of the
 pipeline needs to know about it:
 
-* ``formats``: the variant formats it serves;
+* ``formats``: the variant formats it serves (``unservable_here``: those it cannot on this
+  machine, and why);
 * ``settings_model``: its section under ``engines:`` in params.yaml (an :class:`EngineSettings`);
 * ``profile``: the optional request fields it accepts (:mod:`quantbench.load.requests`);
 * ``launch``: the command line and environment of its server;
@@ -225,6 +226,13 @@ class Engine(ABC):
 
     def serves(self, fmt: str) -> bool:
         return fmt in self.formats
+
+    def unservable_here(self, fmt: str, settings: Any) -> str | None:
+        """Why this engine, with these settings, cannot serve format ``fmt`` on this machine
+        although it serves the format in general (a kernel its build for this CPU lacks), or
+        None where it can. Asked before any work (the preflight checks, the bench stage's first
+        step), so a pair that could only fail an hour into the run is refused at once."""
+        return None
 
     # --- what the estimator asks of an engine (quantbench.estimate.engines) ---------------------
 

@@ -66,6 +66,22 @@ def check_pair(variant: str, fmt: str, engine: str) -> None:
         )
 
 
+def unservable_here(pair: str, variant: str, fmt: str, engine: str, settings: Any) -> str | None:
+    """Why pair ``pair`` cannot run on this machine although its engine serves the format (the
+    engine's :meth:`~quantbench.engines.base.Engine.unservable_here`), naming the engines that
+    also serve it; None where it can."""
+    why = get_engine(engine).unservable_here(fmt, settings)
+    if why is None:
+        return None
+    others = [e for e in engines_for(fmt) if e != engine]
+    instead = (
+        f"serve {variant} with {' or '.join(others)} here (bench.pairs.{variant}-{others[0]}), "
+        if others
+        else ""
+    )
+    return f"bench.pairs.{pair}: {why}; {instead}or run this pair on a machine where {engine} can"
+
+
 def engine_settings(name: str, raw: Any) -> EngineSettings:
     """Validate one engine's section with that engine's settings model."""
     return get_engine(name).settings_model.model_validate({} if raw is None else raw)

