@@ -10,8 +10,9 @@ a busy machine still reads low, so the load average is recorded beside the figur
   well below the copy rate and falls for short rows and small matrices, so when a model is
   known its own shapes are probed too (:func:`with_shape_probes`: many distinct matrices of
   one shape, per-call costs included) and weighted by the bytes it streams in each;
-* GEMM: a large square product per dtype (bf16 and fp32 through torch, int8 through
-  ``torch._int_mm`` where this torch has it): the matrix throughput.
+* GEMM: a large square product per dtype in the layout of a linear layer (``x @ w.T``; bf16 and
+  fp32 through torch, int8 through ``torch._int_mm`` where this torch has it): the matrix
+  throughput.
 
 Figures depend on the thread count, so the cache keeps one entry per thread count, in
 ``<cache_dir>/hardware-<hostname hash>.json``. The whole measurement takes a few seconds.
@@ -61,7 +62,8 @@ PROBE_BUDGET_S = 1.5
 GEMM_START = 512
 GEMM_GROW_S = 0.05
 # Bumped when the probes change, so stale cache entries are measured again.
-PROBE_VERSION = 2  # 2: repeats within a time budget, GEMM sized to the CPU
+# 2: repeats within a time budget, GEMM sized to the CPU; 3: GEMM in the linear layers' layout
+PROBE_VERSION = 3
 
 
 def _llc_bytes() -> int:
@@ -186,8 +188,12 @@ def _gemm_tflops(dtype_name: str) -> float:
     dtype = getattr(torch, _TORCH_DTYPES[dtype_name])
 
     def product(n: int) -> Callable[[], object]:
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        return lambda: a @ b
+        # in the layout every linear layer multiplies in (x @ w.T, weights stored out x in), not
+        # `a @ b`: where bf16 is emulated (an AVX2-only EPYC, torch 2.13) the two take different
+        # kernels, 4.1 against 1.4 GFLOP/s, and the square `a @ b` made the estimate of a bf16
+        # model's decode step 2.8x too slow against a generate loop measured beside it
+        x, w = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        return lambda: torch.nn.functional.linear(x, w)
 
     n = gemm_size(product)
     return 2 * n**3 / _best_seconds(product(n)) / 1e12
