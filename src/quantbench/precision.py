@@ -41,6 +41,7 @@ Which interval for which figure, and why:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -83,8 +84,13 @@ class Figure(Strict):
 Interval = Figure
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(confidence: float, df: int) -> float:
-    """The two-sided Student t critical value for ``confidence`` with ``df`` degrees of freedom."""
+    """The two-sided Student t critical value for ``confidence`` with ``df`` degrees of freedom.
+
+    Cached: the decision's stability resampling asks for the same few (confidence, df) pairs
+    about 100,000 times a report, and scipy's ``ppf`` costs a quarter of a millisecond a call
+    (28 of a report test's 31 s on an AVX2-only EPYC)."""
     from scipy.stats import t
 
     if df < 1:

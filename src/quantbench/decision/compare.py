@@ -23,6 +23,7 @@ one-sided tests use a 1 - 2 alpha interval).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ Verdict = Literal["faster", "slower", "equivalent", "not yet separable"]
 EXACT_DF = 1_000_000
 
 
+@functools.lru_cache(maxsize=64)
 def _z(confidence: float) -> float:
     from scipy.stats import norm
 
