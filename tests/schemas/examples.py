@@ -165,6 +165,7 @@ def merge_report() -> MergeReport:
         probe=Probe(prompts=13, positions=812), exactness_float32=exact,
         saved_dtype="bfloat16", saved_weights_exact=True,
         dtype_cost={"merged_saved_vs_adapter_float32": exact, "base_cast_vs_base_float32": cost},
+        dtype_cost_computed_in="float32",
         tolerances={"dtype": "bfloat16", "max_abs_logit_diff": 0.001, "min_next_token_agreement": 1.0},
         passed=True, failures=[],
     )  # fmt: skip

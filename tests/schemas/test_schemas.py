@@ -282,7 +282,7 @@ PINNED: dict[str, str] = {
     "ValidationVerdict": "v1:904abdb9062cd7db",
     "BaseModelInfo": "v1:568e33a360a15bae",
     "FinetuneReport": "v1:b223cbf6b9b89c5e",
-    "MergeReport": "v1:ee683dc0caa8e4d4",
+    "MergeReport": "v2:23bb7ab7efd63ab0",  # v2: what the dtype costs were computed in
     "MergedModelInfo": "v1:3e05c78db4d9ffaa",
     "VariantRecord": "v1:715cda4b1dffc3c6",
     "QuantizeTiming": "v1:72ba24b86566e577",

@@ -36,9 +36,10 @@ class MergeReport(StageOutput):
 
     OUTPUT: ClassVar[str] = "reports/merge.json"
     STAGE: ClassVar[str] = "merge"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+    # 2: dtype_cost_computed_in (absent before: the costs were computed in the saved dtype)
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: stamp(2)}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     adapter: AdapterProvenance
     base_sha256: str = Field(description="Hash of the base's *.safetensors files.")
     merged_sha256: str = Field(description="Hash of the merged model's *.safetensors files.")
@@ -53,6 +54,13 @@ class MergeReport(StageOutput):
     dtype_cost: dict[str, LogitComparison] = Field(
         description="merged_saved_vs_adapter_float32 and base_cast_vs_base_float32: what the "
         "save dtype costs, on the merge and on the base (context, never judged)."
+    )
+    dtype_cost_computed_in: str | None = Field(
+        None,
+        description="What the dtype_cost logits were computed in: the saved dtype's weights "
+        "computed in bfloat16 where this CPU runs it natively, in float32 where bf16 is emulated "
+        "(quantbench.native.dtype; the weights' rounding alone then). None: in the saved dtype "
+        "(files before schema version 2).",
     )
     tolerances: dict[str, Any] = Field(description="The merge: section of params as validated.")
     passed: bool
