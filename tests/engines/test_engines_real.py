@@ -121,7 +121,10 @@ def test_transformers_serves_bf16(
     prepared_base: Path, base_refs: list, tmp_path, continuous_batching
 ) -> None:
     artifact = load_artifact(prepared_base, "bf16")
-    settings = TransformersSettings(continuous_batching=continuous_batching, cb_num_blocks=64)
+    # in what this CPU computes fastest (float32 where bf16 is emulated), as a user here serves
+    settings = TransformersSettings(
+        continuous_batching=continuous_batching, cb_num_blocks=64, dtype="native"
+    )
     launch = get_engine("transformers").launch(artifact, settings, "127.0.0.1", free_port())
     report = run_and_check(launch, tmp_path / "server.log", base_refs)
     assert ("--continuous-batching" in report["argv"]) == continuous_batching
@@ -254,7 +257,7 @@ def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp
 def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> None:
     from quantbench.engines.vllm import VllmSettings
 
-    settings = VllmSettings(device="cpu", max_model_len=1024, kv_cache_gb=1)
+    settings = VllmSettings(device="cpu", max_model_len=1024, kv_cache_gb=1, dtype="native")
     if not settings.python.exists():
         pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
     artifact = load_artifact(prepared_base, "bf16")
@@ -308,6 +311,6 @@ def test_vllm_serves_w8a8_on_int8_kernels(w8a8_variant: Path, w8a8_refs: list, t
 def test_transformers_serves_w8a8(w8a8_variant: Path, w8a8_refs: list, tmp_path) -> None:
     artifact = load_artifact(w8a8_variant)
     launch = get_engine("transformers").launch(
-        artifact, TransformersSettings(), "127.0.0.1", free_port()
+        artifact, TransformersSettings(dtype="native"), "127.0.0.1", free_port()
     )
     run_and_check(launch, tmp_path / "server.log", w8a8_refs)
