@@ -41,16 +41,23 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _pairs(args: argparse.Namespace) -> int:
     from quantbench.config import load_config
-    from quantbench.engines.registry import valid_pairs
+    from quantbench.engines.registry import get_engine, valid_pairs
 
     config = load_config(args.params)
     formats = {name: spec.format for name, spec in config.variants.items()}
     pairs = valid_pairs(formats, config.engines)
     print("# every valid pair of the configured variants and enabled engines; paste under bench:")
     print("  pairs:")
+    here = []
     for variant, engine in pairs:
-        print(f"    {variant}-{engine}: {{variant: {variant}, engine: {engine}}}")
-    missing = [f"{v}-{e}" for v, e in pairs if f"{v}-{e}" not in config.bench.pairs]
+        line = f"{variant}-{engine}: {{variant: {variant}, engine: {engine}}}"
+        # a pair its engine cannot run on this machine (a kernel its build here lacks) is shown
+        # commented out, with why: pasted as it is, it runs nothing
+        why = get_engine(engine).unservable_here(formats[variant], config.engine(engine))
+        print(f"    # {line}  # not on this machine: {why}" if why else f"    {line}")
+        if not why:
+            here.append((variant, engine))
+    missing = [f"{v}-{e}" for v, e in here if f"{v}-{e}" not in config.bench.pairs]
     if missing:
         print(f"# not yet in {args.params}: {', '.join(missing)}", file=sys.stderr)
     return 0

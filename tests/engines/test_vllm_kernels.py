@@ -159,3 +159,27 @@ def test_the_probe_asks_the_installed_vllm(tmp_path: Path, monkeypatch) -> None:
         capture_output=True, text=True, check=True,
     ).stdout.strip() == "True"  # fmt: skip
     assert found.missing("gptq") == ([] if avx512 else ["cpu_gemm_wna16"])
+
+
+def test_quantbench_pairs_comments_out_what_this_machine_cannot_run(
+    fake_vllm, tmp_path: Path, capsys
+) -> None:
+    import yaml
+
+    from quantbench.cli import main
+
+    python, answer = fake_vllm
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    params["engines"]["vllm"]["python"] = str(python)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    assert main(["pairs", "--params", str(tmp_path / "params.yaml")]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert "    gptq-w4g64-transformers: {variant: gptq-w4g64, engine: transformers}" in lines
+    (gptq_vllm,) = [line for line in lines if "gptq-w4g64-vllm:" in line]
+    assert gptq_vllm.startswith("    # gptq-w4g64-vllm:") and "cpu_gemm_wna16" in gptq_vllm
+    assert "    w8a8-vllm: {variant: w8a8, engine: vllm}" in lines
+    assert "gptq-w4g64-vllm" not in out.err  # not offered as missing either
+    answer["probe"] = AVX512_BUILD
+    main(["pairs", "--params", str(tmp_path / "params.yaml")])
+    assert "    gptq-w4g64-vllm: {variant: gptq-w4g64, engine: vllm}" in capsys.readouterr().out
