@@ -126,3 +126,23 @@ def test_every_listed_gguf_type_exists_in_llama_cpp_headers() -> None:
     text = header.read_text()
     for gguf_type in GGUF_TYPES:
         assert f"LLAMA_FTYPE_MOSTLY_{gguf_type} " in text, gguf_type
+
+
+@pytest.mark.parametrize("duo_scaling", [True, False])
+def test_awq_grid_is_accepted_exactly_when_llm_compressor_can_build_it(duo_scaling: bool) -> None:
+    # n_grid 2 with duo scaling passed our validation and divided by zero inside llm-compressor's
+    # scale search (CI, an AVX2-only EPYC): the spec now refuses what the library cannot search
+    from llmcompressor.modifiers.transform.awq import AWQModifier  # what formats/awq.py runs
+
+    for n_grid in range(1, 7):
+        modifier = AWQModifier(duo_scaling=duo_scaling, n_grid=n_grid)
+        try:
+            # a search: more than the identity scaling alone
+            builds = len(set(modifier._get_grid_search_params())) >= 2
+        except ZeroDivisionError:
+            builds = False
+        raw = {"format": "awq", "duo_scaling": duo_scaling, "n_grid": n_grid}
+        if builds:
+            assert isinstance(parse(raw), AwqSpec), n_grid
+        else:
+            assert "n_grid" in error_of(raw), n_grid

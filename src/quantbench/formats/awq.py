@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
 from quantbench.formats.registry import register_format
@@ -56,10 +56,11 @@ class AwqSpec(Recipe):
     )
     n_grid: int = Field(
         20,
-        ge=1,
+        ge=2,
         le=100,
         description="Scale ratios the search tries per layer (llm-compressor's default, 20): the "
-        "stage's time is about proportional to it (CI uses fewer; the recipe records it).",
+        "stage's time is about proportional to it (CI uses fewer; the recipe records it). At "
+        "least 3 with duo_scaling (identity plus a grid from 0 to 1), 2 without.",
     )
     calibration: CalibrationSpec = Field(
         CalibrationSpec(), description="Calibration passages used for the activation statistics."
@@ -69,6 +70,19 @@ class AwqSpec(Recipe):
     @classmethod
     def _group_size_allowed(cls, value: int) -> int:
         return check_group_size(value)
+
+    @model_validator(mode="after")
+    def _grid_has_two_ends(self) -> AwqSpec:
+        # llm-compressor spaces its ratios as i / (n - 1), and with duo scaling as identity plus
+        # i / (n - 2): a smaller grid divides by zero minutes into the stage, after calibration
+        least = 3 if self.duo_scaling else 2
+        if self.n_grid < least:
+            raise ValueError(
+                f"n_grid {self.n_grid} is too small: the scale search needs at least {least} "
+                f"ratios {'with' if self.duo_scaling else 'without'} duo_scaling (identity and "
+                "a grid from 0 to 1); set n_grid to 3 or more"
+            )
+        return self
 
 
 # The recipe llm-compressor saves next to the weights; kept, it documents the exact modifiers.
