@@ -114,9 +114,10 @@ def test_awq_on_the_embedded_model(prepared_base: Path, tmp_path: Path, calibrat
     import torch
     from transformers import AutoModelForCausalLM
 
-    # three scale ratios searched per layer (the fewest it can), not llm-compressor's 20: what is checked here is the
-    # checkpoint the real quantizer writes (the search's cost is about proportional to the grid:
-    # 815 s at 20 on an AVX2-only EPYC; the pipeline runs the grid as params.yaml sets it)
+    # three scale ratios searched per layer (the fewest it can), not llm-compressor's 20: what
+    # is checked here is the checkpoint the real quantizer writes (the search's cost is about
+    # proportional to the grid: 815 s at 20 on an AVX2-only EPYC, 109 s at 3; the pipeline runs
+    # the grid as params.yaml sets it)
     recipe = spec(format="awq", group_size=64, n_grid=3, calibration=SMALL_CALIBRATION)
     info = build("awq-w4g64", recipe, prepared_base, tmp_path / "awq", calibration)
     quant = json.loads((info.directory / "config.json").read_text())["quantization_config"]
