@@ -34,7 +34,7 @@ def main() -> None:
     lora = section(params, "lora", LoraSettings)
     data = section(params, "data", DataSettings)
     runtime = section(params, "runtime", RuntimeSettings)
-    heldout = load_qa(check_data_file(data.heldout, "data.heldout"))
+    heldout = load_qa(check_data_file(data.heldout, "data.heldout"))[: lora.heldout_limit]
     if lora.train:
         check_data_file(data.train, "data.train")
     configure_threads(runtime.threads)

@@ -37,6 +37,13 @@ def test_training_chats_must_end_with_the_assistant(tmp_path) -> None:
 
 
 @pytest.mark.slow
+def test_heldout_limit_counts_questions() -> None:
+    assert LoraSettings().heldout_limit is None
+    assert LoraSettings(heldout_limit=4).heldout_limit == 4
+    with pytest.raises(ValueError, match="heldout_limit"):
+        LoraSettings(heldout_limit=0)
+
+
 def test_training_raises_heldout_accuracy(prepared_base: Path, tmp_path: Path) -> None:
     from quantbench.lora.train import train_adapter
     from quantbench.runtime import configure_threads

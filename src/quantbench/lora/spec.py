@@ -30,6 +30,12 @@ class LoraSettings(Settings):
     answer_max_new_tokens: int = Field(
         32, ge=1, description="Greedy tokens generated per held-out question."
     )
+    heldout_limit: int | None = Field(
+        None,
+        ge=1,
+        description="Score the adapter on only the first N held-out questions, before and after "
+        "training (null: all of them; evaluate.heldout_limit is the variants' own).",
+    )
 
     @model_validator(mode="after")
     def _adapter_when_not_training(self) -> LoraSettings:
