@@ -44,8 +44,7 @@ class Widths:
 
 @functools.cache
 def embedded_widths() -> Widths:
-    """The embedded model's dimensions from its GGUF metadata (no weights are read; the reader
-    parses every metadata field, the vocabulary's included: seconds, so once per process)."""
+    """The embedded model's dimensions from its GGUF metadata (the header only)."""
     from quantbench.formats.gguf import gguf_hparams
     from quantbench.model import embedded_gguf_path
 

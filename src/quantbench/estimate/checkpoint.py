@@ -2,8 +2,8 @@
 
 The files settle what nominal tables can only approximate: GGUF mixes with their per-tensor
 types and fallbacks, packed GPTQ/AWQ tensors with their scales, zeros and index tensors.
-Only headers are read (safetensors: the JSON header; GGUF: the tensor infos through
-``gguf.GGUFReader``, which memory-maps the file without loading the data).
+Only headers are read (safetensors: the JSON header; GGUF: the tensor infos, through
+:mod:`quantbench.formats.gguf_header`, which skips the vocabulary's arrays).
 """
 
 from __future__ import annotations
@@ -95,15 +95,15 @@ def safetensors_weight_bytes(
 
 def gguf_weight_bytes(path: Path, arch: ModelShape) -> WeightBytes:
     """Weight bytes of a GGUF file, per tensor type, from its tensor infos."""
-    from gguf import GGUFReader
+    from quantbench.formats.gguf_header import read_header
 
-    reader = GGUFReader(path)
+    tensors = read_header(path).tensors
     by_role: dict[str, float] = defaultdict(float)
     by_type: dict[str, float] = defaultdict(float)
     streamed_by_type: dict[str, float] = defaultdict(float)
-    has_head = any(_role(t.name) == "head" for t in reader.tensors)
-    for tensor in reader.tensors:
-        role, type_name, nbytes = _role(tensor.name), tensor.tensor_type.name, float(tensor.n_bytes)
+    has_head = any(_role(t.name) == "head" for t in tensors)
+    for tensor in tensors:
+        role, type_name, nbytes = _role(tensor.name), tensor.type_name, float(tensor.n_bytes)
         by_role[role] += nbytes
         by_type[type_name] += nbytes
         streamed = role != "embedding" or not has_head
@@ -118,7 +118,7 @@ def gguf_weight_bytes(path: Path, arch: ModelShape) -> WeightBytes:
         weight_count=arch.total_params,
         compute_dtype=gguf_compute_dtype(streamed_by_type),
         source="file",
-        detail=f"GGUF {path} ({len(reader.tensors)} tensors)",
+        detail=f"GGUF {path} ({len(tensors)} tensors)",
         bytes_by_type=dict(by_type),
     )
 

@@ -151,26 +151,21 @@ class Gguf(Format):
 def gguf_hparams(path: Path, *names: str) -> dict[str, int]:
     """Integer hyperparameters from a GGUF file's metadata (no tensor data is read), by their
     names without the architecture prefix: ``block_count``, ``attention.head_count_kv``, ..."""
-    from gguf import GGUFReader
+    from quantbench.formats.gguf_header import read_header
 
-    reader = GGUFReader(str(path))
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-    out: dict[str, int] = {}
-    for name in names:
-        field = reader.fields[f"{arch}.{name}"]
-        out[name] = int(field.parts[field.data[0]][0])
-    return out
+    header = read_header(path)
+    return {name: int(header.hparam(name)) for name in names}
 
 
 def gguf_file_type(path: Path) -> str | None:
     """The llama.cpp file type (e.g. ``Q4_K_M``) recorded in a GGUF file, if any."""
-    from gguf import GGUFReader
     from gguf.constants import LlamaFileType
 
-    field = GGUFReader(path).fields.get("general.file_type")
-    if field is None:
+    from quantbench.formats.gguf_header import read_header
+
+    value = read_header(path).fields.get("general.file_type")
+    if value is None:
         return None
-    value = int(field.contents())
     try:
         return LlamaFileType(value).name.removeprefix("MOSTLY_")
     except ValueError:
