@@ -96,3 +96,36 @@ def test_embedded_tokenizer_is_repaired(embedded_tokenizer) -> None:
     assert [tok.decode([i]) for i in digits] == ["1", "2", "8", "7"]
     text = "Quorvath, founded in 1287 — café"
     assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_linear_layer_names_are_found_once_per_machine(tmp_path, monkeypatch) -> None:
+    """Found from the config the first time, read from the machine's cache after, and found
+    again when the config changes (its key is the config and the transformers version)."""
+    from transformers import LlamaConfig
+
+    import quantbench.model as model
+
+    monkeypatch.setenv("QUANTBENCH_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    config = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=64)  # fmt: skip
+    config.to_json_file(folder / "config.json")
+    settings = ModelSettings(source="local", path=str(folder))
+    model._linear_names.cache_clear()
+    names = model.linear_layer_names(settings)
+    assert {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "lm_head"} <= names
+    assert len(list((tmp_path / "cache" / "linear-names").glob("*.json"))) == 1
+
+    def refound(*args: object) -> set[str]:
+        raise AssertionError("found again, not read from the cache")
+
+    monkeypatch.setattr(model, "_names_from_config", refound)
+    model._linear_names.cache_clear()
+    assert model.linear_layer_names(settings) == names  # another process: the cache
+    config.tie_word_embeddings = not config.tie_word_embeddings
+    config.to_json_file(folder / "config.json")
+    model._linear_names.cache_clear()
+    with pytest.raises(AssertionError, match="found again"):
+        model.linear_layer_names(settings)  # another config, another key
+    model._linear_names.cache_clear()
