@@ -80,7 +80,7 @@ class AwqSpec(Recipe):
             raise ValueError(
                 f"n_grid {self.n_grid} is too small: the scale search needs at least {least} "
                 f"ratios {'with' if self.duo_scaling else 'without'} duo_scaling (identity and "
-                "a grid from 0 to 1); set n_grid to 3 or more"
+                f"a grid from 0 to 1); set n_grid to {least} or more"
             )
         return self
 
