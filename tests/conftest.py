@@ -128,11 +128,11 @@ def prepared_base(tmp_path_factory) -> Path:
     import shutil
 
     from quantbench.config import ModelSettings
+    from quantbench.machine_cache import machine_cache_dir
     from quantbench.model import prepare_base
     from quantbench.runtime import configure_threads
 
-    cache = Path(os.environ.get("QUANTBENCH_CACHE") or Path.home() / ".cache" / "quantbench")
-    shared = cache / "test-prepared-base" / _prepared_key()
+    shared = machine_cache_dir() / "test-prepared-base" / _prepared_key()
     shared.parent.mkdir(parents=True, exist_ok=True)
     with open(shared.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

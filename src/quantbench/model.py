@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_file, sha256_tree, tree_size
 from quantbench.hfconfig import read_hf_config, text_config
+from quantbench.machine_cache import machine_cache_dir
 from quantbench.progress import step
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.common import AdapterProvenance
@@ -275,18 +276,13 @@ def linear_layer_names(settings: ModelSettings) -> set[str] | None:
     return _linear_names(settings.source, None, settings.trust_remote_code)
 
 
-# Where names found once are kept for the next process: building the embedded model's config
-# makes transformers parse the whole GGUF, vocabulary included (15 to 25 s of every `quantbench
-# validate` on an AVX2-only EPYC, with transformers' import), for the same answer every time
-CACHE_ENV = "QUANTBENCH_CACHE"
-
-
 def _names_cache_file(source: str, path: str | None, trust_remote_code: bool) -> Path | None:
     """The cache file for these names, under a key of everything they depend on (the model's
     GGUF file or config.json, and the transformers version); None where that cannot be known
-    (remote code, a hub id)."""
+    (remote code, a hub id). Kept because building the embedded model's config makes
+    transformers parse the whole GGUF, vocabulary included (15 to 25 s of every `quantbench
+    validate` on an AVX2-only EPYC, with transformers' import), for the same answer every time."""
     import hashlib
-    import os
     from importlib.metadata import PackageNotFoundError, version
 
     if trust_remote_code:  # the model's own code decides, and it is not hashed here
@@ -302,8 +298,11 @@ def _names_cache_file(source: str, path: str | None, trust_remote_code: bool) ->
         key += " " + (Path(path) / "config.json").read_text()
     else:
         return None
-    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "quantbench")
-    return root / "linear-names" / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    return (
+        machine_cache_dir()
+        / "linear-names"
+        / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    )
 
 
 @functools.cache

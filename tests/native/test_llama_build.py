@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from quantbench.machine_cache import CACHE_ENV
 from quantbench.native import llama_build as llamacpp
 
 
@@ -173,7 +174,7 @@ def test_a_fresh_clone_links_to_the_machines_shared_build(tmp_path: Path, monkey
     machine links to it instead of compiling again (4 minutes on a Xeon, 12 on an EPYC)."""
     repo = tmp_path / "clone"
     monkeypatch.delenv(llamacpp.ROOT_ENV, raising=False)
-    monkeypatch.setenv(llamacpp.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(llamacpp, "default_root", lambda: repo / "build" / "llama.cpp")
     tc = llamacpp.toolchain()
     link = repo / "build" / "llama.cpp"

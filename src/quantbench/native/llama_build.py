@@ -48,6 +48,7 @@ from types import ModuleType
 from typing import Any
 
 from quantbench.errors import UserError
+from quantbench.machine_cache import machine_cache_dir
 from quantbench.native.isa import IsaReport, cpu_signature, probe_machine
 
 log = logging.getLogger(__name__)
@@ -96,16 +97,13 @@ class LlamaCppError(UserError):
     """The pinned llama.cpp toolchain could not be fetched, unpacked or built."""
 
 
-CACHE_ENV = "QUANTBENCH_CACHE"
-
-
 def shared_root() -> Path:
     """Where this machine keeps the build of this release and recipe, for every clone:
     ``$QUANTBENCH_CACHE`` (default ``~/.cache/quantbench``)/llama.cpp/<version>-r<recipe>. A
     build made here is reused by the next clone on the same machine (the CPU it was made for is
     still checked, and a build for another CPU is made again in place): on 2 cores the build is
     4 minutes of a fresh clone's setup on a Xeon and 12 on an AVX2-only EPYC."""
-    base = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "quantbench")
+    base = machine_cache_dir()
     return base / "llama.cpp" / f"{VERSION}-r{RECIPE}"
 
 
