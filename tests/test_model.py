@@ -103,7 +103,7 @@ def test_linear_layer_names_are_found_once_per_machine(tmp_path, monkeypatch) ->
     again when the config changes (its key is the config and the transformers version)."""
     from transformers import LlamaConfig
 
-    import quantbench.model as model
+    import quantbench.linear_names as model
 
     monkeypatch.setenv("QUANTBENCH_CACHE", str(tmp_path / "cache"))
     folder = tmp_path / "tiny"

@@ -12,7 +12,6 @@ template, and `model_info.json` with the weights' sha256 and an architecture sum
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 from pathlib import Path
@@ -23,7 +22,6 @@ from pydantic import Field, model_validator
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_file, sha256_tree, tree_size
 from quantbench.hfconfig import read_hf_config, text_config
-from quantbench.machine_cache import machine_cache_dir
 from quantbench.progress import step
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.common import AdapterProvenance
@@ -261,96 +259,6 @@ def write_model_info(model: Any, out_dir: Path, source: BaseSource) -> BaseModel
     )
     schema_io.write(out_dir / MODEL_INFO, info)
     return info
-
-
-def linear_layer_names(settings: ModelSettings) -> set[str] | None:
-    """The names (last component) of the model's linear layers, from its config alone: the model
-    is built on torch's meta device, so no weight is read or allocated (seconds, mostly
-    importing transformers and parsing a GGUF's metadata; once per model and machine, then read
-    from ``$QUANTBENCH_CACHE/linear-names``). None where the model is not on this machine yet
-    (a hub id)."""
-    if settings.source == "local" and settings.path is not None:
-        return _linear_names(
-            "local", str(Path(settings.path).resolve()), settings.trust_remote_code
-        )
-    return _linear_names(settings.source, None, settings.trust_remote_code)
-
-
-def _names_cache_file(source: str, path: str | None, trust_remote_code: bool) -> Path | None:
-    """The cache file for these names, under a key of everything they depend on (the model's
-    GGUF file or config.json, and the transformers version); None where that cannot be known
-    (remote code, a hub id). Kept because building the embedded model's config makes
-    transformers parse the whole GGUF, vocabulary included (15 to 25 s of every `quantbench
-    validate` on an AVX2-only EPYC, with transformers' import), for the same answer every time."""
-    import hashlib
-    from importlib.metadata import PackageNotFoundError, version
-
-    if trust_remote_code:  # the model's own code decides, and it is not hashed here
-        return None
-    try:
-        key = f"{source} transformers {version('transformers')}"
-    except PackageNotFoundError:
-        return None
-    if source == "embedded":
-        gguf = embedded_gguf_path()
-        key += f" {gguf} {gguf.stat().st_size} {gguf.stat().st_mtime_ns}"
-    elif source == "local" and path is not None and (Path(path) / "config.json").is_file():
-        key += " " + (Path(path) / "config.json").read_text()
-    else:
-        return None
-    return (
-        machine_cache_dir()
-        / "linear-names"
-        / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
-    )
-
-
-@functools.cache
-def _linear_names(source: str, path: str | None, trust_remote_code: bool) -> set[str] | None:
-    import json
-    import os
-
-    cache = _names_cache_file(source, path, trust_remote_code)
-    if cache is not None and cache.is_file():
-        try:
-            return set(json.loads(cache.read_text()))
-        except (OSError, ValueError):
-            pass  # unreadable: found again and rewritten below
-    names = _names_from_config(source, path, trust_remote_code)
-    if cache is not None and names is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-            partial.write_text(json.dumps(sorted(names)))
-            partial.replace(cache)
-        except OSError as exc:  # a read-only home: the answer stands, only the next is slower
-            log.debug("linear layer names not cached (%s)", exc)
-    return names
-
-
-def _names_from_config(source: str, path: str | None, trust_remote_code: bool) -> set[str] | None:
-    # importing transformers logs torch's deprecation notes on some optional packages' enums,
-    # and torchao that its CUDA kernels do not load on a CPU: noise in `quantbench validate`'s
-    # answer, not the user's concern
-    for noisy in ("torch.utils._pytree", "torchao"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    if source == "embedded":
-        gguf = embedded_gguf_path()
-        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    elif source == "local" and path is not None:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-    else:
-        return None
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-    return {
-        name.rsplit(".", 1)[-1]
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear)
-    }
 
 
 def prepare_base(settings: ModelSettings, out_dir: Path) -> BaseModelInfo:

@@ -201,8 +201,8 @@ def data_problems(config: Config) -> list[str]:
 def lora_problems(config: Config, found: list[str]) -> list[str]:
     """LoRA's target modules against the model's linear layers (read from its config, on the
     meta device: no weights), where the pipeline trains an adapter."""
+    from quantbench.linear_names import linear_layer_names
     from quantbench.lora.train import target_problem
-    from quantbench.model import linear_layer_names
 
     if not config.lora.train or any(f.startswith("model") for f in found):
         return []
