@@ -62,6 +62,40 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=rank)
 
 
+COMPUTE_DTYPE_ENV = "QUANTBENCH_COMPUTE_DTYPE"  # quantbench.native.dtype.ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compute_dtype_measured() -> str:
+    """This machine's compute dtype, measured once per test process before any test (unless
+    the environment already sets it): every test, and every process a test starts, computes in
+    what the CPU runs fastest, as the pipeline does."""
+    from quantbench.native import dtype as dt
+
+    return dt.compute_dtype()
+
+
+@pytest.fixture(autouse=True)
+def compute_dtype_kept(compute_dtype_measured: str):  # type: ignore[no-untyped-def]
+    """A test that changes the compute dtype for the tests after it fails: each later
+    quantizer, evaluation and `native` server of the process would compute in it (a mocked
+    probe once left bf16 behind, emulated on an AVX2-only EPYC: the worker's quantizers ran 2
+    to 4 times slower, for the rest of the run)."""
+    before = os.environ.get(COMPUTE_DTYPE_ENV)
+    yield
+    after = os.environ.get(COMPUTE_DTYPE_ENV)
+    if after != before:
+        os.environ[COMPUTE_DTYPE_ENV] = before or compute_dtype_measured  # for the next test
+        from quantbench.native import dtype as dt
+
+        dt.probe.cache_clear()
+        pytest.fail(
+            f"${COMPUTE_DTYPE_ENV} was {before!r} before this test and {after!r} after: a test "
+            "that sets it (or mocks quantbench.native.dtype's probe) must restore it "
+            "(monkeypatch.setenv, or setenv then delenv)"
+        )
+
+
 @pytest.fixture(scope="session")
 def embedded_tokenizer():
     """The embedded model's tokenizer with its chat template, read from the shipped GGUF."""

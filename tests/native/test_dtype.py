@@ -10,8 +10,14 @@ from quantbench.native import dtype as dt
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
+    """Each test probes afresh, and leaves the process as it found it: the probe writes its
+    answer into the environment (for child processes), so the variable is recorded with
+    setenv before it is removed. delenv alone records nothing where it is unset, and a mocked
+    "bf16 is faster" answer then stayed for every later test of the worker: each quantizer and
+    server after it computed in bf16, emulated on an AVX2-only EPYC (AWQ's test 180 s, not 40)."""
     dt.probe.cache_clear()
-    monkeypatch.delenv(dt.ENV, raising=False)
+    monkeypatch.setenv(dt.ENV, "")
+    monkeypatch.delenv(dt.ENV)
     yield
     dt.probe.cache_clear()
 
@@ -51,3 +57,34 @@ def test_the_environment_overrides_and_is_checked(monkeypatch) -> None:
 def test_the_probe_runs_here() -> None:
     got = dt.probe()
     assert got.dtype in dt.DTYPES and got.bf16_s and got.fp32_s
+
+
+@pytest.mark.slow
+def test_these_tests_leave_the_measured_dtype_to_the_tests_after_them(tmp_path) -> None:
+    """This module's tests, run first in a fresh process with the variable unset (as in a CI
+    worker), leave it at what this CPU measures: they once left a mocked bf16 behind, and on an
+    AVX2-only EPYC every later quantizer and server of that worker computed in emulated bf16."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "dtype_after.py").write_text(
+        "import json, os\n"
+        "def pytest_sessionfinish(session):\n"
+        "    from quantbench.native import dtype as dt\n"
+        f"    with open({str(tmp_path / 'after.json')!r}, 'w') as out:\n"
+        f"        json.dump([os.environ.get({dt.ENV!r}), dt.measure().dtype], out)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != dt.ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "dtype_after",
+         "-m", "not slow", str(Path(__file__))],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:]
+    left, measured = json.loads((tmp_path / "after.json").read_text())
+    assert left == measured, (left, measured)

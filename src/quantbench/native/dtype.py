@@ -93,9 +93,15 @@ def probe() -> DtypeProbe:
 
             raise UserError(f"{ENV}={forced!r}: give one of {', '.join(DTYPES)}")
         return DtypeProbe(forced, None, None, f"set by {ENV}")
+    measured = measure()
+    os.environ[ENV] = measured.dtype  # children (quantizer workers, evaluation) decide the same
+    return measured
+
+
+def measure() -> DtypeProbe:
+    """Time the product in both dtypes here and pick one: no environment, no cache."""
     bf16, fp32 = _compare()
     dtype = "bfloat16" if fp32 / bf16 >= MIN_SPEEDUP else "float32"
-    os.environ[ENV] = dtype  # children (quantizer workers, evaluation) decide the same
     return DtypeProbe(dtype, bf16, fp32, "measured")
 
 
