@@ -199,7 +199,14 @@ def test_llamacpp_empties_its_prompt_cache_between_points(
 def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) -> None:
     """The calibrate_pair stage's probe on llama-server with 4 slots: three prompt lengths
     alone, 2-4 together; the fit sees what the engine does (a prompt costs per token, the
-    template's head comes from the prefix cache, 4 sequences step slower than 1 but share)."""
+    template's head comes from the prefix cache, 4 sequences step slower than 1 and no slower
+    than 4 steps of 1).
+
+    What 4 sequences share in a step is the fit's fixed part: large where decoding is bound by
+    reading the weights, about nothing where it is bound by arithmetic, as on one AVX2 core
+    (25 ms a sequence and a fixed part fitted at 0 there, beside the pipeline's run): so the
+    batch's step is held to 4 single steps within 5 %, not strictly below them, which failed
+    CI on that EPYC by 1 %."""
     from quantbench.engines.llamacpp import LlamaCppSettings
     from quantbench.estimate.pair_probe import calibrate_pair
 
@@ -219,7 +226,7 @@ def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) ->
     assert fit.cache_block == 1, repeat  # a slot keeps every token of its last prompt
     assert fit.batch_measured == 4
     one, four = fit.step_at_reference(1), fit.step_at_reference(4)
-    assert one < four < 4 * one, fit.describe()
+    assert one < four <= 4 * one * 1.05, fit.describe()
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(gguf_q8_0) in " ".join(
         p.info["cmdline"] or []
     )]  # fmt: skip
