@@ -70,12 +70,12 @@ def ci_params(source: Path) -> dict:
             # limits on every request (max): decided from 4 requests, so each workload has a
             # winner to deploy (a p90 would need 36 requests and stay undecided)
             slo="ttft<=30s; tpot<=2s",
-            # two loads where a conversation is one request; conversations of several turns
-            # and their think times take a minute a point on 2 cores, so one load and short
-            # thinks there (the stage, the records and the report are the same code either way)
-            load=[
-                {"kind": "concurrency", "concurrency": c} for c in ((1, 2) if single_turn else (2,))
-            ],
+            # one load, two streams: every point of every server is the same code (the records,
+            # the stage, the report), and each costs its requests' tokens (CI's chat point at one
+            # stream took 78 of the bench stages' 282 s of points on an AVX2-only EPYC); the
+            # harness's loads, searches and races are tested against scripted servers
+            # (tests/load, tests/bench). Short thinks between a conversation's turns.
+            load=[{"kind": "concurrency", "concurrency": 2}],
         )
         if not single_turn:
             workload["think_scale"] = 0.02
