@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.server]
 
 REPO = Path(__file__).resolve().parents[2]
 # A hung stage fails the test rather than CI's clock (each server and request has its own
-# timeout too). Not a speed target: 20 minutes on an AVX-512 Xeon, about 45 estimated on an
-# AVX2-only EPYC (docs/ARCHITECTURE.md, "Tests and CI"), within CI's 90.
+# timeout too). Not a speed target: 20 minutes on an AVX-512 Xeon before CI's sizes of
+# 2026-11-26, 29 measured on an AVX2-only EPYC after them (docs/ARCHITECTURE.md, "Tests and
+# CI"), within CI's 90.
 PIPELINE_TIMEOUT_S = 70 * 60
 
 
