@@ -62,9 +62,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=rank)
 
 
-COMPUTE_DTYPE_ENV = "QUANTBENCH_COMPUTE_DTYPE"  # quantbench.native.dtype.ENV
-
-
 @pytest.fixture(scope="session", autouse=True)
 def compute_dtype_measured() -> str:
     """This machine's compute dtype, measured once per test process before any test (unless
@@ -81,16 +78,16 @@ def compute_dtype_kept(compute_dtype_measured: str):  # type: ignore[no-untyped-
     quantizer, evaluation and `native` server of the process would compute in it (a mocked
     probe once left bf16 behind, emulated on an AVX2-only EPYC: the worker's quantizers ran 2
     to 4 times slower, for the rest of the run)."""
-    before = os.environ.get(COMPUTE_DTYPE_ENV)
-    yield
-    after = os.environ.get(COMPUTE_DTYPE_ENV)
-    if after != before:
-        os.environ[COMPUTE_DTYPE_ENV] = before or compute_dtype_measured  # for the next test
-        from quantbench.native import dtype as dt
+    from quantbench.native import dtype as dt
 
+    before = os.environ.get(dt.ENV)
+    yield
+    after = os.environ.get(dt.ENV)
+    if after != before:
+        os.environ[dt.ENV] = before or compute_dtype_measured  # for the next test
         dt.probe.cache_clear()
         pytest.fail(
-            f"${COMPUTE_DTYPE_ENV} was {before!r} before this test and {after!r} after: a test "
+            f"${dt.ENV} was {before!r} before this test and {after!r} after: a test "
             "that sets it (or mocks quantbench.native.dtype's probe) must restore it "
             "(monkeypatch.setenv, or setenv then delenv)"
         )

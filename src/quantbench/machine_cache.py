@@ -2,7 +2,7 @@
 
 ``$QUANTBENCH_CACHE``, default ``~/.cache/quantbench``: the llama.cpp build
 (`native/llama_build.py`), the vLLM kernel probe (`engines/vllm_kernels.py`), the model's
-linear-layer names (`model.py`). Each entry is keyed by what it depends on, so a cached entry is
+linear-layer names (`linear_names.py`). Each entry is keyed by what it depends on, so a cached entry is
 never stale. Standard library only: the llama.cpp build imports it on the machine's own Python,
 before any virtual environment exists.
 """
