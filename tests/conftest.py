@@ -96,12 +96,9 @@ def compute_dtype_kept(compute_dtype_measured: str):  # type: ignore[no-untyped-
 @pytest.fixture(scope="session")
 def embedded_tokenizer():
     """The embedded model's tokenizer with its chat template, read from the shipped GGUF."""
-    from transformers import AutoTokenizer
+    from quantbench.model import load_embedded_tokenizer
 
-    from quantbench.model import embedded_gguf_path
-
-    gguf = embedded_gguf_path()
-    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    return load_embedded_tokenizer()
 
 
 @pytest.fixture(scope="session")

@@ -86,6 +86,37 @@ def test_embedded_model_is_prepared_and_answers(prepared_base: Path) -> None:
     assert check_served(ref[0], answer).verdict == "match", answer
 
 
+@pytest.mark.slow
+def test_the_embedded_gguf_is_parsed_once(monkeypatch) -> None:
+    """transformers parsed the shipped GGUF four times to load it (config twice, tokenizer,
+    weights) and built gguf's tensor-name map once per tensor: 57 of the prepare stage's 90 s on
+    an AVX2-only EPYC. Loaded now with one parse and one map, and gguf left as it was."""
+    import gguf
+
+    from quantbench.model import load_embedded
+
+    parsed: list[object] = []
+    mapped: list[tuple] = []
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def counting_reader(path, mode="r"):
+        parsed.append(path)
+        return reader(path, mode)
+
+    def counting_map(arch, n_blocks):
+        mapped.append((arch, n_blocks))
+        return name_map(arch, n_blocks)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    monkeypatch.setattr(gguf, "get_tensor_name_map", counting_map)
+    model, tokenizer = load_embedded("bfloat16")
+    assert len(parsed) == 1, parsed
+    assert len(mapped) == 1, mapped
+    assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is counting_map
+    assert model.config.num_hidden_layers == 30 and len(tokenizer) == 49152
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+
+
 def test_embedded_tokenizer_is_repaired(embedded_tokenizer) -> None:
     from quantbench.model import repair_gguf_tokenizer
 

@@ -46,12 +46,11 @@ def probe_summary() -> str:
 def tiny_hf(tmp_path_factory) -> Path:
     """A 2-layer random Llama with the embedded model's (repaired) tokenizer and widths of 256."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from quantbench.model import embedded_gguf_path, repair_gguf_tokenizer
+    from quantbench.model import load_embedded_tokenizer, repair_gguf_tokenizer
 
-    gguf = embedded_gguf_path()
-    tok = repair_gguf_tokenizer(AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
+    tok = repair_gguf_tokenizer(load_embedded_tokenizer())
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tok),
