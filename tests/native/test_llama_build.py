@@ -54,6 +54,34 @@ def test_bindings_load_the_pinned_build() -> None:
     assert tc.converter.is_file() and (tc.gguf_py / "gguf").is_dir()
 
 
+@pytest.mark.slow
+def test_the_build_compiles_two_folders_of_small_sources_as_one_unit_each() -> None:
+    """llama-server links mtmd's 45 image and audio graph builders and common's 16 chat parsers,
+    ~2 and ~6 s each to compile on an AVX2-only EPYC, nearly all of it the same headers: the
+    build compiles each folder as one unit (llama_unity.cmake), as llama.cpp does its models."""
+    tc = llamacpp.ensure_built(("llama-server",))
+    info = llamacpp.build_info(tc)
+    assert info is not None and info["recipe"] == llamacpp.RECIPE
+    included = f"-DCMAKE_PROJECT_INCLUDE={tc.root / llamacpp.UNITY_GROUPS.name}"
+    assert included in info["cmake_flags"], info["cmake_flags"]
+    units = {
+        "models": tc.build_dir / "tools/mtmd/CMakeFiles/mtmd.dir/Unity",
+        "parsers": tc.build_dir / "common/CMakeFiles/llama-common.dir/Unity",
+    }
+    for folder, unity in units.items():
+        text = (unity / f"unity_quantbench_{folder}_cxx.cxx").read_text()
+        sources = [line.split('"')[1] for line in text.splitlines() if line.startswith("#include")]
+        assert len(sources) >= 10, sources
+        assert all(Path(s).parent.name == folder and s.endswith(".cpp") for s in sources), sources
+        # each source is in the unit once, and compiled nowhere else
+        assert len(set(sources)) == len(sources)
+        objects = {p.name for p in unity.parent.rglob("*.o")}
+        assert not any(Path(s).name + ".o" in objects for s in sources), objects & {
+            Path(s).name + ".o" for s in sources
+        }
+    assert tc.binary("llama-server").is_file()
+
+
 def _fake_build(root: Path, info: dict | None) -> llamacpp.Toolchain:
     tc = llamacpp.toolchain(root)
     tc.build_dir.mkdir(parents=True)
