@@ -35,7 +35,7 @@ def main() -> None:
     merge = section(params, "merge", MergeSettings)
     data = section(params, "data", DataSettings)
     runtime = section(params, "runtime", RuntimeSettings)
-    items = load_qa(check_data_file(data.heldout, "data.heldout"))
+    items = load_qa(check_data_file(data.heldout, "data.heldout"))[: merge.probe_limit]
     configure_threads(runtime.threads)
     with atomic_dir(args.out) as tmp:
         try:

@@ -45,6 +45,9 @@ def ci_params(source: Path) -> dict:
     # is the chain (tests/lora/test_train.py checks that training teaches); on an AVX2-only EPYC
     # each step took 10 s and each question 2.5 (all 13 took 80 of the stage's 180 s)
     params["lora"].update(steps=4, batch_size=8, heldout_limit=2)
+    # the merge compared on 2 held-out chats: each runs through five models (all 13 were 45 of
+    # the merge's 65 s on one core of an AVX2-only EPYC); tests/lora/test_merge.py checks it
+    params["merge"]["probe_limit"] = 2
     for recipe in params["variants"].values():
         if recipe["format"] in ("gptq", "awq", "w8a8"):
             # the calibrating quantizers on 4 short passages (W8A8 took all 20 at 512 tokens:
@@ -260,8 +263,11 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
 
 def test_the_adapter_is_scored_on_the_held_out_questions_asked(pipeline: Path) -> None:
     report = json.loads((pipeline / "reports" / "finetune.json").read_text())
-    asked = yaml.safe_load((pipeline / "params.yaml").read_text())["lora"]["heldout_limit"]
+    params = yaml.safe_load((pipeline / "params.yaml").read_text())
+    asked = params["lora"]["heldout_limit"]
     assert report["heldout_before"]["total"] == report["heldout_after"]["total"] == asked
+    merge = json.loads((pipeline / "reports" / "merge.json").read_text())
+    assert merge["passed"] and merge["probe"]["prompts"] == params["merge"]["probe_limit"]
 
 
 def test_report_numbers_match_the_records(pipeline: Path) -> None:
