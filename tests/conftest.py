@@ -127,50 +127,16 @@ def tiny_model_dir(tmp_path_factory, embedded_tokenizer) -> Path:
     return out
 
 
-def _prepared_key() -> str:
-    """What the prepared base depends on: the shipped GGUF, the library's code, the versions of
-    torch and transformers. Any change makes another key, so a cached copy is never stale."""
-    import hashlib
-
-    import torch
-    import transformers
-
-    from quantbench.model import embedded_gguf_path
-
-    digest = hashlib.sha256(f"{torch.__version__} {transformers.__version__}".encode())
-    gguf = embedded_gguf_path()
-    digest.update(f"{gguf.name} {gguf.stat().st_size} {gguf.stat().st_mtime_ns}".encode())
-    for path in sorted((REPO / "src" / "quantbench").rglob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 @pytest.fixture(scope="session")
 def prepared_base(tmp_path_factory) -> Path:
-    """The real embedded model prepared by the library (30-60 s), once per run on a machine:
-    `make test`'s pytest processes (two workers, then the timing phase) each asked for it, so it
-    was prepared three times. The first prepares it into the machine's cache
-    (``$QUANTBENCH_CACHE``, default ``~/.cache/quantbench``, under a key of everything it depends
-    on) while the others wait on a lock; each test session gets its own copy."""
-    import fcntl
+    """The real embedded model prepared by the library (30-60 s), once per run on a machine
+    (`quantbench.prepared_cache`: the first process prepares it into the machine's cache while
+    the others wait); each test session gets its own copy."""
     import shutil
 
-    from quantbench.config import ModelSettings
-    from quantbench.machine_cache import machine_cache_dir
-    from quantbench.model import prepare_base
-    from quantbench.runtime import configure_threads
+    from quantbench.prepared_cache import shared_prepared_base
 
-    shared = machine_cache_dir() / "test-prepared-base" / _prepared_key()
-    shared.parent.mkdir(parents=True, exist_ok=True)
-    with open(shared.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "model_info.json").is_file():
-            configure_threads(1)
-            building = shared.with_name(f"{shared.name}.tmp-{os.getpid()}")
-            shutil.rmtree(building, ignore_errors=True)
-            building.mkdir()
-            prepare_base(ModelSettings(), building)
-            building.rename(shared)
+    shared = shared_prepared_base()
     out = tmp_path_factory.mktemp("prepared") / "base"
     shutil.copytree(shared, out)
     return out
