@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TextIO
 
-from faults import inputs, real_engine, safety, server_faults
+from faults import inputs, real_engine, real_vllm, safety, server_faults
 from faults.pipeline import dvc_interrupted
 from faults.scenario import Outcome, Scenario, run_scenario
 
@@ -34,8 +34,10 @@ PIPELINE = [
 SCENARIOS: list[Scenario] = [
     *[s for s in server_faults.SCENARIOS if s.group == "server"],
     *[s for s in real_engine.SCENARIOS if s.group == "server"],
+    *[s for s in real_vllm.SCENARIOS if s.group == "server"],
     *PIPELINE,
     *[s for s in real_engine.SCENARIOS if s.group != "server"],
+    *[s for s in real_vllm.SCENARIOS if s.group != "server"],
     *[s for s in server_faults.SCENARIOS if s.group != "server"],
     *inputs.SCENARIOS,
     *safety.SCENARIOS,

@@ -16,6 +16,10 @@ it streams fewer):
 * ``hang-after-headers``: HTTP 200 headers, then nothing until the client gives up;
 * ``none``: a faithful proxy.
 
+Several faults separated by commas take turns, one request each (``cut,hang-after-headers``: the
+first faulty request is cut, the second hangs, the third is cut...): one server start for two
+faults, where a start costs a minute (vLLM on 2 cores).
+
 Test infrastructure for ``make faults``; it binds only where it is told (loopback in every
 scenario) and forwards only to the engine it started.
 """
@@ -113,7 +117,9 @@ class Proxy:
         if self.requests_log is not None:  # so a scenario can strike while requests stream
             with self.requests_log.open("a", encoding="utf-8") as log:
                 log.write(f"{self.chats}\n")
-        fault = self.fault if self.chats > self.after_requests else "none"
+        faults = self.fault.split(",")
+        struck = self.chats - self.after_requests - 1  # requests the fault struck before this
+        fault = faults[struck % len(faults)] if struck >= 0 else "none"
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         if fault == "hang-after-headers":
             await resp.prepare(request)
@@ -173,12 +179,24 @@ class Proxy:
         return resp
 
 
+def _faults(text: str) -> str:
+    unknown = [f for f in text.split(",") if f not in FAULTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault(s) {unknown}: choose from {FAULTS}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m faults.proxy", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream-port", type=int, required=True)
-    parser.add_argument("--fault", choices=FAULTS, default="none")
+    parser.add_argument(
+        "--fault",
+        type=_faults,
+        default="none",
+        help=f"one of {', '.join(FAULTS)}, or several separated by commas, taking turns",
+    )
     parser.add_argument("--after-requests", type=int, default=1)
     parser.add_argument("--after-chunks", type=int, default=2)
     parser.add_argument("--pidfile", type=Path, help="write the engine's PID here")

@@ -40,31 +40,31 @@ class ProxiedSettings(LlamaCppSettings):
 
 
 @dataclass
-class ProxiedLlamaCpp(Engine):
-    """llama-server as quantbench launches it, behind faults.proxy with one fault when faulty."""
+class Proxied(Engine):
+    """A real engine as quantbench launches it, behind faults.proxy with one fault when faulty
+    (``settings.faulty``); :attr:`inner` is the engine, each subclass one of them."""
 
     workdir: Path
     fault: str = "none"
     launches: list[Any] = field(default_factory=list)  # PairRun.lost() reads truth logs: none
     engine_pids: list[Path] = field(default_factory=list)
 
-    name: ClassVar[str] = "llamacpp-proxied"
-    formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
-    settings_model: ClassVar[type[EngineSettings]] = ProxiedSettings
-    profile: ClassVar[RequestProfile] = LlamaCppEngine.profile
+    inner: ClassVar[type[Engine]]
 
-    def launch(
-        self, artifact: Artifact, settings: ProxiedSettings, host: str, port: int
-    ) -> LaunchSpec:
+    def proxy_fault(self, settings: Any) -> str:
+        """The fault the proxy of a server started with ``settings`` injects."""
+        return self.fault if settings.faulty else "none"
+
+    def launch(self, artifact: Artifact, settings: Any, host: str, port: int) -> LaunchSpec:
         upstream = free_port(host)
-        inner = LlamaCppEngine().launch(artifact, settings, host, upstream)
+        inner = self.inner().launch(artifact, settings, host, upstream)
         pidfile = self.workdir / f"engine-{len(self.engine_pids)}.pid"
         pidfile.parent.mkdir(parents=True, exist_ok=True)
         self.engine_pids.append(pidfile)
         argv = [sys.executable, "-m", "faults.proxy", "--host", host, "--port", str(port)]
         argv += ["--upstream-port", str(upstream), "--pidfile", str(pidfile)]
         argv += ["--requests-log", str(pidfile.with_suffix(".requests"))]
-        argv += ["--fault", self.fault if settings.faulty else "none", "--", *inner.argv]
+        argv += ["--fault", self.proxy_fault(settings), "--", *inner.argv]
         return LaunchSpec(
             engine=self.name,
             argv=argv,
@@ -77,11 +77,11 @@ class ProxiedLlamaCpp(Engine):
             startup_timeout_s=settings.startup_timeout_s,
         )
 
-    def reset_prefix_cache(self, base_url: str, settings: ProxiedSettings) -> str:
-        return LlamaCppEngine().reset_prefix_cache(base_url, settings)
+    def reset_prefix_cache(self, base_url: str, settings: Any) -> str:
+        return self.inner().reset_prefix_cache(base_url, settings)
 
-    def version(self, settings: ProxiedSettings) -> str:
-        return "llama-server behind faults.proxy"
+    def version(self, settings: Any) -> str:
+        return f"{self.inner.name} behind faults.proxy"
 
     def chats_seen(self, index: int) -> int:
         """Chat requests the proxy of launch ``index`` has received so far."""
@@ -96,6 +96,17 @@ class ProxiedLlamaCpp(Engine):
             return int(self.engine_pids[index].read_text(encoding="utf-8"))
         except (IndexError, OSError, ValueError):
             return None
+
+
+@dataclass
+class ProxiedLlamaCpp(Proxied):
+    """llama-server behind faults.proxy."""
+
+    name: ClassVar[str] = "llamacpp-proxied"
+    formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
+    settings_model: ClassVar[type[EngineSettings]] = ProxiedSettings
+    profile: ClassVar[RequestProfile] = LlamaCppEngine.profile
+    inner: ClassVar[type[Engine]] = LlamaCppEngine
 
 
 def embedded_artifact() -> Artifact:
@@ -232,7 +243,13 @@ run_pair(job, work / "out")
 def stage_sigkilled(ctx: Context) -> Outcome:
     """A bench stage (its own process, as DVC runs it) SIGKILLed while a real llama-server
     answers its load: then a census of every process the run started."""
-    code = STAGE
+    return kill_stage_under_load(ctx, STAGE, "llama-server", start_timeout_s=120)
+
+
+def kill_stage_under_load(ctx: Context, code: str, server: str, start_timeout_s: float) -> Outcome:
+    """Run ``code`` (a bench stage on a proxied engine, writing under its argv[1]) as its own
+    process; once the process named ``server`` (by :func:`_name`) answers its load, SIGKILL the
+    stage and count what is still running after the guard's grace period."""
     env = {**os.environ, TAG_VAR: ctx.tag, "PYTHONPATH": _importable()}
     stage = subprocess.Popen(
         [sys.executable, "-c", code, str(ctx.dir)],
@@ -242,7 +259,7 @@ def stage_sigkilled(ctx: Context) -> Outcome:
     )
     chk = Checks()
     tree: set[int] = set()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + start_timeout_s
     loaded = False
     while time.monotonic() < deadline and stage.poll() is None:
         with_tag = _tagged(ctx.tag)
@@ -250,7 +267,7 @@ def stage_sigkilled(ctx: Context) -> Outcome:
         names = {_name(p) for p in with_tag}
         requests = ctx.dir / "engine" / "engine-0.requests"
         sent = len(requests.read_text().splitlines()) if requests.is_file() else 0
-        if "llama-server" in names and sent >= 3:  # warm-up done, the load streaming
+        if server in names and sent >= 3:  # warm-up done, the load streaming
             loaded = True
             time.sleep(0.5)  # requests streaming, the load process busy
             tree |= _tagged(ctx.tag)
@@ -298,6 +315,8 @@ def _name(pid: int) -> str:
             return "bench stage"
         if any("locust" in c or "quantbench.load" in c for c in cmd):
             return "load process"
+        if any("vllm.entrypoints" in c for c in cmd):
+            return "vllm api server"  # its engine core and worker name themselves VLLM::...
         return proc.name()
     except psutil.Error:
         return ""

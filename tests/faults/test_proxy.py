@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from aiohttp import ClientSession, web
-from faults.proxy import Proxy, ends_stream
+from faults.proxy import Proxy, ends_stream, main
 
 from quantbench.engines.ports import free_port
 
@@ -26,7 +27,7 @@ def test_the_end_of_an_answer_is_its_finish_reason_or_done() -> None:
     assert not ends_stream(b'data:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n')
 
 
-async def _through_proxy(fault: str) -> str:
+async def _through_proxy(fault: str, requests: int = 1) -> list[str]:
     async def upstream_chat(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -50,10 +51,13 @@ async def _through_proxy(fault: str) -> str:
         await web.TCPSite(runner, "127.0.0.1", port).start()
         runners.append(runner)
     try:
+        bodies = []
         async with ClientSession() as client:
             url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
-            async with client.post(url, json={"stream": True}) as resp:
-                return (await resp.read()).decode()
+            for _ in range(requests):
+                async with client.post(url, json={"stream": True}) as resp:
+                    bodies.append((await resp.read()).decode())
+        return bodies
     finally:
         for runner in reversed(runners):
             await runner.cleanup()
@@ -62,12 +66,25 @@ async def _through_proxy(fault: str) -> str:
 def test_an_answer_with_fewer_texts_than_the_cut_is_cut_at_its_end() -> None:
     """CI's real-cut scenario saw one of four answers pass whole: its 8 tokens streamed 2 texts,
     never more than the 2 the cut waits for. It is cut at its end instead."""
-    body = asyncio.run(_through_proxy("cut"))
+    [body] = asyncio.run(_through_proxy("cut"))
     assert '" Paris"' in body  # what came before the end is relayed
     assert 'finish_reason": "length' not in body and "[DONE]" not in body
 
 
 def test_an_answer_with_fewer_texts_gets_its_wrong_shape_before_its_end() -> None:
-    body = asyncio.run(_through_proxy("wrong-shape"))
+    [body] = asyncio.run(_through_proxy("wrong-shape"))
     assert '"delta": "not an object"' in body
     assert body.index("not an object") < body.index("[DONE]")
+
+
+def test_faults_named_together_take_turns_one_request_each() -> None:
+    """One server start for two faults (the vLLM rows: a start is a minute on 2 cores)."""
+    bodies = asyncio.run(_through_proxy("cut,no-tokens", requests=3))
+    cut = [b for b in bodies if '" Paris"' in b and "[DONE]" not in b]
+    empty = [b for b in bodies if "[DONE]" in b and "Paris" not in b]
+    assert (cut, empty) == ([bodies[0], bodies[2]], [bodies[1]])
+
+
+def test_an_unknown_fault_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(SystemExit):
+        main(["--port", "1", "--upstream-port", "2", "--fault", "cut,hang", "--", "true"])
