@@ -273,6 +273,24 @@ def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> Non
     assert report["ready_seconds"] is not None
 
 
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_version_is_the_one_vllm_itself_reports() -> None:
+    # read from the distribution's metadata, not by importing vllm (7.7 s a bench stage)
+    import subprocess
+
+    from quantbench.engines.vllm import VllmEngine, VllmSettings
+
+    settings = VllmSettings()
+    if not settings.python.exists():
+        pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
+    itself = subprocess.run(
+        [str(settings.python), "-c", "import vllm; print(vllm.__version__)"],
+        capture_output=True, text=True, check=True, timeout=300,
+    ).stdout.strip()  # fmt: skip
+    assert itself and VllmEngine().version(settings) == itself
+
+
 @pytest.fixture(scope="module")
 def w8a8_variant(prepared_base: Path, tmp_path_factory) -> Path:
     """An int8 W8A8 variant of the prepared model (SmoothQuant + GPTQ on 6 short passages)."""
