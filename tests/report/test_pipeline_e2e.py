@@ -418,3 +418,56 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
         answers = [server.chat(r.prompt, max_tokens=16) for r in usable]
     checks = [check_served(r, a) for r, a in zip(usable, answers, strict=True)]
     assert all(c.verdict == "match" for c in checks), [c.reason for c in checks]
+
+
+def test_best_config_deploys_as_written(pipeline: Path, tmp_path: Path) -> None:
+    """A recommendation started from best_config.json alone (its deploy entry, run from the
+    project's root on a port of our choosing) answers a question through the OpenAI SDK. The
+    harness is not used: this is what a user does with the file. Of the recommendations, the
+    one whose server started quickest in the bench (a vLLM start is a minute on 2 cores)."""
+    import signal
+
+    from openai import OpenAI
+
+    from quantbench.engines.ports import free_port
+    from quantbench.report.deploy import fill
+
+    best = json.loads((pipeline / "reports/best_config.json").read_text())
+    ok = [e for e in best.values() if e["status"] == "ok"]
+    assert ok, best
+    entry = min(ok, key=lambda e: e["memory"]["ready_seconds"] or float("inf"))
+    deploy = entry["deploy"]
+    assert deploy["engine_version"] and not [a for a in deploy["argv"] if str(pipeline) in a]
+    port = free_port()
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        fill(deploy, "127.0.0.1", port), cwd=pipeline, env={**os.environ, **deploy["env"]},
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        deadline = time.monotonic() + 300  # vLLM on 2 cores: up to a minute
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                served = [m.id for m in client.models.list().data]
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the deployed server never answered"
+                time.sleep(1)
+        model = deploy["model_name"] or served[0]
+        answer = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=8,
+            temperature=0,
+        )
+        assert answer.choices[0].message.content, answer
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        log.close()

@@ -223,6 +223,16 @@ class Engine(ABC):
     startup_estimate_s: ClassVar[float] = 10.0
     """Seconds a server typically takes to be ready, for `quantbench plan` where this pair has
     not run yet (it uses the pair's own ``ready_seconds`` once it has)."""
+    harness_args: ClassVar[dict[str, int]] = {}
+    """Flags :meth:`launch` adds only for the harness's own measuring, each with how many values
+    follow it: best_config.json's deployable command leaves them out (report/deploy.py)."""
+    harness_env: ClassVar[frozenset[str]] = frozenset()
+    """Environment variables :meth:`launch` sets only for the harness (left out likewise)."""
+
+    def model_name_in(self, argv: list[str]) -> str | None:
+        """The model name clients send, read from a command line :meth:`launch` built (for
+        best_config.json's deployable command); None where it is not on the command line."""
+        return None
 
     def serves(self, fmt: str) -> bool:
         return fmt in self.formats

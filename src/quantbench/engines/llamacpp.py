@@ -164,6 +164,12 @@ class LlamaCppEngine(Engine):
         "llamacpp", {"stream_options": {"include_usage": True}}, ("ignore_eos",)
     )
     aliases: ClassVar[tuple[str, ...]] = ("llama.cpp",)
+    # the Prometheus endpoint the memory and queue figures are read from, and the slot folder
+    # that lets the bench empty the prompt cache between points (see launch)
+    harness_args: ClassVar[dict[str, int]] = {"--metrics": 0, "--slot-save-path": 1}
+
+    def model_name_in(self, argv: list[str]) -> str | None:
+        return argv[argv.index("--alias") + 1] if "--alias" in argv[:-1] else None
 
     def estimate_preference(self, device_kind: str) -> int:
         return 1

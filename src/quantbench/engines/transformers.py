@@ -134,6 +134,11 @@ class TransformersEngine(Engine):
         # server holds and streams bf16 weights. GPTQ runs on gptqmodel's packed kernels.
         return "bf16" if fmt in ("awq", "w8a8") else None
 
+    def model_name_in(self, argv: list[str]) -> str | None:
+        # `transformers serve` serves its model under the path it was given (requests must name
+        # it exactly), and lists only the hub cache's models at /v1/models
+        return argv[argv.index("serve") + 1] if "serve" in argv[:-1] else None
+
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int
     ) -> LaunchSpec:

