@@ -120,3 +120,10 @@ def test_an_engine_this_process_does_not_know_keeps_its_command_whole(project: P
     deploy = deployable(argv, {}, None, project)
     assert deploy["argv"] == ["bin/server", "--metrics", "--host", "{host}", "--port", "{port}"]
     assert deploy["left_out"] == []
+
+
+def test_the_report_keeps_the_command_of_an_engine_it_does_not_know() -> None:
+    # a plugin engine the report process has not loaded: its command kept whole, no failure
+    from quantbench.report.best_config import _engine
+
+    assert _engine("no-such-engine") is None and _engine("vllm") is not None

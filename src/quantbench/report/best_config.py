@@ -155,7 +155,7 @@ def _winner(
             **deployable(
                 argv,
                 env,
-                get_engine(judged.engine),
+                _engine(judged.engine),
                 inputs.root,
                 row.settings.get("secret_env", ()) if row.settings else (),
             ),

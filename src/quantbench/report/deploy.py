@@ -47,7 +47,7 @@ def relative_to_project(value: str, root: Path, links: list[tuple[Path, Path]]) 
     path = Path(value)
     for base, name in [(root, Path()), (root.resolve(), Path()), *links]:
         if path.is_relative_to(base):
-            return str(name / path.relative_to(base)) or "."
+            return str(name / path.relative_to(base))
     return value
 
 
