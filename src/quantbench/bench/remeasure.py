@@ -10,6 +10,7 @@ blocks on its input queue).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from quantbench.bench.run import PairJob
 from quantbench.engines.base import EngineSettings
 from quantbench.engines.ports import free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
+from quantbench.load.forkserver import load_processes
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import WorkloadSpec
 from quantbench.precision import Figure
@@ -80,6 +82,9 @@ class RowServers:
         self.running: dict[tuple[str, str], Server] = {}
         self.failed: dict[tuple[str, str], str] = {}
         self.used: dict[tuple[str, str], Server] = {}
+        # every round's load process forked from one template, until close()
+        self._loads = contextlib.ExitStack()
+        self._loads.enter_context(load_processes())
 
     def _settings(self, job: PairJob, server_point: str) -> EngineSettings:
         for label, settings in job.settings.sweep_points():
@@ -121,6 +126,7 @@ class RowServers:
 
     def close(self) -> None:
         self.keep_only(set())
+        self._loads.close()
 
     def reports(self) -> list[tuple[str, str, dict[str, Any] | None, str | None]]:
         """(pair, server point, the server's report, its error) of every server used."""

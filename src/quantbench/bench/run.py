@@ -36,6 +36,7 @@ from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
+from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
@@ -486,11 +487,12 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     servers: list[ServerPoint] = []
     started = time.time()
     resumed = 0
-    for server_label, settings in server_points:
-        done, info, reused = _run_server_point(job, server_label, settings, out_dir, rows)
-        rows += done
-        servers.append(info)
-        resumed += reused
+    with load_processes():  # every point of the pair forked from one template load process
+        for server_label, settings in server_points:
+            done, info, reused = _run_server_point(job, server_label, settings, out_dir, rows)
+            rows += done
+            servers.append(info)
+            resumed += reused
     peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
     best: dict[str, BenchRow | None] = {}
     ties: dict[str, list[str]] = {}

@@ -3,6 +3,8 @@
     python -m quantbench.load.runner local  --plan PLAN.json --records OUT.jsonl
     python -m quantbench.load.runner master --plan PLAN.json --records OUT.jsonl --workers N
     python -m quantbench.load.runner worker --master-host HOST [--master-port 5557]
+    python -m quantbench.load.runner template --fd FD
+
 
 ``local`` runs the whole plan in this process. ``master`` sends each connected worker its share
 of the plan, starts them together, and writes the records they send back into one file.
@@ -12,6 +14,10 @@ so the master sends it only to workers that presented the token, and refuses to 
 other process is connected as a worker. Locust never exits on its own when its users are done: each mode stops itself once
 every planned request has a record, or when the plan's time is up (requests still in flight
 are then recorded as incomplete).
+
+``template`` imports all this once and then forks a ``local`` run per plan its parent sends over
+the socket ``FD`` (:mod:`quantbench.load.forkserver`: a bench pair's points without an import
+each).
 
 Progress goes to stderr every ``progress_interval_s``.
 """
@@ -308,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     master.add_argument("--bind-host", default="127.0.0.1", help="address workers connect to")
     master.add_argument("--bind-port", type=int, default=5557)
     master.add_argument("--wait-workers-s", type=float, default=60.0)
+    template = sub.add_parser("template", help="fork a local run per plan the parent sends")
+    template.add_argument("--fd", type=int, required=True, help="the parent's Unix socket")
     worker = sub.add_parser("worker", help="run the share of a plan a master sends")
     worker.add_argument("--master-host", default="127.0.0.1")
     worker.add_argument("--master-port", type=int, default=5557)
@@ -322,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     token = args.token if getattr(args, "token", None) else os.environ.get(TOKEN_ENV)
     if args.mode == "worker":
         return run_worker(args.master_host, args.master_port, token)
+    if args.mode == "template":
+        from quantbench.load.forkserver import serve
+
+        return serve(args.fd, main)
     plan = LoadPlan.load(args.plan)
     if args.mode == "local":
         return run_local(plan, args.records)

@@ -29,9 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from quantbench import slo as slo_mod
 from quantbench.load.distributed import run_distributed
+from quantbench.load.forkserver import load_processes, start_local
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.plan import LoadPlan, Precision
-from quantbench.load.procs import spawn_module, stop_group
+from quantbench.load.procs import stop_group
 from quantbench.load.profiles import get_profile
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.requests import body_rules, check_fixed_length, endpoint_path
@@ -211,10 +212,9 @@ def run_plan(
     if workers:
         rc = run_distributed(plan_path, records_path, workers)
     else:
-        proc = spawn_module(
-            "quantbench.load.runner",
-            ["local", "--plan", str(plan_path), "--records", str(records_path)],
-        )
+        # forked from this scope's template where there is one (load_processes): the same
+        # process a fresh start is, without Locust's import at every point
+        proc = start_local(["local", "--plan", str(plan_path), "--records", str(records_path)])
         try:
             rc = proc.wait()
         finally:
@@ -263,6 +263,7 @@ def run_session(
     indices = list(points) if points is not None else list(range(len(spec.points)))
     wall_offset = time.time() - time.monotonic()
     with (
+        load_processes(),
         tempfile.TemporaryDirectory(prefix="qb-load-") as tmp,
         (out_dir / "records.jsonl").open("w", encoding="utf-8") as all_records,
     ):
