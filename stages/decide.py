@@ -59,9 +59,20 @@ def main() -> None:
     with sigterm_as_interrupt(), atomic_dir(out) as tmp:
         servers = RowServers(jobs, tmp)
 
+        def servers_of(plan: Planned) -> set[tuple[str, str]]:
+            return {(k.pair, k.server_point) for k in map(RowKey.parse, (plan.a, plan.b))}
+
         def needs(plan: Planned) -> None:
-            keys = [RowKey.parse(plan.a), RowKey.parse(plan.b)]
-            servers.keep_only({(k.pair, k.server_point) for k in keys})
+            servers.keep_only(servers_of(plan))
+
+        # each server's start as the bench measured it: a duel whose start would not leave its
+        # budget a round is passed over (one vLLM start could take a short budget whole)
+        started = {
+            (pair, s.server_point): s.report.ready_seconds
+            for pair, summary in inputs.pairs.items()
+            for s in summary.servers
+            if s.report.ready_seconds
+        }
 
         def measure(key: str, index: int, side: str) -> Measured:
             folder = tmp / "rounds" / key.replace("/", "__") / f"round{index}"
@@ -92,6 +103,7 @@ def main() -> None:
             duels = run_duels(
                 planned, measure, budget_s=confirm.budget_s, max_rounds=confirm.max_rounds,
                 min_rounds=confirm.min_rounds, margin=report.equivalence, confidence=bench.confidence, before_duel=needs,
+                start_s=lambda plan: servers.start_s(servers_of(plan), started),
             )  # fmt: skip
         finally:
             servers.close()

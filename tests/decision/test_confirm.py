@@ -202,3 +202,33 @@ def test_a_server_start_in_the_first_round_is_not_expected_again() -> None:
     assert len(duel.rounds) == 2, duel.stopped  # 78 s, then 126 s
     assert duel.verdict == "slower"
     assert clock.t <= 150.0
+
+
+def test_a_duel_whose_servers_start_would_take_the_budget_gives_its_turn_to_the_next() -> None:
+    """CI's decide stage (a 45 s budget) spent it whole on starting vLLM for its first duel
+    (53 s at the bench, 50 now), then measured one round that settled nothing: a duel whose start
+    leaves the budget no round is passed over, and a duel of quicker servers is settled."""
+    clock = Clock()
+    starts = {"vllm": 53.0, "q4": 1.0, "q8": 1.0}
+    running: set[str] = set()
+
+    def measure(key: str, index: int, side: str) -> Measured:
+        if key not in running:
+            running.add(key)
+            clock.t += starts[key]
+        clock.t += 5.0
+        return Measured(key=key, figure=figure(100.0 if key == "q8" else 80.0), rankable=True,
+                        wall_s=5.0)  # fmt: skip
+
+    plans = [
+        Planned("chat", "contender", "vllm", "q8", "good_output_throughput", "screened"),
+        Planned("chat", "contender", "q4", "q8", "good_output_throughput", "screened"),
+    ]
+    vllm, q4 = run_duels(
+        plans, measure, budget_s=45.0, max_rounds=2, margin=0.05, confidence=0.95, clock=clock,
+        start_s=lambda plan: sum(starts[k] for k in (plan.a, plan.b) if k not in running),
+    )  # fmt: skip
+    assert vllm.rounds == [] and "start (about 53 s" in vllm.stopped, vllm.stopped
+    assert "vllm" not in running  # never started
+    assert len(q4.rounds) == 2 and q4.verdict == "slower", q4.stopped
+    assert clock.t <= 45.0

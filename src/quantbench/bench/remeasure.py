@@ -119,6 +119,17 @@ class RowServers:
         self.used[key] = server
         return server
 
+    def start_s(
+        self, needed: set[tuple[str, str]], measured: dict[tuple[str, str], float]
+    ) -> float:
+        """Seconds starting those of ``needed`` that are not running would take: each one's
+        start at the bench (``measured``), else its engine's estimate."""
+        return sum(
+            measured.get(key) or self.jobs[key[0]].engine.startup_estimate_s
+            for key in needed
+            if key not in self.running and key not in self.failed
+        )
+
     def keep_only(self, needed: set[tuple[str, str]]) -> None:
         """Stop every running server not in ``needed``."""
         for key in [k for k in self.running if k not in needed]:

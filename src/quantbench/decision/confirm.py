@@ -18,9 +18,10 @@ A duel runs at least ``min_rounds`` (two by default: one A B, B A block, which c
 that is linear over the block; one round alone would take the drift between its two
 measurements for a difference), then stops as soon as its pooled comparison is no longer "not
 yet separable"; every duel stops at ``max_rounds``; no round starts once the budget would be
-exceeded by one as long as the last round's measuring (a server that a new duel must start is not
-foreseen: the budget may be overrun by one server start), and what was then still unsettled is
-reported as such. The pooled interval is read at the stated confidence after
+exceeded by one as long as the last round's measuring, no duel starts whose servers' start (as
+long as it took at the bench) would not leave the budget a round, and what was then still
+unsettled is reported as such: a duel that cannot start gives its turn to the next, so a budget too
+short for one vLLM start still settles the duels of quicker servers. The pooled interval is read at the stated confidence after
 each round: the looks are few (``max_rounds``), and each is reported with its round count.
 """
 
@@ -70,11 +71,16 @@ class _Schedule:
         self.start = clock()
         self.round_s: float | None = None  # the last round's measuring: what the next may take
 
-    def fits(self) -> bool:
-        spent = self.clock() - self.start
+    def fits(self, extra_s: float = 0.0) -> bool:
+        """Whether a round (as long as the last one) still fits, after ``extra_s`` seconds of
+        something else (starting the duel's servers)."""
+        spent = self.clock() - self.start + extra_s
         return spent < self.budget_s and (
             self.round_s is None or spent + self.round_s <= self.budget_s
         )
+
+    def left_s(self) -> float:
+        return max(0.0, self.budget_s - (self.clock() - self.start))
 
     def ended(self) -> str:
         return f"the budget of {self.budget_s:g} s ended (after {self.clock() - self.start:.0f} s)"
@@ -128,12 +134,15 @@ def run_duels(
     min_rounds: int = 2,
     confidence: float,
     before_duel: Callable[[Planned], None] | None = None,
+    start_s: Callable[[Planned], float] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[Duel]:
     """Every planned duel, measured round by round within ``budget_s`` seconds in all: first
     each duel, in order, its first ``min_rounds`` (a block that cancels a linear drift), then,
     while the budget lasts, more rounds for those still not separable (so no duel takes the
-    budget from the next one before that one has a block)."""
+    budget from the next one before that one has a block). ``start_s``: how long starting what a
+    duel needs and is not running now would take (its servers' measured starts); a duel whose
+    start leaves no room for a round is passed over, and says so."""
     schedule = _Schedule(budget_s, clock)
     duels = [
         Duel(
@@ -153,6 +162,14 @@ def run_duels(
                 continue
             if not schedule.fits():
                 duel.stopped = schedule.ended()
+                continue
+            starting = start_s(plan) if start_s is not None else 0.0
+            if not schedule.fits(starting):
+                duel.stopped = (
+                    f"its servers' start (about {starting:.0f} s, as measured at the bench) would "
+                    f"leave no round within the {schedule.left_s():.0f} s left of the budget of "
+                    f"{schedule.budget_s:g} s"
+                )
                 continue
             if before_duel is not None:
                 before_duel(plan)
