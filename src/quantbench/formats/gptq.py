@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
 from quantbench.formats.registry import register_format
 from quantbench.native.dtype import compute_dtype, torch_dtype
+from quantbench.progress import quiet_bars_in_logs
 from quantbench.quantize.common import (
     BuildRequest,
     BuildResult,
@@ -74,6 +75,7 @@ class Gptq(Format):
         # reads the same checkpoint and picks its CPU kernel.
         from gptqmodel import GPTQModel
 
+        quiet_bars_in_logs()  # GPTQModel's logger is made (at INFO) by that import
         return GPTQModel.load(str(model_dir), device="cpu", dtype=dtype).model
 
     recipe_model: ClassVar[type[Recipe]] = GptqSpec
@@ -107,6 +109,8 @@ def build_gptq(request: BuildRequest) -> BuildResult:
     os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(max(2, request.threads)))
     from gptqmodel import GPTQModel, QuantizeConfig
     from transformers import AutoTokenizer
+
+    quiet_bars_in_logs()  # GPTQModel's logger is made (at INFO) by that import
 
     config = QuantizeConfig(
         bits=spec.bits,

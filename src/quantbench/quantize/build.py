@@ -16,6 +16,7 @@ from typing import Any
 from quantbench.formats.base import VariantSpecError, validate_name
 from quantbench.formats.registry import get_format
 from quantbench.hfconfig import read_hf_config
+from quantbench.progress import step
 from quantbench.quantize.calibration import load_calibration
 from quantbench.quantize.common import BuildRequest
 from quantbench.quantize.variant import (
@@ -120,10 +121,9 @@ def build_variant(
     request = BuildRequest(name, spec, merged_dir, out_dir, calibration, threads)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    log.info("variant %s: building %s", name, spec.format)
-    result = fmt.build(request)
+    with step(f"variant {name}: {spec.format}"):  # a line a minute in a log while it runs
+        result = fmt.build(request)
     timings["quantize_s"] = round(time.perf_counter() - start, 3)
-    log.info("variant %s: %s done in %.1f s", name, spec.format, timings["quantize_s"])
     start = time.perf_counter()
     info = write_variant_json(
         out_dir,
