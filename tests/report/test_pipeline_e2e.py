@@ -266,6 +266,52 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
         assert any(f"- {pair}:" in tuned for pair in engine_pairs), (engine_pairs, tuned)
 
 
+def test_each_checkpoint_is_what_its_recipe_asks(pipeline: Path) -> None:
+    """The real quantizers' checkpoints of the embedded model, as the pipeline wrote them (the
+    quantize tests check the quantizers on a tiny model; quantizing the embedded model once more
+    there cost CI 200 s): each format's config and file as its engines read them, its recipe's
+    bits and groups, its size, and the record of what made it."""
+    from gguf import GGUFReader
+
+    params = yaml.safe_load((pipeline / "params.yaml").read_text())
+
+    def variant(name: str) -> tuple[Path, dict, dict]:
+        folder = pipeline / "models/variants" / name
+        return folder, json.loads((folder / "variant.json").read_text()), params["variants"][name]
+
+    folder, record, recipe = variant("gptq-w4g64")
+    quant = json.loads((folder / "config.json").read_text())["quantization_config"]
+    assert (quant["bits"], quant["group_size"], quant["sym"]) == (
+        recipe["bits"], recipe["group_size"], recipe.get("sym", True),
+    )  # fmt: skip
+    assert quant["checkpoint_format"] == "gptq"
+    assert quant["meta"]["offload_to_disk_path"] is None  # no random temp path in the output
+    assert record["calibration"]["samples_used"] == recipe["calibration"]["samples"]
+    # 4-bit weights + bf16 embeddings (tied, not quantized): well under the bf16 size
+    assert 5.0 < record["bits_per_weight"] < 8.0
+
+    folder, record, recipe = variant("awq-w4g64")
+    quant = json.loads((folder / "config.json").read_text())["quantization_config"]
+    assert quant["quant_method"] == "compressed-tensors" and quant["format"] == "pack-quantized"
+    weights = quant["config_groups"]["group_0"]["weights"]
+    assert (weights["num_bits"], weights["group_size"]) == (recipe["bits"], recipe["group_size"])
+    assert weights["symmetric"] is False and quant["ignore"] == ["lm_head"]
+    assert record["calibration"]["samples_used"] == recipe["calibration"]["samples"]
+
+    # llama_ftype values (llama.h): MOSTLY_Q8_0 = 7, MOSTLY_Q4_K_M = 15
+    for name, (ftype, low, high) in {
+        "gguf-q8_0": (7, 8.0, 9.0),
+        "gguf-q4_k_m": (15, 5.0, 7.0),
+    }.items():
+        folder, record, recipe = variant(name)
+        assert record["weights_file"] == f"model-{recipe['type']}.gguf"
+        reader = GGUFReader(folder / record["weights_file"])
+        assert reader.fields["general.file_type"].contents() == ftype
+        assert reader.fields["general.name"].contents() == name  # not the source folder's name
+        assert low < record["bits_per_weight"] < high
+        assert record["libraries"]["llama-cpp-python"].startswith("0.3.36")
+
+
 def test_the_adapter_is_scored_on_the_held_out_questions_asked(pipeline: Path) -> None:
     report = json.loads((pipeline / "reports" / "finetune.json").read_text())
     params = yaml.safe_load((pipeline / "params.yaml").read_text())
