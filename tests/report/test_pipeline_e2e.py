@@ -312,6 +312,19 @@ def test_each_checkpoint_is_what_its_recipe_asks(pipeline: Path) -> None:
         assert record["libraries"]["llama-cpp-python"].startswith("0.3.36")
 
 
+def test_vllm_served_w8a8_on_its_int8_kernel(pipeline: Path) -> None:
+    """vLLM's int8 W8A8 linear method on CPU, not a dequantizing fallback, and the answers the
+    variant gives offline: read from the bench stage's own server (its log and its served check),
+    not from a second vLLM start in tests/engines."""
+    summary = json.loads((pipeline / "reports/bench/w8a8-vllm/summary.json").read_text())
+    for server in summary["servers"]:
+        check = server["served_check"]
+        assert check["verdict"] == "match" and check["mismatched"] == 0, check
+        log = pipeline / "reports/bench/w8a8-vllm" / server["server_point"] / "server.log"
+        text = log.read_text(errors="replace")
+        assert "Selected CPUInt8ScaledMMLinearKernel for CompressedTensorsW8A8Int8" in text
+
+
 def test_the_adapter_is_scored_on_the_held_out_questions_asked(pipeline: Path) -> None:
     report = json.loads((pipeline / "reports" / "finetune.json").read_text())
     params = yaml.safe_load((pipeline / "params.yaml").read_text())
