@@ -289,37 +289,3 @@ def test_vllm_version_is_the_one_vllm_itself_reports() -> None:
         capture_output=True, text=True, check=True, timeout=300,
     ).stdout.strip()  # fmt: skip
     assert itself and VllmEngine().version(settings) == itself
-
-
-@pytest.fixture(scope="module")
-def w8a8_variant(prepared_base: Path, tmp_path_factory) -> Path:
-    """An int8 W8A8 variant of the prepared model (SmoothQuant + GPTQ on 6 short passages).
-    vLLM's serving of W8A8 (its int8 kernel, the answers) is checked on the pipeline's own
-    w8a8-vllm bench server (tests/report/test_pipeline_e2e.py), not started again here."""
-    from quantbench.formats.registry import recipe
-    from quantbench.quantize import build_variant
-
-    out = tmp_path_factory.mktemp("w8a8") / "w8a8"
-    spec = recipe({"format": "w8a8", "calibration": {"samples": 6, "max_tokens": 128}})
-    calibration = Path(__file__).resolve().parents[2] / "data" / "calibration.txt"
-    build_variant("w8a8", spec, prepared_base, out, calibration, 1)
-    return out
-
-
-@pytest.fixture(scope="module")
-def w8a8_refs(w8a8_variant: Path) -> list:
-    """The W8A8 variant's own answers through the quality harness's backend (transformers:
-    int8 weights dequantized, activations rounded to int8 per token)."""
-    from quantbench.quality.backends import HFBackend
-
-    return references(HFBackend.load(w8a8_variant, "w8a8", "float32"), w8a8_variant)
-
-
-@pytest.mark.server
-@pytest.mark.slow
-def test_transformers_serves_w8a8(w8a8_variant: Path, w8a8_refs: list, tmp_path) -> None:
-    artifact = load_artifact(w8a8_variant)
-    launch = get_engine("transformers").launch(
-        artifact, TransformersSettings(dtype="native"), "127.0.0.1", free_port()
-    )
-    run_and_check(launch, tmp_path / "server.log", w8a8_refs)

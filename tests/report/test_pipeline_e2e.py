@@ -411,10 +411,16 @@ def test_report_opens_offline_in_chromium(pipeline: Path, tmp_path: Path) -> Non
     assert requests == [page_url], requests
 
 
-@pytest.mark.parametrize("engine", ["vllm", "transformers"])
-@pytest.mark.parametrize("variant", FOUR_BIT)
+# each 4-bit format on both engines that claim it, and W8A8 on transformers (vLLM's W8A8 is a
+# default pair: test_vllm_served_w8a8_on_its_int8_kernel)
+SERVED_CHECKS = [(v, e) for v in FOUR_BIT for e in ("vllm", "transformers")] + [
+    ("w8a8", "transformers")
+]
+
+
+@pytest.mark.parametrize(("variant", "engine"), SERVED_CHECKS)
 def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, variant, engine) -> None:
-    """Each engine serves each 4-bit format it claims, and serves what the variant answers
+    """Each engine serves each quantized format it claims, and serves what the variant answers
     offline: the variant's own backend (GPTQModel, transformers' compressed-tensors) computes
     greedy reference answers with their margins, and the streamed answer must match each one up
     to its first near-tied token (quantbench.fidelity). A broken engine path, as llama-server's CPU
@@ -423,7 +429,8 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
     A pair the pipeline benchmarked was checked so by its bench stage (each server it started,
     against the evaluate stage's references): read from the run, no server started twice. A pair
     this machine's engine cannot run (vLLM's AVX2 build has no 4-bit kernel) must be refused
-    before any work, naming the engine that serves it here. Any other pair is started here."""
+    before any work, naming the engine that serves it here. Any other pair is started here, on
+    the pipeline's variant (tests/engines quantized its own W8A8 for this before: 90 s)."""
     from quantbench import preflight
     from quantbench.config import load_config
     from quantbench.engines.registry import get_engine
