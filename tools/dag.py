@@ -2,7 +2,9 @@
 
 Each stage's code dependencies are its script plus every module of ``src/quantbench`` in the
 script's import closure: every ``import`` statement anywhere in a module (functions included,
-because heavy imports there are the rule), plus the ``__init__.py`` of every package on the way.
+because heavy imports there are the rule), every module the code starts as a program (a string
+naming a module of the package that has a ``__main__`` guard: ``python -m
+quantbench.load.runner``, the load process), plus the ``__init__.py`` of every package on the way.
 The two registries load built-in engines and formats by name; that is handled explicitly:
 
 * a stage that can load any engine (or format) depends on all built-in ones;
@@ -87,6 +89,14 @@ def _parse_imports(path: Path, src: Path) -> set[str]:
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
             names = [base] + [f"{base}.{a.name}" for a in node.names]
+        # a module the code starts as a program (`python -m quantbench.load.runner`: the load
+        # process) runs for the stage as much as one it imports: named by a string constant
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _runnable(node.value, src)
+        ):
+            names = [node.value]
         for name in names:
             if name == PACKAGE or name.startswith(PACKAGE + "."):
                 parts = name.split(".")
@@ -94,6 +104,14 @@ def _parse_imports(path: Path, src: Path) -> set[str]:
                     if module_file(".".join(parts[:i]), src) is not None:
                         found.add(".".join(parts[:i]))
     return found
+
+
+def _runnable(name: str, src: Path) -> bool:
+    """Whether ``name`` is a module of the package that runs as a program (``python -m``)."""
+    if not name.startswith(PACKAGE + ".") or not name.replace(".", "").replace("_", "").isalnum():
+        return False
+    path = module_file(name, src)
+    return path is not None and '__name__ == "__main__"' in path.read_text(encoding="utf-8")
 
 
 def closure(roots: Iterable[str], src: Path = SRC, stop: set[str] | None = None) -> set[str]:

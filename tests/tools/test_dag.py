@@ -213,3 +213,16 @@ def test_the_report_depends_on_the_templates_it_renders() -> None:
     assert "src/quantbench/report/templates" in deps
     decide = dag.code_deps(REPO / "stages/decide.py", set(), REPO / "src")
     assert "src/quantbench/report/templates" not in decide  # it renders nothing
+
+
+def test_a_stage_depends_on_the_programs_it_starts() -> None:
+    """The bench stage runs its load through `python -m quantbench.load.runner`, which no module
+    of its imports: a change to the runner, its dispatcher or its Locust user left `dvc repro`
+    doing nothing. A module the code names to start as a program is a dependency too."""
+    for stage in ("bench", "decide"):
+        deps = dag.code_deps(REPO / f"stages/{stage}.py", set(), REPO / "src")
+        for module in ("runner", "dispatch", "locustfile"):
+            assert f"src/quantbench/load/{module}.py" in deps, (stage, module)
+    # a string that names a module without a __main__ guard starts nothing
+    assert not dag._runnable("quantbench.load.session", REPO / "src")
+    assert dag._runnable("quantbench.load.runner", REPO / "src")
