@@ -67,7 +67,7 @@ def main() -> None:
 
         # each server's start as the bench measured it: a duel whose start would not leave its
         # budget a round is passed over (one vLLM start could take a short budget whole)
-        started = {
+        bench_starts = {
             (pair, s.server_point): s.report.ready_seconds
             for pair, summary in inputs.pairs.items()
             for s in summary.servers
@@ -103,7 +103,7 @@ def main() -> None:
             duels = run_duels(
                 planned, measure, budget_s=confirm.budget_s, max_rounds=confirm.max_rounds,
                 min_rounds=confirm.min_rounds, margin=report.equivalence, confidence=bench.confidence, before_duel=needs,
-                start_s=lambda plan: servers.start_s(servers_of(plan), started),
+                start_s=lambda plan: servers.start_s(servers_of(plan), bench_starts),
             )  # fmt: skip
         finally:
             servers.close()

@@ -4,7 +4,7 @@
 
 MODE: ok (serve /health), exit (exit 3 at once), slow (never bind), children (ok + spawn two
 sleeping children, one of them in its own session), crash-after (ok, then SIGKILL itself after
-1 s).
+1 s), deaf (ok, ignoring SIGTERM: only the guard's SIGKILL after its grace period stops it).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ if mode == "children":
     subprocess.Popen(sleeper)
     subprocess.Popen(sleeper, start_new_session=True)
     print("spawned workers", flush=True)
+if mode == "deaf":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if mode == "crash-after":
     threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 

@@ -96,6 +96,19 @@ def test_crash_while_serving_is_described_as_a_kill(tmp_path) -> None:
             server.check_alive("while serving")
 
 
+def test_a_server_killed_for_not_stopping_is_not_called_out_of_memory(tmp_path) -> None:
+    """A llama-server that did not stop within the guard's grace after our SIGTERM was reported
+    "killed by SIGKILL (killed: out of memory? check `dmesg`)" in the decide stage's log: the
+    SIGKILL was ours. A SIGKILL nobody asked for keeps the hint (the test above)."""
+    server = Server(spec("deaf"), tmp_path / "log.txt")
+    with server:
+        pass
+    exit_text = server.report()["exit"]
+    assert exit_text.startswith("killed by SIGKILL"), exit_text
+    assert "did not stop within the grace period after SIGTERM" in exit_text
+    assert "out of memory" not in exit_text
+
+
 def test_port_in_use_is_a_clear_error(tmp_path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -91,11 +91,19 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def describe_exit(code: int) -> str:
-    """'exit code 1', or the signal's name for a killed process (SIGKILL often means OOM)."""
+def describe_exit(code: int, asked_to_stop: bool = False) -> str:
+    """'exit code 1', or the signal's name for a killed process: a SIGKILL nobody asked for
+    often means OOM; one after our SIGTERM is the guard's, for a server that did not stop in its
+    grace period (quantbench.engines.guard)."""
     if code < 0:
         name = signal.Signals(-code).name
-        hint = " (killed: out of memory? check `dmesg`)" if name == "SIGKILL" else ""
+        hint = ""
+        if name == "SIGKILL":
+            hint = (
+                " (it did not stop within the grace period after SIGTERM)"
+                if asked_to_stop
+                else " (killed: out of memory? check `dmesg`)"
+            )
         return f"killed by {name}{hint}"
     return f"exit code {code}"
 
@@ -179,6 +187,7 @@ class Server:
         self.spec = spec
         self.log_path = log_path
         self.stop_timeout_s = stop_timeout_s
+        self.asked_to_stop = False  # stop() sent SIGTERM while it ran
         self.process: subprocess.Popen[bytes] | None = None
         self.memory: MemorySampler | None = None
         self.started_at = 0.0
@@ -398,6 +407,7 @@ class Server:
             self.memory.sample()  # a last look at the tree, to know every descendant
             self.memory.stop()
         if self.process.poll() is None:
+            self.asked_to_stop = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
             try:
@@ -408,7 +418,9 @@ class Server:
             os.killpg(pid, signal.SIGKILL)
         self.exit_code = self.process.wait()
         self._kill_strays()
-        log.info("%s stopped (%s)", self.spec.engine, describe_exit(self.exit_code))
+        log.info(
+            "%s stopped (%s)", self.spec.engine, describe_exit(self.exit_code, self.asked_to_stop)
+        )
 
     def _kill_strays(self) -> None:
         """Kill descendants that left the process group (setsid workers) and still run."""
@@ -439,7 +451,9 @@ class Server:
             "peak_rss_bytes": memory.peak_rss_bytes if memory else None,
             "peak_gpu_bytes": memory.peak_gpu_bytes if memory else None,
             "memory_samples": memory.samples if memory else 0,
-            "exit": describe_exit(self.exit_code) if self.exit_code is not None else None,
+            "exit": describe_exit(self.exit_code, self.asked_to_stop)
+            if self.exit_code is not None
+            else None,
             "log": str(self.log_path),
         }
 
