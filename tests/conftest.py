@@ -46,6 +46,37 @@ def pytest_runtest_protocol(item, nextitem):  # type: ignore[no-untyped-def]
         handle.write(json.dumps(line) + "\n")
 
 
+_UNTRACKED = pytest.StashKey[set | None]()
+
+
+def pytest_sessionstart(session) -> None:  # type: ignore[no-untyped-def]
+    """The untracked files before the run (tools/scratch_guard.py), in the controlling process."""
+    if not hasattr(session.config, "workerinput"):
+        from tools.scratch_guard import untracked
+
+        session.config.stash[_UNTRACKED] = untracked(REPO)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:  # type: ignore[no-untyped-def]
+    """Fail the run that left files in the repository's tree that git neither tracks nor
+    ignores: a test's scratch output belongs in its temporary folder."""
+    if hasattr(session.config, "workerinput") or _UNTRACKED not in session.config.stash:
+        return
+    from tools.scratch_guard import left_behind, untracked
+
+    new = left_behind(session.config.stash[_UNTRACKED], untracked(REPO))
+    if new:
+        shown = ", ".join(new[:20]) + (f" and {len(new) - 20} more" if len(new) > 20 else "")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"the tests left files in the repository's tree: {shown} (write scratch output "
+                "under tmp_path, or ignore the folder in .gitignore if it is a build output)",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """The native-build checks first: a build that cannot run here fails in the first minute,
     before tests that would die on it much later (see tests/native/test_gguf_smoke.py). On
