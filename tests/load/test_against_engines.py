@@ -8,6 +8,7 @@ one needs `make vllm`. The cross-check prints its table (docs/LOAD.md quotes it)
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -105,19 +106,24 @@ MIN_PAIRS, MAX_PAIRS = 2, 3
 
 
 def _differences(ours: list, theirs: list[dict]) -> dict[str, float]:
-    """Each figure's mean over our runs relative to the mean over theirs, minus 1."""
+    """Each figure's median over our runs relative to the median over theirs, minus 1 (the mean
+    of two runs; the middle run of three). Across runs the noise is the server's, whole runs of
+    it: on a shared 2-core host one run of ours took 72.8 s where the other five took 63 to 65 s
+    (TPOT 180 against 145-157 ms), and the mean of three carried it 7.5 % off; an A/B of our
+    harness alone on one vLLM server (three runs of each load process kind, alternated) agreed
+    within 1.2 %."""
     off = {}
     for name, (mine, key) in FIGURES.items():
-        a = [mine(p) for p in ours]
-        b = [float(t[key]) for t in theirs]
-        off[name] = (sum(a) / len(a)) / (sum(b) / len(b)) - 1
+        a = statistics.median(mine(p) for p in ours)
+        b = statistics.median(float(t[key]) for t in theirs)
+        off[name] = a / b - 1
     return off
 
 
 def _table(ours: list, theirs: list[dict], off: dict[str, float]) -> str:
     lines = [
         f"| figure | quantbench ({len(ours)} runs) | vllm bench serve ({len(theirs)} runs) "
-        "| difference of the means |",
+        "| difference of the medians over runs |",
         "|---|---|---|---|",
     ]
     for name, (mine, key) in FIGURES.items():
