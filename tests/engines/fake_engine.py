@@ -4,7 +4,8 @@
 
 MODE: ok (serve /health), exit (exit 3 at once), slow (never bind), children (ok + spawn two
 sleeping children, one of them in its own session), crash-after (ok, then SIGKILL itself after
-1 s), deaf (ok, ignoring SIGTERM: only the guard's SIGKILL after its grace period stops it).
+1 s), deaf (ok, ignoring SIGTERM: only the guard's SIGKILL after its grace period stops it),
+litter (ok, leaving a file and a socket in its temporary folder, as vLLM does).
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ if mode == "children":
     subprocess.Popen(sleeper)
     subprocess.Popen(sleeper, start_new_session=True)
     print("spawned workers", flush=True)
+if mode == "litter":
+    import socket
+    import tempfile
+
+    litter = os.path.join(tempfile.gettempdir(), "vllm_dist_fake")
+    with open(litter, "w") as handle:
+        handle.write("x")
+    ipc = socket.socket(socket.AF_UNIX)
+    ipc.bind(os.path.join(tempfile.gettempdir(), "fake-ipc"))
+    print(f"littered {litter}", flush=True)
 if mode == "deaf":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if mode == "crash-after":

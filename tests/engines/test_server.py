@@ -109,6 +109,25 @@ def test_a_server_killed_for_not_stopping_is_not_called_out_of_memory(tmp_path) 
     assert "out of memory" not in exit_text
 
 
+def test_what_a_server_leaves_in_its_temporary_folder_goes_with_it(tmp_path) -> None:
+    """vLLM leaves its ZMQ sockets and `vllm_dist_*` files in the temporary folder at every
+    start (483 sockets in /tmp after a day here): each server gets a folder of its own, removed
+    once it has stopped."""
+    import tempfile
+
+    server = Server(spec("litter"), tmp_path / "log.txt")
+    with server:
+        deadline = time.monotonic() + 10
+        while "littered" not in (tmp_path / "log.txt").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = next(x for x in (tmp_path / "log.txt").read_text().splitlines() if "littered" in x)
+        litter = Path(line.split()[-1])
+        assert litter.is_file() and litter.parent == server.tmp_dir
+        assert server.tmp_dir is not None
+        assert server.tmp_dir.parent == Path(tempfile.gettempdir())  # not the system folder itself
+    assert not litter.exists() and not server.tmp_dir.exists()
+
+
 def test_port_in_use_is_a_clear_error(tmp_path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

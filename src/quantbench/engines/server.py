@@ -17,9 +17,11 @@ import http.client
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -188,6 +190,7 @@ class Server:
         self.log_path = log_path
         self.stop_timeout_s = stop_timeout_s
         self.asked_to_stop = False  # stop() sent SIGTERM while it ran
+        self.tmp_dir: Path | None = None  # the server's own TMPDIR, removed when it stops
         self.process: subprocess.Popen[bytes] | None = None
         self.memory: MemorySampler | None = None
         self.started_at = 0.0
@@ -217,10 +220,14 @@ class Server:
         # Under the guard (see engines/guard.py): nothing the server starts outlives us, even
         # when this process is killed with SIGKILL.
         argv = [sys.executable, str(Path(guard.__file__)), "--", *self.spec.argv]
+        # a temporary folder of its own, removed once it has stopped: vLLM leaves its ZMQ
+        # sockets and `vllm_dist_*` files in the system's temporary folder at every start (483
+        # sockets in /tmp after a day of runs here); a TMPDIR the launch sets is kept
+        self.tmp_dir = Path(tempfile.mkdtemp(prefix=f"qb-{self.spec.engine}-"))
         with open(self.log_path, "wb") as log_file:
             self.process = subprocess.Popen(
                 argv,
-                env={**os.environ, **self.spec.env},
+                env={**os.environ, "TMPDIR": str(self.tmp_dir), **self.spec.env},
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -401,6 +408,8 @@ class Server:
     def stop(self) -> None:
         """SIGTERM the process group, wait, SIGKILL what is left; reap every descendant seen."""
         if self.process is None:
+            if self.tmp_dir is not None:  # the start failed after making it
+                shutil.rmtree(self.tmp_dir, ignore_errors=True)
             return
         pid = self.process.pid
         if self.memory is not None:
@@ -418,6 +427,8 @@ class Server:
             os.killpg(pid, signal.SIGKILL)
         self.exit_code = self.process.wait()
         self._kill_strays()
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
         log.info(
             "%s stopped (%s)", self.spec.engine, describe_exit(self.exit_code, self.asked_to_stop)
         )
