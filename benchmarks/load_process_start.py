@@ -1,6 +1,7 @@
 """What each load point's process costs to start: forked from a template against started anew.
 
-Not a test. Runs one session of N tiny points (one request each, against a zero-delay fake server)
+Not a test. Runs one session of N tiny points (N short requests each, at 1 to N streams, against a
+zero-delay fake server)
 twice: with the template (`quantbench.load.forkserver`, the default) and with
 `QUANTBENCH_LOAD_FORK=0` (a fresh `python -m quantbench.load.runner` per point), and prints the
 session's wall time and the CPU time of its children (the load processes, the template) per
@@ -35,13 +36,13 @@ def children_cpu_s() -> float:
 def one_session(url: str, points: int, out: Path) -> tuple[float, float]:
     spec = WorkloadSpec.model_validate({
         "prompts": {"source": "random", "input_len": 4, "output_len": 2},
-        "num_requests": 1, "warmup_requests": 0, "progress_interval_s": 60,
-        "load": [{"kind": "concurrency", "concurrency": 1 + i % 2} for i in range(points)],
+        "num_requests": points, "warmup_requests": 0, "progress_interval_s": 60,
+        "load": [{"kind": "concurrency", "concurrency": c} for c in range(1, points + 1)],
     })  # fmt: skip
     cpu0, wall0 = children_cpu_s(), time.monotonic()
     summary = run_session(spec, Target(url=url, engine="mock"), out)
     wall, cpu = time.monotonic() - wall0, children_cpu_s() - cpu0
-    assert all(p.completed == 1 for p in summary.points), "a point did not complete"
+    assert all(p.completed == points for p in summary.points), "a point did not complete"
     return wall, cpu
 
 
@@ -61,7 +62,9 @@ def main() -> None:
                 rows.append((label, wall, cpu))
         finally:
             server.stop()
-    print(f"{args.points} points of one request each, one session (CPU: the load processes')")
+    print(
+        f"{args.points} points of {args.points} short requests, one session (CPU: the load processes')"
+    )
     print("| load process | wall s / point | CPU s / point |")
     print("|---|---|---|")
     for label, wall, cpu in rows:
