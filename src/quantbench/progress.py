@@ -7,9 +7,11 @@ layer (calibrate, propagate, smooth, and a grid search whose every ratio prints)
 a table per module. When stderr is not a terminal, :func:`setup_logging` turns tqdm's bars off
 (`TQDM_DISABLE`, `HF_HUB_DISABLE_PROGRESS_BARS`: read when the libraries are imported, which the
 stages do later, in their functions), sends GPTQModel's log to warnings only and its bars off
-(`TERM=dumb`: the output is no terminal, whatever the shell's TERM said); in their place each :func:`step` says every minute that
-it is still running. ``QUANTBENCH_LOG_BARS=1`` keeps the bars in logs too. On a terminal nothing changes (bars update in place). A variable the
-user set is kept.
+(`TERM=dumb`: the output is no terminal, whatever the shell's TERM said); in their place each
+:func:`step` says every minute that it is still running. ``QUANTBENCH_LOG_BARS=1`` keeps the bars
+in logs too. On a terminal nothing changes (bars update in place). A variable the user set is
+kept. Only a stage's entry point (:func:`setup_logging`) changes the process's environment; the
+library calls :func:`quiet_chatty_loggers` after importing a chatty library.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ def quiet_bars_in_logs(stream: object = None) -> bool:
     for name in THIRD_PARTY_CHATTY:
         logging.getLogger(name).setLevel(logging.WARNING)
     return True
+
+
+def quiet_chatty_loggers() -> None:
+    """After importing a library that makes its logger at INFO when imported (GPTQModel's LogBar):
+    its log to warnings only, where :func:`setup_logging` found a log rather than a terminal.
+    Nothing otherwise: a library call does not change its caller's output."""
+    if _in_log:
+        for name in THIRD_PARTY_CHATTY:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def setup_logging(level: int = logging.INFO) -> None:

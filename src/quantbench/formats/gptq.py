@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
 from quantbench.formats.registry import register_format
 from quantbench.native.dtype import compute_dtype, torch_dtype
-from quantbench.progress import quiet_bars_in_logs
+from quantbench.progress import quiet_chatty_loggers
 from quantbench.quantize.common import (
     BuildRequest,
     BuildResult,
@@ -75,7 +75,7 @@ class Gptq(Format):
         # reads the same checkpoint and picks its CPU kernel.
         from gptqmodel import GPTQModel
 
-        quiet_bars_in_logs()  # GPTQModel's logger is made (at INFO) by that import
+        quiet_chatty_loggers()  # GPTQModel's logger is made (at INFO) by that import
         return GPTQModel.load(str(model_dir), device="cpu", dtype=dtype).model
 
     recipe_model: ClassVar[type[Recipe]] = GptqSpec
@@ -110,7 +110,7 @@ def build_gptq(request: BuildRequest) -> BuildResult:
     from gptqmodel import GPTQModel, QuantizeConfig
     from transformers import AutoTokenizer
 
-    quiet_bars_in_logs()  # GPTQModel's logger is made (at INFO) by that import
+    quiet_chatty_loggers()  # GPTQModel's logger is made (at INFO) by that import
 
     config = QuantizeConfig(
         bits=spec.bits,
