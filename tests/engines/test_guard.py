@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -183,3 +184,45 @@ def test_readiness_from_a_stranger_on_our_port_is_refused(tmp_path: Path) -> Non
     finally:
         stranger.shutdown()
         server.stop()
+
+
+def test_a_child_caught_between_fork_and_exec_does_not_hide_the_stranger(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """psutil names one holder of a socket, the process it scanned last; a child forked by the
+    holder holds the socket until it execs or exits (our memory sampler forks nvidia-smi every
+    interval). Named and gone a moment later, it once hid the stranger: the check passed."""
+    import socket
+
+    import psutil
+
+    from quantbench.engines import server as server_module
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    child = os.fork()
+    if child == 0:  # holds the inherited socket, as a child does before it execs
+        time.sleep(60)
+        os._exit(0)
+    real = psutil.net_connections
+    first: list[int | None] = []
+
+    def scan_then_the_child_exits(*args, **kwargs):  # type: ignore[no-untyped-def]
+        conns = real(*args, **kwargs)
+        if not first:
+            first.extend(c.pid for c in conns if c.laddr and c.laddr.port == port)
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        return conns
+
+    monkeypatch.setattr(psutil, "net_connections", scan_then_the_child_exits)
+    try:
+        owners = server_module.listening_pids("127.0.0.1", port)
+    finally:
+        sock.close()
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+    # the race as it happened: the scan named the child (scanned after its parent), not us
+    assert first == [child], f"the first scan named {first}, not the child {child}"
+    assert owners == {os.getpid()}

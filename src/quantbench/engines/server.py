@@ -58,22 +58,54 @@ class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
 
 
-def listening_pids(host: str, port: int) -> set[int]:
-    """The PIDs of the processes holding a socket listening on (host, port), where the OS lets
-    us see them (a socket is shared by a process and a child forked before it exec'd)."""
+def _listening(conn: Any, host: str, port: int) -> bool:
+    import psutil
+
+    return bool(
+        conn.status == psutil.CONN_LISTEN
+        and conn.laddr
+        and conn.laddr.port == port
+        and conn.laddr.ip in (host, "0.0.0.0", "::")
+    )
+
+
+def _holds(pid: int, host: str, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on (host, port) now."""
     import psutil
 
     try:
-        conns = psutil.net_connections(kind="inet")
+        return any(_listening(c, host, port) for c in psutil.Process(pid).net_connections("inet"))
     except (psutil.Error, OSError):
-        return set()
-    pids = set()
-    for conn in conns:
-        listening = conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
-        if listening and conn.laddr.ip in (host, "0.0.0.0", "::") and conn.pid is not None:
-            pids.add(int(conn.pid))
-    # a child that held the socket only between fork and exec is gone by now
-    return {pid for pid in pids if psutil.pid_exists(pid)}
+        return False
+
+
+def listening_pids(host: str, port: int, scans: int = 5) -> set[int]:
+    """The PIDs of the processes holding a socket listening on (host, port), where the OS lets
+    us see them; empty where no such socket is seen or its holders are hidden from us.
+
+    psutil maps each socket to one of the processes that hold it, the one it scanned last. A
+    process that forks holds its sockets in the child until the child execs (or exits): a
+    child caught in that window (our own memory sampler forks nvidia-smi every interval) is
+    named instead of the real holder, and is gone a moment later. So each holder named is
+    checked to hold the socket still, and the scan is repeated, a few times, until every
+    listening socket it saw has a holder that does."""
+    import psutil
+
+    found: set[int] = set()
+    for scan in range(scans):
+        try:
+            conns = [c for c in psutil.net_connections(kind="inet") if _listening(c, host, port)]
+        except (psutil.Error, OSError):
+            conns = []
+        named = {int(c.pid) for c in conns if c.pid is not None}
+        held = {pid for pid in named if _holds(pid, host, port)}
+        found |= held
+        if named == held:
+            # every holder named is real; a socket with no holder named (pid None) belongs
+            # to someone whose processes we may not look into: scanning again will not help
+            return found
+        time.sleep(0.01 * (scan + 1))
+    return found
 
 
 def process_summary(pid: int) -> str:
