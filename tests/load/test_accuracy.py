@@ -55,3 +55,6 @@ def test_measured_ttft_and_itl_match_the_truth(bench, streams: int) -> None:  # 
         assert p50 <= 1.0, f"{name} p50 off by {p50:.3f} ms"
         assert p99 <= 5.0, f"{name} p99 off by {p99:.3f} ms"
         assert np.percentile(err, 50) <= 1.0
+        # each request, not only the distribution: streams that end together (closed loop,
+        # equal lengths) must not hold the others' chunks back while their records are written
+        assert np.percentile(err, 99) <= 5.0, f"{name}: 1 request in 100 off by more than 5 ms"

@@ -196,9 +196,12 @@ class MemorySampler:
 
 def gpu_memory_bytes(pids: set[int]) -> int | None:
     """GPU memory used by these processes, from nvidia-smi; None where there is no NVIDIA GPU."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:  # no fork for nothing at every sample: a CPU machine has no nvidia-smi
+        return None
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            [smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=5,

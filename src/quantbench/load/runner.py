@@ -35,7 +35,6 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +286,7 @@ def run_worker(master_host: str, master_port: int, token: str | None = None) -> 
 
     def on_plan(environment: Any, msg: Any, **_: Any) -> None:
         plan = LoadPlan.from_dict(msg.data["plan"])
-        dispatcher = Dispatcher(plan, lambda rec: pending.append(asdict(rec)), plan.share_index)
+        dispatcher = Dispatcher(plan, lambda rec: pending.append(rec.as_dict()), plan.share_index)
         holder["d"] = dispatcher
         set_dispatcher(dispatcher)
 
