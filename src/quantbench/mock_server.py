@@ -119,12 +119,24 @@ class Script(BaseModel):
     api_key: str | None = Field(
         default=None, description="HTTP 401 unless the request has 'Authorization: Bearer KEY'."
     )
+    answers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Known answers: a chat request whose last user message is a key gets that "
+        "text, a word a token (capped by max_tokens); any other request gets ' tok0 tok1 ...'.",
+    )
 
 
 def _cycled(value: float | list[float], i: int) -> float:
     if isinstance(value, list):
         return value[i % len(value)] if value else 0.0
     return value
+
+
+def _last_user_message(body: dict[str, Any]) -> str | None:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content", ""))
+    return None
 
 
 def _words(body: dict[str, Any]) -> int:
@@ -201,6 +213,8 @@ class MockServer:
             return await self._hang(request, entry)
         if behaviour.status != 200:
             return self._error(entry, behaviour.status, f"scripted failure ({behaviour.name})")
+        if not body.get("stream"):
+            return await self._whole(request, body, behaviour, k, entry)
         return await self._stream(request, body, behaviour, k, entry)
 
     def _error(self, entry: dict[str, Any], status: int, message: str) -> web.Response:
@@ -243,6 +257,52 @@ class MockServer:
             return int(max_tokens)
         return min(int(max_tokens), self.script.default_output_tokens)
 
+    def _texts(self, body: dict[str, Any], n_tokens: int) -> list[str]:
+        """What each token says: the script's known answer to the question, else tok0, tok1..."""
+        answer = self.script.answers.get(_last_user_message(body) or "")
+        if answer is None:
+            return [f" tok{i}" for i in range(n_tokens)]
+        words = [f" {w}" for w in answer.split()]
+        cap = body.get("max_tokens") or body.get("max_completion_tokens")
+        return words[: int(cap)] if cap else words
+
+    async def _whole(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        behaviour: Behaviour,
+        k: int,
+        entry: dict[str, Any],
+    ) -> web.Response:
+        """A request without ``stream``: the whole answer in one JSON body once its last token
+        is due (lm-evaluation-harness asks this way)."""
+        texts = self._texts(body, self._n_tokens(body, behaviour))
+        delay = sum(
+            _cycled(behaviour.ttft_ms, k) if i == 0 else _cycled(behaviour.itl_ms, i - 1)
+            for i in range(len(texts))
+        )
+        await asyncio.sleep(delay / 1000)
+        text = "".join(texts).strip()
+        usage = {"prompt_tokens": _words(body), "completion_tokens": len(texts),
+                 "total_tokens": _words(body) + len(texts)}  # fmt: skip
+        entry.update(outcome="completed", status=200, tokens=len(texts), end=time.monotonic())
+        entry["chunk_times"].append(entry["end"])
+        self._write_log(entry)
+        cid = f"fake-{entry['arrival_index']}"
+        model = body.get("model", self.script.model)
+        if request.path.endswith("/chat/completions"):
+            choice: dict[str, Any] = {
+                "index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text},
+            }  # fmt: skip
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "finish_reason": "stop", "text": text}
+            obj = "text_completion"
+        return web.json_response(
+            {"id": cid, "object": obj, "model": model, "choices": [choice], "usage": usage}
+        )
+
     async def _stream(
         self,
         request: web.Request,
@@ -252,7 +312,8 @@ class MockServer:
         entry: dict[str, Any],
     ) -> web.StreamResponse:
         chat = request.path.endswith("/chat/completions")
-        n_tokens = self._n_tokens(body, behaviour)
+        texts = self._texts(body, self._n_tokens(body, behaviour))
+        n_tokens = len(texts)
         usage_wanted = self.script.usage == "always" or (
             self.script.usage == "requested"
             and bool((body.get("stream_options") or {}).get("include_usage"))
@@ -300,7 +361,7 @@ class MockServer:
                 if behaviour.stall_after_tokens == i:
                     outcome = await self._stall(request, resp, behaviour)
                     break
-                data = chunk(f" tok{i}")
+                data = chunk(texts[i])
                 # Stamp before the write: the send() inside it may wake the client, which can
                 # then run before this process reads the clock again.
                 times.append(time.monotonic())
