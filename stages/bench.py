@@ -38,7 +38,7 @@ def main() -> None:
     setup_logging()
     params = read_params(args.params)
     paths = JobPaths(args.params, args.variants, args.workloads, args.quality)
-    job = pair_job(params, args.pair, paths)
+    job = pair_job(params, args.pair, paths, with_task=True)
     variant_dir = args.variants / job.artifact.name
     key = fingerprint(
         {
@@ -51,6 +51,13 @@ def main() -> None:
             "bench": job.bench.model_dump(mode="json", exclude={"pairs"}),
             "env": sha256_file(args.env) if args.env.is_file() else None,
             "code": code_hash(),
+            "task": None
+            if job.task is None
+            else {
+                "items": [[i.question, i.answer, list(i.accept)] for i in job.task.items],
+                "max_new_tokens": job.task.max_new_tokens,
+                "settings": job.task.settings.model_dump(mode="json"),
+            },
         }
     )
     store = PartialStore(args.pair, key)

@@ -37,7 +37,7 @@ from quantbench.params import (
     overlay,
     read_params,
 )
-from quantbench.quality.spec import EvaluateSettings
+from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.report.spec import ReportSettings
 from quantbench.runtime import RuntimeSettings
 from quantbench.settings import Settings
@@ -62,6 +62,7 @@ class Config(Settings):
         {}, description="Quantized variants by name (the name is the folder, stage and row)."
     )
     evaluate: EvaluateSettings = EvaluateSettings()
+    served_task: ServedTaskSettings = ServedTaskSettings()
     engines: dict[str, Any] = Field(
         {}, description="Each engine's settings by engine name (engines/<engine>.py)."
     )

@@ -282,6 +282,17 @@ def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     return contexts
 
 
+def served_task_problems(config: Config) -> list[str]:
+    """Standard lm-eval tasks that are unknown or whose data is not on this machine (the run
+    reaches no hub): refused now rather than after hours of benchmarks."""
+    served = config.served_task
+    if not (served.enabled and served.standard_tasks):
+        return []
+    from quantbench.quality.served_task import standard_task_problems
+
+    return standard_task_problems(served.standard_tasks)
+
+
 def problems(config: Config) -> list[str]:
     """Every problem found, each naming the key, the value and the fix."""
     from quantbench.formats.base import VariantSpecError
@@ -330,6 +341,7 @@ def problems(config: Config) -> list[str]:
         asked = max(asked, one.max_output)
     found += memory_problems(config)
     found += engine_problems(config)
+    found += served_task_problems(config)
     contexts = dict(engine_contexts(config))
     limits = dict(contexts)
     if widths is not None:

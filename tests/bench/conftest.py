@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
@@ -20,6 +21,8 @@ class FakeSettings(EngineSettings):
     itl_ms: float = 5.0
     ms_per_concurrent: float = 0.0
     crash: bool = False
+    answers: dict[str, str] = Field(default_factory=dict)
+    """Known answers to chat questions (the mock server's Script.answers)."""
 
 
 class FakeEngine(Engine):
@@ -44,7 +47,9 @@ class FakeEngine(Engine):
             ttft_ms=20.0, itl_ms=settings.itl_ms, ms_per_concurrent=settings.ms_per_concurrent
         )
         script = self.workdir / f"script-{port}.json"
-        script.write_text(Script(behaviours=[behaviour]).model_dump_json())
+        script.write_text(
+            Script(behaviours=[behaviour], answers=settings.answers).model_dump_json()
+        )
         argv = [sys.executable, "-m", "quantbench.mock_server", "--host", host]
         argv += ["--port", str(port), "--script", str(script)]
         if settings.crash:  # a server that exits at start-up, with something in its log

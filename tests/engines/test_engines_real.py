@@ -21,6 +21,8 @@ from quantbench.engines.registry import get_engine
 from quantbench.engines.server import Server
 from quantbench.engines.transformers import TransformersSettings
 from quantbench.fidelity import GENERAL_PROMPTS, check_served
+from quantbench.qa import QAItem
+from quantbench.quality.served_task import score_endpoint
 
 MAX_NEW = 16
 MIN_CERTAIN = 4  # tokens a usable reference answer must be sure of
@@ -97,6 +99,11 @@ def run_and_check(launch, log_path: Path, refs: list, cache_reported: bool = Fal
     with server:
         server.warmup()
         answers = [server.chat(r.prompt, max_tokens=MAX_NEW) for r in refs]
+        # lm-evaluation-harness through the same server (the served task's path: its own
+        # client, not streamed) gets the same greedy answers our harness streamed
+        items = [QAItem(r.prompt, "", ("(never in an answer)",)) for r in refs]
+        scored = score_endpoint(server.url, launch.model_name, items, MAX_NEW)[0]
+        assert [a.got for a in scored.answers] == [a.strip() for a in answers]
         if cache_reported:
             # the second time, all but the prompt's last block comes from the prefix cache
             cached = cached_tokens_of_a_repeat(server)

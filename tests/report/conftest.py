@@ -47,11 +47,15 @@ from quantbench.load.records import RequestRecord, write_records
 from quantbench.precision import Figure
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import (
+    HELDOUT_TASK,
     BenchRow,
     PairSummary,
     ServedCheck,
+    ServedTask,
     ServerPoint,
     ServerReport,
+    TaskAgreement,
+    TaskScore,
 )
 from quantbench.schemas.decide import ConfirmFile, Duel, Measured, Round
 from quantbench.schemas.session import PointResult, SessionSummary
@@ -417,9 +421,24 @@ def _pair(root: Path, name: str, spec: dict[str, Any], rng: random.Random) -> Pa
         slos={w: WORKLOADS[w].slo for w in spec["load"]}, price_per_hour=PRICE, currency="USD",
         server_points=len(spec["servers"]), rows=[BenchRow.model_validate(r) for r in rows],
         servers=servers, best=best, ties=ties, decided_by=decided, wall_seconds=61.5,
+        task=_served_task(servers[0].server_point),
     )  # fmt: skip
     schema_io.write(out / "summary.json", summary)
     return summary
+
+
+def _served_task(server_point: str) -> ServedTask:
+    """9 of 13 right served, the same 9 offline plus one (exact McNemar p = 1)."""
+    score = TaskScore(task=HELDOUT_TASK, metric="acc", correct=9, total=13, accuracy=9 / 13,
+                      interval=(0.42, 0.87), answers=[])  # fmt: skip
+    agreement = TaskAgreement(
+        served_only=0, offline_only=1, both=9, neither=3, p_value=1.0, differs=False,
+        difference=Figure(value=-1 / 13, low=-0.33, high=0.18, confidence=0.95, n=13,
+                          method="Newcombe paired square-and-add (Wilson)"),
+    )  # fmt: skip
+    return ServedTask(verdict="agrees", server_point=server_point, scores=[score],
+                      agreement=agreement, harness="0.4.13", seconds=12.0,
+                      note="9 of 13 right served, 10 offline")  # fmt: skip
 
 
 def _quality(root: Path, name: str) -> None:

@@ -237,6 +237,15 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
         assert summary["rows"], pair
         assert variant in html and variant in summary_md
         assert engine in html
+        # the fine-tune's task scored by lm-eval through the pair's own bench server, question
+        # by question against the evaluate stage's answers (the same questions, paired)
+        task = summary["task"]
+        assert task["verdict"] == "agrees", (pair, task["note"])
+        asked = params["evaluate"]["heldout_limit"]
+        paired = task["agreement"]
+        cells = ("both", "neither", "served_only", "offline_only")
+        assert task["scores"][0]["total"] == asked == sum(paired[c] for c in cells), pair
+        assert task["server_point"] == summary["servers"][0]["server_point"], pair
     for variant in params["variants"]:
         quality = json.loads((pipeline / f"reports/quality/{variant}.json").read_text())
         assert quality["perplexity"] > 1

@@ -416,6 +416,11 @@ def test_best_config_per_workload(files, inputs) -> None:
     ]  # fmt: skip
     chat, multi = config["chat"], config["multi-turn"]
     assert (chat["status"], chat["variant"], chat["engine"]) == ("ok", "bf16", "transformers")
+    # the fine-tune's task through the chosen pair's server, with its interval, in the file
+    task = chat["served_task"]
+    assert task["verdict"] == "agrees" and task["harness"] == "lm-evaluation-harness 0.4.13"
+    assert task["scores"][0]["correct"] == 9 and task["scores"][0]["interval"] == [0.42, 0.87]
+    assert task["against_offline"]["offline_only"] == 1
     # how the decision was made, in the file a deployment reads
     decision = chat["decision"]
     assert decision["status"] == "tie-break" and decision["leader"] == f"{GGUF}/default/chat/c4"
@@ -478,6 +483,9 @@ def test_summary_markdown(files, by_key) -> None:
     chat = _section(text, "## Workload `chat`")
     multi = _section(text, "## Workload `multi-turn`")
     assert "**Deploy bf16 on transformers (continuous_batching=on; measured at load c4)" in chat
+    # per pair: the fine-tune's task through its server, with its interval, against offline
+    assert "fine-tune's task served" in chat
+    assert "9 of 13 right (42%-87%); offline 10: agrees (p = 1)" in chat
     assert "**Deploy gguf-q4_k_m on llamacpp (default settings; measured at load c4)" in multi
     # the decision: intervals, too few, the rule, the tie
     assert INTERVAL.search(chat.split("\n\n")[1])  # the headline's figure has its interval

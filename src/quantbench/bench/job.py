@@ -11,12 +11,16 @@ from typing import Any
 
 from quantbench.bench.run import PairJob
 from quantbench.bench.spec import BenchSettings
+from quantbench.bench.task import TaskJob
+from quantbench.data import DataSettings
 from quantbench.engines.artifact import load_artifact
 from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
 from quantbench.errors import UserError
 from quantbench.fidelity import ReferenceAnswer
 from quantbench.load.spec import workloads_section
 from quantbench.params import section
+from quantbench.qa import load_qa
+from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quality import QualityReport
 from quantbench.slo import slo_section
@@ -31,10 +35,15 @@ class JobPaths:
     variants: Path = Path("models/variants")
     workloads: Path = Path("reports/workloads")
     quality: Path = Path("reports/quality")
+    heldout: Path | None = None
+    """The held-out questions (None: data.heldout of params)."""
 
 
-def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) -> PairJob:
-    """The pair ``name`` of ``bench.pairs`` as a job (no partial-results store)."""
+def pair_job(
+    params: dict[str, Any], name: str, paths: JobPaths = JobPaths(), with_task: bool = False
+) -> PairJob:
+    """The pair ``name`` of ``bench.pairs`` as a job (no partial-results store); ``with_task``:
+    with the served task to score (the bench stage's; off where served_task.enabled is)."""
     bench = section(params, "bench", BenchSettings)
     if name not in bench.pairs:
         raise UserError(f"pair {name!r} is not in bench.pairs; known: {', '.join(bench.pairs)}")
@@ -48,9 +57,11 @@ def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) ->
     workloads = workloads_section(params, paths.params)
     quality_path = paths.quality / f"{pair.variant}.json"
     references: list[ReferenceAnswer] = []
+    quality: QualityReport | None = None
     if quality_path.is_file():
         quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
         references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
+    task = _task_job(params, paths, quality) if with_task else None
     return PairJob(
         name=name,
         artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
@@ -61,4 +72,25 @@ def pair_job(params: dict[str, Any], name: str, paths: JobPaths = JobPaths()) ->
         slo=slo_section(params),
         bench=bench,
         references=references,
+        task=task,
+    )
+
+
+def _task_job(
+    params: dict[str, Any], paths: JobPaths, quality: QualityReport | None
+) -> TaskJob | None:
+    """The evaluate stage's questions, answer length and confidence, and its answers."""
+    served = section(params, "served_task", ServedTaskSettings)
+    if not served.enabled:
+        return None
+    evaluate = section(params, "evaluate", EvaluateSettings)
+    items = load_qa(paths.heldout or section(params, "data", DataSettings).heldout)
+    if evaluate.heldout_limit is not None:
+        items = items[: evaluate.heldout_limit]
+    return TaskJob(
+        items=items,
+        offline=list(quality.heldout.answers) if quality is not None else None,
+        max_new_tokens=evaluate.heldout_max_new_tokens,
+        confidence=evaluate.confidence,
+        settings=served,
     )

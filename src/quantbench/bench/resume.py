@@ -22,6 +22,7 @@ from typing import Any
 ROOT = Path(".quantbench/partial/bench")
 ROW = "row.json"
 SERVER = "server.json"
+TASK = "served_task.json"
 
 
 def fingerprint(parts: dict[str, Any]) -> str:
@@ -91,11 +92,23 @@ class PartialStore:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / SERVER).write_text(json.dumps(info, default=str), encoding="utf-8")
 
+    def task(self) -> dict[str, Any] | None:
+        """The pair's served task, scored by an earlier run under this key, or None."""
+        try:
+            return dict(json.loads((self.folder / TASK).read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+
+    def save_task(self, task: dict[str, Any]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / TASK).write_text(json.dumps(task, default=str), encoding="utf-8")
+
     def copy_into(self, out_dir: Path) -> None:
         """Every finished point's files into the stage's output (rows and server notes left out:
         they are in its summary)."""
         for path in sorted(self.folder.rglob("*")):
-            if path.is_file() and path.name not in (ROW, SERVER) and not path.name.startswith("."):
+            kept = path.name not in (ROW, SERVER, TASK) and not path.name.startswith(".")
+            if path.is_file() and kept:
                 target = out_dir / path.relative_to(self.folder)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)

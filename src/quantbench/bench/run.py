@@ -31,6 +31,8 @@ from quantbench.bench.results import (
 from quantbench.bench.resume import PartialStore
 from quantbench.bench.search import find_edge, grid_size, reach_bound
 from quantbench.bench.spec import BenchSettings
+from quantbench.bench.task import TaskJob, score_on
+from quantbench.bench.task import mismatch as task_mismatch
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.ports import PortInUseError, free_port
@@ -46,6 +48,7 @@ from quantbench.schemas.bench import (
     RaceDrop,
     SearchInfo,
     ServedCheck,
+    ServedTask,
     ServerPoint,
     ServerReport,
     TriedLoad,
@@ -70,6 +73,8 @@ class PairJob:
     bench: BenchSettings
     tokenizer: str | None = None
     references: list[ReferenceAnswer] = field(default_factory=list)
+    task: TaskJob | None = None
+    """The fine-tune's task to score through the pair's server (None: served_task disabled)."""
     """The variant's offline greedy answers (evaluate stage) for the served check."""
     store: PartialStore | None = None
 
@@ -351,9 +356,13 @@ def _run_server_point(
     settings: EngineSettings,
     out_dir: Path,
     earlier: Sequence[dict[str, Any]] = (),
-) -> tuple[list[dict[str, Any]], ServerPoint, int]:
-    """One server setting: its rows (reused or measured), its server record, points reused.
-    ``earlier``: the rows of the settings run before it (the leader a search races)."""
+    task: TaskJob | None = None,
+    task_flag: str | None = None,
+) -> tuple[list[dict[str, Any]], ServerPoint, int, ServedTask | None]:
+    """One server setting: its rows (reused or measured), its server record, points reused,
+    and the pair's served task where ``task`` asked this server to score it.
+    ``earlier``: the rows of the settings run before it (the leader a search races);
+    ``task_flag``: the flag an earlier server's task verdict gives every row of the pair."""
     store = job.store
     planned = _planned(job)
     common = {"server_point": server_label, "settings": _changed(settings, job.settings)}
@@ -366,7 +375,7 @@ def _run_server_point(
     old_server = store.server(server_label) if store is not None else None
     if planned and len(reused) == len(planned) and old_server is not None:
         log.info("%s %s: every point finished earlier; reusing them", job.name, server_label)
-        return list(reused.values()), ServerPoint.model_validate(old_server), len(reused)
+        return list(reused.values()), ServerPoint.model_validate(old_server), len(reused), None
     server_dir = store.server_dir(server_label) if store is not None else out_dir / server_label
     launch = job.engine.launch(job.artifact, settings, job.bench.host, free_port(job.bench.host))
     common.update(command=launch.redacted_argv(), env=launch.redacted_env())
@@ -377,17 +386,24 @@ def _run_server_point(
     max_batch = job.engine.max_batch(settings)
     error: str | None = None
     check = ServedCheck(verdict="not checked", note="the server did not start")
+    scored: ServedTask | None = None
     try:
         with server:
             server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))
             check = served_check(server, job.references)
+            if task is not None:
+                scored = score_on(server, server_label, task)
+                if store is not None:
+                    store.save_task(scored.model_dump(mode="json"))
             runner = _PointRunner(job, server, server_label, server_dir)
             runner.server_settings = settings
-            mismatch = (
+            flags = [
                 f"{check.mismatched} of {check.decided} certain answers differ"
                 if check.verdict == "mismatch"
-                else None
-            )
+                else None,
+                task_mismatch(scored) or task_flag,
+            ]
+            mismatch = "; ".join(f for f in flags if f) or None
             if job.bench.mode == "grid":
                 races: dict[str, _Race | None] = {}
                 for w, i in planned:
@@ -466,7 +482,7 @@ def _run_server_point(
     )
     if store is not None and error is None:
         store.save_server(server_label, info.model_dump(mode="json"))
-    return done, info, len(reused)
+    return done, info, len(reused), scored
 
 
 def _no_server(launch: Any) -> dict[str, Any]:
@@ -487,12 +503,24 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     servers: list[ServerPoint] = []
     started = time.time()
     resumed = 0
+    task: ServedTask | None = None
+    if job.task is not None and job.store is not None and (old := job.store.task()) is not None:
+        task = ServedTask.model_validate(old)  # scored by the interrupted run: kept
     with load_processes():  # every point of the pair forked from one template load process
         for server_label, settings in server_points:
-            done, info, reused = _run_server_point(job, server_label, settings, out_dir, rows)
+            done, info, reused, scored = _run_server_point(
+                job, server_label, settings, out_dir, rows,
+                task=job.task if task is None else None, task_flag=task_mismatch(task),
+            )  # fmt: skip
             rows += done
             servers.append(info)
             resumed += reused
+            task = task or scored
+    if job.task is not None and task is None:
+        task = ServedTask(
+            verdict="not scored", server_point=None,
+            note="no server of the pair ran (each failed, or every point was resumed)",
+        )  # fmt: skip
     peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
     best: dict[str, BenchRow | None] = {}
     ties: dict[str, list[str]] = {}
@@ -529,6 +557,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         ties=ties,
         decided_by=decided,
         resumed_points=resumed,
+        task=task,
         wall_seconds=round(time.time() - started, 1),
     )
 

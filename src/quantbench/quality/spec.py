@@ -77,3 +77,32 @@ class EvaluateSettings(Settings):
                 f"stride ({self.stride}) must be <= context_length ({self.context_length})"
             )
         return self
+
+
+class ServedTaskSettings(Settings):
+    """The `served_task:` section: the fine-tune's task scored through each bench pair's server
+    by lm-evaluation-harness (quality/served_task.py), against the evaluate stage's answers."""
+
+    enabled: bool = Field(
+        True,
+        description="Score the held-out task through every bench pair's server (the first "
+        "server point's, no second start); the questions, answer length and confidence are the "
+        "evaluate stage's (data.heldout, evaluate.heldout_max_new_tokens, heldout_limit, "
+        "confidence), so served and offline answers pair up question by question.",
+    )
+    concurrency: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Questions in flight at once. 1 asks as the offline run answers, one at a "
+        "time; more is faster on a batching engine but lets batch composition move greedy "
+        "answers (vLLM's batched kernels are not batch-invariant).",
+    )
+    standard_tasks: list[str] = Field(
+        default_factory=list,
+        description="Standard lm-eval tasks to score too (e.g. hellaswag, gsm8k), their data "
+        "on disk (the run reaches no hub): the validate stage refuses a task it cannot load.",
+    )
+    timeout_s: float = Field(
+        300.0, gt=0, description="One answer's time limit (lm-eval's request timeout)."
+    )

@@ -25,6 +25,7 @@ from quantbench.report.tables import (
     pair_lines,
     too_few_text,
 )
+from quantbench.schemas.bench import ServedTask
 
 FORMAT_VERSION = 3
 """2: keyed by workload ('<workload>:<profile>' for extra profiles), figures with intervals,
@@ -186,6 +187,7 @@ def _winner(
             "served_check": judged.served_check,
             "cache": row.cache.model_dump() if row.cache else None,
         },
+        "served_task": _served_task(summary.task),
         "memory": {
             "peak_rss_bytes": server.report.peak_rss_bytes if server else None,
             "peak_gpu_bytes": server.report.peak_gpu_bytes if server else None,
@@ -257,3 +259,18 @@ def best_config(
         else:
             out[profile.key] = _none(inputs, profile, reference)
     return clean_json(out)
+
+
+def _served_task(task: ServedTask | None) -> dict[str, Any] | None:
+    """The fine-tune's task through the chosen pair's server: each task's accuracy with its
+    interval, and the verdict against the offline answers (answers left in the bench summary)."""
+    if task is None:
+        return None
+    return {
+        "verdict": task.verdict,
+        "server_point": task.server_point,
+        "harness": f"lm-evaluation-harness {task.harness}",
+        "scores": [s.model_dump(mode="json", exclude={"answers"}) for s in task.scores],
+        "against_offline": task.agreement.model_dump(mode="json") if task.agreement else None,
+        "note": task.note,
+    }

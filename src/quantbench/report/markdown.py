@@ -67,6 +67,7 @@ def _cell_pair(line: PairLine, metric: str) -> list[str]:
         md(line.quality.short()),
         mib(line.peak_rss_bytes),
         md(line.served_check),
+        md("; ".join(line.task_parts)),
         md(figure_text(r, metric)) if measured else "–",
         md(figure_text(r, "ttft_p90_ms")) if measured else "–",
         md(figure_text(r, "tpot_p50_ms")) if measured else "–",
@@ -78,7 +79,7 @@ def _cell_pair(line: PairLine, metric: str) -> list[str]:
 def table(lines: list[PairLine], metric: str) -> str:
     header = [
         "variant", "engine", "setting @ load", "quality vs merged bf16", "peak mem",
-        "served check", METRICS[metric].label, "TTFT p90", "TPOT p50", "sample", "status",
+        "served check", "fine-tune's task served", METRICS[metric].label, "TTFT p90", "TPOT p50", "sample", "status",
     ]  # fmt: skip
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for line in lines:

@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
-from quantbench.schemas.bench import BenchRow, Interval, PairSummary, ServerPoint
+from quantbench.schemas.bench import (
+    HELDOUT_TASK,
+    BenchRow,
+    Interval,
+    PairSummary,
+    ServedTask,
+    ServerPoint,
+)
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.variant import VariantRecord
 
@@ -406,6 +413,13 @@ class PairLine:
     currency: str
     failure: str | None = None
     """Why the pair has no measurement for this workload (its server never came up), if so."""
+    task: ServedTask | None = None
+    """The fine-tune's task scored through the pair's server (None: not asked)."""
+
+    @property
+    def task_parts(self) -> list[str]:
+        """The served task in a few short lines: accuracy with its interval, against offline."""
+        return served_task_parts(self.task)
 
     @property
     def row(self) -> BenchRow | None:
@@ -483,9 +497,35 @@ def pair_lines(
                 server=server,
                 currency=summary.currency,
                 failure=_server_failure(summary, profile.workload),
+                task=summary.task,
             )
         )
     return lines
+
+
+def served_task_parts(task: ServedTask | None) -> list[str]:
+    """'9 of 13 right (41-87 %)', 'offline 10: agrees (p = 1)'; or why it was not scored."""
+    if task is None:
+        return ["not asked"]
+    if not task.scores:
+        return [task.verdict, task.note] if task.note else [task.verdict]
+    parts = []
+    for score in task.scores:
+        name = "" if score.task == HELDOUT_TASK else f"{score.task}: "
+        if score.correct is not None:
+            text = f"{name}{score.correct} of {score.total} right"
+        else:
+            text = f"{name}{score.metric} {score.accuracy:.1%} ({score.total})"
+        if score.interval is not None:
+            text += f" ({score.interval[0]:.0%}-{score.interval[1]:.0%})"
+        parts.append(text)
+    agreed = task.agreement
+    if agreed is not None:
+        offline = agreed.both + agreed.offline_only
+        parts.append(f"offline {offline}: {task.verdict} (p = {agreed.p_value:.2g})")
+    else:
+        parts.append(task.verdict)
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.common import HeldoutAnswer
 from quantbench.schemas.session import Figure
 
 # A figure with its interval: over repeats (Student t), or within one run (order statistics for
@@ -228,6 +229,55 @@ class ServedCheck(Strict):
     note: str = ""
 
 
+HELDOUT_TASK = "quantbench_heldout"
+"""The lm-eval name of the fine-tune's own task (the held-out questions)."""
+
+
+class TaskScore(Strict):
+    """One task's accuracy through a server (lm-evaluation-harness against its chat endpoint),
+    every answer kept so a reader can check the judging."""
+
+    task: str = Field(description="The lm-eval task's name (quantbench_heldout: the fine-tune's).")
+    metric: str = Field(description="The metric scored (acc for the fine-tune's task).")
+    correct: int | None = Field(description="Right answers (None where the metric is not a count).")
+    total: int = Field(description="Questions asked.")
+    accuracy: float = Field(description="The task's metric, 0-1.")
+    interval: tuple[float, float] | None = Field(
+        description="Wilson interval of the accuracy at the run's confidence (None where the "
+        "metric is not a proportion of answers)."
+    )
+    answers: list[HeldoutAnswer] = Field(default_factory=list)
+
+
+class TaskAgreement(Strict):
+    """The fine-tune's task served against the same questions answered offline (the evaluate
+    stage, on the variant's weights), question by question."""
+
+    served_only: int = Field(description="Questions right served and wrong offline.")
+    offline_only: int = Field(description="Questions right offline and wrong served.")
+    both: int
+    neither: int
+    difference: Figure = Field(
+        description="served accuracy - offline accuracy, Newcombe's paired interval."
+    )
+    p_value: float = Field(description="Exact McNemar test (two-sided) on the discordant ones.")
+    differs: bool = Field(description="p_value below 1 - confidence: beyond noise.")
+
+
+class ServedTask(Strict):
+    """The pair's tasks scored through its own bench server (the first server point's)."""
+
+    verdict: Literal["agrees", "differs", "not compared", "not scored"]
+    server_point: str | None = Field(description="The server that answered (None: none did).")
+    scores: list[TaskScore] = Field(default_factory=list)
+    agreement: TaskAgreement | None = Field(
+        default=None, description="Against the offline answers (None: no offline answers)."
+    )
+    harness: str = Field("", description="lm-evaluation-harness's version.")
+    seconds: float | None = Field(default=None, description="Wall time of the scoring.")
+    note: str = ""
+
+
 class ServerPoint(Strict):
     server_point: str
     settings: dict[str, Any]
@@ -276,13 +326,15 @@ class PairSummary(StageOutput):
     # version 4: a search may be dropped by the race across settings (SearchInfo.dropped)
     # version 5: grid points skipped by the race (ServerPoint.raced), and each server point's
     # departures from the engine's own defaults (ServerPoint.off_engine_defaults)
+    # version 6: the fine-tune's task scored through the pair's server (PairSummary.task)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
         4: stamp(5),
+        5: stamp(6),
     }
 
-    schema_version: Literal[5] = version(5)
+    schema_version: Literal[6] = version(6)
     pair: str
     variant: str
     format: str
@@ -313,6 +365,11 @@ class PairSummary(StageOutput):
         default_factory=dict, description="Per workload, the rule that picked the best."
     )
     resumed_points: int = Field(0, description="Points reused from an interrupted earlier run.")
+    task: ServedTask | None = Field(
+        default=None,
+        description="The fine-tune's task (and any standard lm-eval tasks) scored through the "
+        "pair's server; None where served_task.enabled is false.",
+    )
     wall_seconds: float
 
     def server(self, label: str) -> ServerPoint | None:
