@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.bench.duration import SERVER_CHECK_S, TrafficShape, plan_pair
+from quantbench.bench.duration import SERVER_CHECK_S, TaskShape, TrafficShape, plan_pair
 from quantbench.bench.preview import profile_overrides, with_overrides
 from quantbench.bench.spec import BenchSettings
 from quantbench.config import parse_config
@@ -65,6 +65,23 @@ def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     assert three.points[0].seconds == pytest.approx(12 * (3 * 2.0 + 2 * 1.0))
 
 
+def test_the_served_task_is_timed_once_per_pair_at_the_single_stream_pace():
+    """13 questions of up to 32 tokens, one at a time: 13 x (TTFT 100 ms + 32 x TPOT 20 ms),
+    on the first server only; two at a time, half that."""
+    prediction = _prediction([_point(1, 2.0), _point(4, 4.0)])
+    two = prediction.model_copy(update={"server_point": "other"})
+    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [prediction, two], BenchSettings(), "")
+    without = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0)
+    one = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0, task=TaskShape(13, 32, 1))
+    assert one.task_s == pytest.approx(13 * (0.1 + 32 * 0.02))
+    assert one.seconds == pytest.approx(without.seconds + one.task_s)
+    both = plan_pair("p-e", ["default"], *args, startup_s=30.0, task=TaskShape(13, 32, 2))
+    assert both.task_s == pytest.approx(one.task_s / 2)
+    unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "",
+                        startup_s=1.0, task=TaskShape(13, 32, 1))  # fmt: skip
+    assert unknown.task_s is None and unknown.seconds is None
+
+
 def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
     # TTFT passes the 2 s limit up to 3 streams: the search grows 1, 2, 4, bisects to 3, confirms
     points = [_point(c, 1.0 + c, ttft_ms=500.0 * c) for c in range(1, 17)]
@@ -114,6 +131,6 @@ def test_the_table_says_what_it_could_not_time():
     timed = PairPlan("a-e", 0.0, [PointPlan("default", "chat", "c1", 10, 600.0)])
     untimed = PairPlan("b-e", 0.0, [PointPlan("default", "chat", "c1", 10, None)])
     text = render([timed, untimed])
-    assert "| a-e | 1 | 1 | 10 | 10.2 min |" in text and "| b-e | 1 | 1 | 10 | ? |" in text
+    assert "| a-e | 1 | 1 | 10 | – | 10.2 min |" in text and "| b-e | 1 | 1 | 10 | – | ? |" in text
     assert "Expected bench time: 10.2 min plus b-e (no prediction)" in text
     assert "Expected bench time: unknown: b-e (no prediction)" in render([untimed])

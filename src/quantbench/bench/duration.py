@@ -12,7 +12,10 @@ and the time they take:
   search itself run on the predicted pass/fail: where the edge is, how many runs it takes); the
   race across settings (``bench.race``) is not counted: it can only shorten the run;
 * each server start costs what it cost when this pair last ran (its ``ready_seconds``), else
-  the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check.
+  the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check;
+* the fine-tune's task, scored once per pair on its first server (bench/task.py), takes its
+  questions x (TTFT + answer length x TPOT) one stream at a time, at the first workload's
+  predicted single-stream pace, divided by ``served_task.concurrency``.
 
 E2E comes from the roofline's prediction for the pair, setting and workload on this machine
 (:mod:`quantbench.estimate.pairs`). Under batching on a CPU the roofline is optimistic (up to 2x
@@ -58,15 +61,41 @@ class PairPlan:
     startup_s: float
     points: list[PointPlan] = field(default_factory=list)
     server_points: int = 1
+    task_s: float | None = 0.0
+    """The served task's time (0: not asked; None: no prediction to time it by)."""
 
     @property
     def seconds(self) -> float | None:
         each = [p.seconds for p in self.points]
-        if any(s is None for s in each):
+        if any(s is None for s in each) or self.task_s is None:
             return None
-        return sum(s for s in each if s is not None) + self.server_points * (
-            self.startup_s + SERVER_CHECK_S
+        return (
+            sum(s for s in each if s is not None)
+            + self.server_points * (self.startup_s + SERVER_CHECK_S)
+            + self.task_s
         )
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """The served task of a pair: its questions, answer length and concurrency (0 questions:
+    not asked)."""
+
+    questions: int = 0
+    max_new_tokens: int = 0
+    concurrency: int = 1
+
+
+def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
+    """The served task's time at the predicted single-stream pace (None: no prediction)."""
+    if task.questions == 0:
+        return 0.0
+    point = prediction.at(1) if prediction is not None else None
+    if point is None:
+        return None
+    tpot_ms = point.itl_ms if point.itl_ms is not None else 0.0
+    one = (point.ttft_ms + task.max_new_tokens * tpot_ms) / 1000
+    return task.questions * one / task.concurrency
 
 
 def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: TrafficShape):  # type: ignore[no-untyped-def]
@@ -153,9 +182,13 @@ def plan_pair(
     bench: BenchSettings,
     slo: str,
     startup_s: float,
+    task: TaskShape = TaskShape(),
 ) -> PairPlan:
     """Every point of one pair, timed (see the module docstring)."""
     plan = PairPlan(name, startup_s, server_points=len(server_points))
+    first = next((p for p in predictions if p.pair == name and server_points
+                  and p.server_point == server_points[0]), None)  # fmt: skip
+    plan.task_s = task_s(first, task)
     for label in server_points:
         for workload, spec in workloads.items():
             spec = spec if spec.name else spec.model_copy(update={"name": workload})
@@ -186,14 +219,14 @@ def minutes(seconds: float | None) -> str:
 def render(plans: Sequence[PairPlan]) -> str:
     """A markdown table per pair and the total."""
     lines = [
-        "| pair | server points | points | conversations | expected |",
-        "|---|---|---|---|---|",
+        "| pair | server points | points | conversations | served task | expected |",
+        "|---|---|---|---|---|---|",
     ]
     for plan in plans:
         conversations = sum(p.conversations or 0 for p in plan.points)
         lines.append(
             f"| {plan.pair} | {plan.server_points} | {len(plan.points)} | {conversations} | "
-            f"{minutes(plan.seconds)} |"
+            f"{minutes(plan.task_s) if plan.task_s != 0 else '–'} | {minutes(plan.seconds)} |"
         )
     known = [p.seconds for p in plans if p.seconds is not None]
     total = sum(known)

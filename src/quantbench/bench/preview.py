@@ -109,7 +109,7 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from quantbench.bench.duration import TrafficShape, plan_pair, render
+    from quantbench.bench.duration import TaskShape, TrafficShape, plan_pair, render
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
@@ -129,7 +129,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     overrides = [*profile_overrides(args.profile), *args.overrides]
     params = with_overrides(Path(args.params), overrides)
-    parse_config(params, args.params)  # the same checks as the pipeline's, before any estimate
+    config = parse_config(params, args.params)  # the pipeline's checks, before any estimate
     bench = section(params, "bench", BenchSettings)
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
@@ -170,13 +170,22 @@ def run_plan(args: argparse.Namespace) -> int:
             "(`dvc repro calibrate workloads` makes both)"
         )
     plans = []
+    task = TaskShape()
+    if config.served_task.enabled:
+        from quantbench.qa import load_qa
+
+        asked = len(load_qa(config.data.heldout))
+        if config.evaluate.heldout_limit is not None:
+            asked = min(asked, config.evaluate.heldout_limit)
+        task = TaskShape(asked, config.evaluate.heldout_max_new_tokens,
+                         config.served_task.concurrency)  # fmt: skip
     for name, pair in pairs.items():
         engine = get_engine(pair.engine)
         labels = [label for label, _ in pair.settings.sweep_points()]
         plans.append(
             plan_pair(
                 name, labels, workloads, shapes, predictions, bench, slo,
-                _startup(args.bench, name, engine),
+                _startup(args.bench, name, engine), task,
             )
         )  # fmt: skip
     print(render(plans))
