@@ -120,7 +120,6 @@ def score_endpoint(
     """Score the held-out task (and any standard tasks) through the chat endpoint at
     ``base_url`` (``http://host:port``) serving ``model``; the held-out task first."""
     _offline_env()
-    import lm_eval
     from lm_eval.tasks import TaskManager
 
     model_args: dict[str, Any] = {
@@ -133,13 +132,23 @@ def score_endpoint(
         "tokenizer_backend": None,
     }
     tasks: list[Any] = [heldout_task(items, max_new_tokens), *standard_tasks]
-    out = lm_eval.simple_evaluate(
-        model=_chat_endpoint(model_args),
-        tasks=tasks,
-        apply_chat_template=True,
-        log_samples=True,
-        task_manager=TaskManager(include_defaults=bool(standard_tasks)),
+    # lm-eval's evaluate(), not simple_evaluate(): the latter also seeds torch and records the
+    # environment (torch's collect_env, a transformers import): 8-13 s a pair on 2 cores, for
+    # nothing a server-side greedy answer depends on. What it sets for tasks is set here.
+    from lm_eval.evaluator import evaluate
+
+    loaded = TaskManager(include_defaults=bool(standard_tasks)).load(tasks)
+    for task in loaded["tasks"].values():
+        if task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=1234)  # lm-eval's default: standard tasks' shots as theirs
+    out = evaluate(
+        lm=_chat_endpoint(model_args),
+        task_dict=loaded,
         bootstrap_iters=0,
+        log_samples=True,
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
         verbosity="WARNING",
     )
     if out is None:
