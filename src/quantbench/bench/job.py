@@ -35,8 +35,6 @@ class JobPaths:
     variants: Path = Path("models/variants")
     workloads: Path = Path("reports/workloads")
     quality: Path = Path("reports/quality")
-    heldout: Path | None = None
-    """The held-out questions (None: data.heldout of params)."""
 
 
 def pair_job(
@@ -61,7 +59,7 @@ def pair_job(
     if quality_path.is_file():
         quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
         references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
-    task = _task_job(params, paths, quality) if with_task else None
+    task = _task_job(params, quality) if with_task else None
     return PairJob(
         name=name,
         artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
@@ -76,15 +74,13 @@ def pair_job(
     )
 
 
-def _task_job(
-    params: dict[str, Any], paths: JobPaths, quality: QualityReport | None
-) -> TaskJob | None:
+def _task_job(params: dict[str, Any], quality: QualityReport | None) -> TaskJob | None:
     """The evaluate stage's questions, answer length and confidence, and its answers."""
     served = section(params, "served_task", ServedTaskSettings)
     if not served.enabled:
         return None
     evaluate = section(params, "evaluate", EvaluateSettings)
-    items = load_qa(paths.heldout or section(params, "data", DataSettings).heldout)
+    items = load_qa(section(params, "data", DataSettings).heldout)
     if evaluate.heldout_limit is not None:
         items = items[: evaluate.heldout_limit]
     return TaskJob(

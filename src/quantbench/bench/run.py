@@ -73,9 +73,9 @@ class PairJob:
     bench: BenchSettings
     tokenizer: str | None = None
     references: list[ReferenceAnswer] = field(default_factory=list)
+    """The variant's offline greedy answers (evaluate stage) for the served check."""
     task: TaskJob | None = None
     """The fine-tune's task to score through the pair's server (None: served_task disabled)."""
-    """The variant's offline greedy answers (evaluate stage) for the served check."""
     store: PartialStore | None = None
 
     def slo_for(self, workload: str) -> str:
