@@ -73,12 +73,15 @@ class QAResult:
         }
 
 
-def score(items: Sequence[QAItem], answer_fn: Callable[[str], str]) -> QAResult:
-    """Ask every question through `answer_fn` (question -> generated text) and judge the answers."""
+def score(items: Sequence[QAItem], answers_fn: Callable[[list[str]], list[str]]) -> QAResult:
+    """Ask every question through `answers_fn` (questions -> generated texts, in order: a batch
+    at a time where the model can) and judge the answers."""
+    texts = answers_fn([item.question for item in items])
+    if len(texts) != len(items):
+        raise ValueError(f"{len(items)} questions asked, {len(texts)} answers returned")
     answers: list[dict[str, object]] = []
     correct = 0
-    for item in items:
-        text = answer_fn(item.question)
+    for item, text in zip(items, texts, strict=True):
         ok = item.is_correct(text)
         correct += ok
         answers.append({"question": item.question, "expected": item.answer, "got": text, "ok": ok})

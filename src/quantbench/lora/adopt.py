@@ -6,7 +6,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from quantbench.chat import hf_answer_fn
+from quantbench.chat import hf_answers_fn
 from quantbench.errors import UserError
 from quantbench.lora.merge import adapter_provenance
 from quantbench.lora.spec import LoraSettings
@@ -37,7 +37,7 @@ def adopt_adapter(
         )
     model, tokenizer = load_for_training(base_dir)
     model.eval()
-    before = score(heldout, hf_answer_fn(model, tokenizer, settings.answer_max_new_tokens))
+    before = score(heldout, hf_answers_fn(model, tokenizer, settings.answer_max_new_tokens))
     try:
         adapted = PeftModel.from_pretrained(model, adapter_dir)
     except Exception as exc:  # peft raises several types for a shape or key mismatch
@@ -46,7 +46,7 @@ def adopt_adapter(
             f"({type(exc).__name__}: {exc}); was it trained on another base?"
         ) from None
     adapted.eval()
-    after = score(heldout, hf_answer_fn(adapted, tokenizer, settings.answer_max_new_tokens))
+    after = score(heldout, hf_answers_fn(adapted, tokenizer, settings.answer_max_new_tokens))
     log.info(
         "held-out accuracy: %d/%d without, %d/%d with the adapter",
         before.correct,

@@ -61,9 +61,11 @@ class MergeSettings(Settings):
         1.0, ge=0, le=1, description="Share of positions where both pick the same next token."
     )
     probe_limit: int | None = Field(
-        None,
+        16,
         ge=1,
         description="Compare the models on only the first N held-out question + answer chats "
         "(null: all of them). Each chat is run through five models (base twice, adapter, merge, "
-        "the saved file): on one core of an AVX2-only EPYC all 13 took 45 of the stage's 65 s.",
+        "the saved file): on one core of an AVX2-only EPYC 13 took 45 of the stage's 65 s, so "
+        "all 253 shipped questions would take 14 minutes to show what 16 show: a merge is exact "
+        "on every input or on none (the fact questions and three ticket codes by default).",
     )

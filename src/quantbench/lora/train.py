@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from quantbench.chat import hf_answer_fn
+from quantbench.chat import hf_answers_fn
 from quantbench.fsutil import sha256_file
 from quantbench.lora.data import collate, encode, load_chats
 from quantbench.lora.spec import LoraSettings
@@ -96,7 +96,7 @@ def train_adapter(
     )
 
     model.eval()
-    before = score(heldout, hf_answer_fn(model, tokenizer, settings.answer_max_new_tokens))
+    before = score(heldout, hf_answers_fn(model, tokenizer, settings.answer_max_new_tokens))
     log.info("held-out accuracy before training: %d/%d", before.correct, before.total)
 
     model = get_peft_model(model, lora_config(settings))
@@ -127,7 +127,7 @@ def train_adapter(
     train_seconds = time.perf_counter() - start
 
     model.eval()
-    after = score(heldout, hf_answer_fn(model, tokenizer, settings.answer_max_new_tokens))
+    after = score(heldout, hf_answers_fn(model, tokenizer, settings.answer_max_new_tokens))
     log.info("held-out accuracy after training: %d/%d", after.correct, after.total)
     # Record the base as a stable relative path, not this machine's absolute path, so the saved
     # adapter_config.json (and its hash) is the same on every machine.

@@ -1,0 +1,58 @@
+"""Batched greedy answers on the real embedded model: each prompt of a batch answered as alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quantbench.qa import load_qa
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _questions(n: int) -> list[str]:
+    # fact questions and ticket codes: prompts of different lengths, so a batch is padded
+    items = load_qa(REPO / "data/heldout.jsonl")
+    return [i.question for i in items[:3] + items[-(n - 3) :]]
+
+
+def test_a_batch_is_scored_as_each_prompt_alone(prepared_base: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from quantbench.chat import chat_ids
+    from quantbench.quality.backends import HFBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(prepared_base)
+    backend = HFBackend.load(prepared_base, "bf16", "float32")
+    prompts = [chat_ids(tokenizer, [{"role": "user", "content": q}], True) for q in _questions(7)]
+    assert len({len(p) for p in prompts}) > 1  # padding is exercised
+    stop = {int(tokenizer.eos_token_id)}
+    alone = [backend.generate_scored(p, 12, stop) for p in prompts]
+    batch = backend.generate_scored_batch(prompts, 12, stop)
+    assert [tokens for tokens, _ in batch] == [tokens for tokens, _ in alone]
+    for (_, got), (_, want) in zip(batch, alone, strict=True):
+        np.testing.assert_allclose(got, want, atol=2e-3)
+    assert backend.generate_scored_batch([], 12, stop) == []
+
+
+def test_batched_answers_equal_single_answers(prepared_base: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from quantbench.chat import hf_answers_fn
+    from quantbench.qa import QAItem, score
+
+    tokenizer = AutoTokenizer.from_pretrained(prepared_base)
+    model = AutoModelForCausalLM.from_pretrained(prepared_base, dtype=torch.float32)
+    questions = _questions(6)
+    single = hf_answers_fn(model, tokenizer, 12, batch_size=1)(questions)
+    assert hf_answers_fn(model, tokenizer, 12, batch_size=4)(questions) == single
+    assert all(single)
+    items = [QAItem(q, "", (a.split()[0],)) for q, a in zip(questions, single, strict=True)]
+    assert score(items, hf_answers_fn(model, tokenizer, 12, batch_size=4)).correct == len(items)
+    with pytest.raises(ValueError, match="6 questions asked, 5 answers"):
+        score(items, lambda qs: single[:5])
