@@ -65,18 +65,22 @@ def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     assert three.points[0].seconds == pytest.approx(12 * (3 * 2.0 + 2 * 1.0))
 
 
-def test_the_served_task_is_timed_once_per_pair_at_the_single_stream_pace():
+def test_the_served_task_is_timed_once_per_pair_at_its_concurrency_pace():
     """13 questions of up to 32 tokens, one at a time: 13 x (TTFT 100 ms + 32 x TPOT 20 ms),
-    on the first server only; two at a time, half that."""
-    prediction = _prediction([_point(1, 2.0), _point(4, 4.0)])
+    on the first server only; four at a time at the pace predicted for four streams (TPOT
+    40 ms), a quarter of that per question; two at a time where only one and four streams are
+    predicted: priced as one (never faster than a prediction says)."""
+    prediction = _prediction([_point(1, 2.0), _point(4, 4.0, itl_ms=40.0)])
     two = prediction.model_copy(update={"server_point": "other"})
     args = ({"chat": CHAT}, {"chat": TrafficShape()}, [prediction, two], BenchSettings(), "")
     without = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0)
     one = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0, task=TaskShape(13, 32, 1))
     assert one.task_s == pytest.approx(13 * (0.1 + 32 * 0.02))
     assert one.seconds == pytest.approx(without.seconds + one.task_s)
+    four = plan_pair("p-e", ["default"], *args, startup_s=30.0, task=TaskShape(13, 32, 4))
+    assert four.task_s == pytest.approx(13 * (0.1 + 32 * 0.04) / 4)
     both = plan_pair("p-e", ["default"], *args, startup_s=30.0, task=TaskShape(13, 32, 2))
-    assert both.task_s == pytest.approx(one.task_s / 2)
+    assert both.task_s == pytest.approx(one.task_s)
     unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "",
                         startup_s=1.0, task=TaskShape(13, 32, 1))  # fmt: skip
     assert unknown.task_s is None and unknown.seconds is None

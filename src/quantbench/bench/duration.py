@@ -87,15 +87,22 @@ class TaskShape:
 
 
 def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
-    """The served task's time at the predicted single-stream pace (None: no prediction)."""
+    """The served task's time at the predicted pace of its concurrency (None: no prediction).
+
+    Each question costs TTFT + answer length x ITL at the highest predicted concurrency that is
+    not above the task's, and that many are answered at once: an engine that batches worse than
+    predicted is priced at a lower concurrency, never a higher one."""
     if task.questions == 0:
         return 0.0
-    point = prediction.at(1) if prediction is not None else None
-    if point is None:
+    if prediction is None:
         return None
+    below = [p for p in prediction.points if p.concurrency <= task.concurrency]
+    if not below:
+        return None
+    point = max(below, key=lambda p: p.concurrency)
     tpot_ms = point.itl_ms if point.itl_ms is not None else 0.0
     one = (point.ttft_ms + task.max_new_tokens * tpot_ms) / 1000
-    return task.questions * one / task.concurrency
+    return task.questions * one / point.concurrency
 
 
 def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: TrafficShape):  # type: ignore[no-untyped-def]

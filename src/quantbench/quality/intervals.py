@@ -1,6 +1,7 @@
 """Confidence intervals for one variant's quality figures, from the evaluation's own data.
 
-The figures come from one ~11 kB text (about 2200 scored tokens) and 13 held-out questions, and
+The figures come from one ~11 kB text (about 2200 scored tokens) and the held-out questions (253
+shipped: 13 facts and 240 ticket codes, data/README.md), and
 the deployment decision uses them to settle ties and to say what a variant gives up: a number
 without its interval cannot say whether 1.006 differs from 1.000.
 
@@ -16,9 +17,9 @@ without its interval cannot say whether 1.006 differs from 1.000.
   ratio is exp(mean NLL_variant - mean NLL_merged) over them), so a shorter last block weighs by
   its tokens. The interval is the percentile interval of the resampled figures, seeded, so a
   rerun gives the same interval.
-* **Held-out accuracy**: the exact binomial (Clopper-Pearson) interval: with 13 questions a
-  normal approximation is meaningless near 13/13, and the exact interval never claims more than
-  the count allows.
+* **Held-out accuracy**: the exact binomial (Clopper-Pearson) interval: near 100 % (a
+  fine-tune that learnt its task) a normal approximation is meaningless, and the exact interval
+  never claims more than the count allows (253/253 still gives [0.986, 1]).
 
 The blocks' sums are stored in the report (``QualityReport.blocks``): they are all a later stage
 needs to compare two variants paired (:mod:`quantbench.quality.compare`), and the intervals here
