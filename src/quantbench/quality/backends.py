@@ -70,7 +70,9 @@ class HFBackend:
         out: list[int] = []
         margins: list[float] = []
         with torch.inference_mode():
-            step = self.model(input_ids=torch.tensor([list(ids)]), use_cache=True)
+            # the prompt's last position only: every position's logits cost a vocabulary-wide
+            # row each (49k floats on the embedded model) that the answer never reads
+            step = self.model(input_ids=torch.tensor([list(ids)]), use_cache=True, logits_to_keep=1)
             for _ in range(max_new_tokens):
                 token, margin = top_margin(step.logits[0, -1].float().numpy())
                 out.append(token)
@@ -110,9 +112,12 @@ class HFBackend:
         margins: list[list[float]] = [[] for _ in prompts]
         live = [True] * len(prompts)
         with torch.inference_mode():
+            # last position only: a batch's every-position logits were 220 MB on the embedded
+            # model (16 x 70 x 49k floats), which the variant's peak-memory figure would carry
             step = self.model(
-                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True
-            )
+                input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                logits_to_keep=1,
+            )  # fmt: skip
             for _ in range(max_new_tokens):
                 rows = step.logits[:, -1].float().numpy()
                 tokens = []
