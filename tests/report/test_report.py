@@ -766,6 +766,39 @@ def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
     assert f"{gain.ratio:.2f}x" in gain.text()
 
 
+def test_a_tuned_gain_confirmed_by_the_decide_stage_is_read_from_its_rounds(inputs, by_key) -> None:
+    """The report stage crashed (`_gain() got an unexpected keyword argument 'confirmed'`) in
+    CI's pipeline the first time the decide stage's tuned-against-default duel settled with a
+    contrast: the ratio, its interval and where they come from are the confirming rounds'."""
+    from dataclasses import replace
+
+    from quantbench.report.tuning import tuning_gains
+    from quantbench.schemas.decide import Duel, PooledContrast
+
+    fixed, profile = with_llama_4_slots_ranked(by_key["chat"])
+    assert profile.is_default
+    plain = {g.pair: g for g in tuning_gains(inputs, profile)}["gguf-q4_k_m-llamacpp"]
+    contrast = PooledContrast(
+        log_ratio=0.0953, se=0.02, df=12.0, ratio=1.1, low=1.04, high=1.16, confidence=0.95,
+        how="paired over 2 rounds in alternation",
+    )  # fmt: skip
+    duel = Duel(
+        workload="chat", purpose="tuned-vs-default", a=fixed.key, b=plain.default.key,
+        metric=profile.ranked_by, screened="from the selection", contrast=contrast,
+        stopped="separable after 2 rounds",
+    )  # fmt: skip
+    confirm = inputs.confirm.model_copy(update={"duels": [*inputs.confirm.duels, duel]})
+    gain = {g.pair: g for g in tuning_gains(replace(inputs, confirm=confirm), profile)}[
+        "gguf-q4_k_m-llamacpp"
+    ]
+    assert (gain.ratio, gain.low, gain.high) == (1.1, 1.04, 1.16)
+    assert (
+        gain.confirmed == "confirmed apart from the selection: paired over 2 rounds in alternation"
+    )
+    assert "1.10x [1.04, 1.16] (confirmed apart from the selection" in gain.text()
+    assert gain.note == "a gain beyond noise"
+
+
 def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_skipped(
     inputs, by_key
 ) -> None:

@@ -129,13 +129,16 @@ def _gain(
     *,
     held: str = "",
     raced: tuple[str, ...] = (),
+    confirmed: str = "",
 ) -> TuningGain:
     ratio = None
     if default is not None:
         a, b = tuned.row.metric(metric), default.row.metric(metric)
         ratio = a / b if a is not None and b else None
     low, high = span if span is not None else (None, None)
-    return TuningGain(pair, workload, metric, tuned, default, ratio, low, high, note, held, raced)
+    return TuningGain(
+        pair, workload, metric, tuned, default, ratio, low, high, note, held, raced, confirmed
+    )
 
 
 def _confirming(inputs: ReportInputs, workload: str, tuned: str, default: str) -> Duel | None:
