@@ -31,9 +31,8 @@ def hf_answers_fn(
     """questions -> greedy answers, each asked as a single user turn, `batch_size` at a time.
 
     The questions of a batch are padded on the left with an attention mask, so each is answered
-    as if alone (generate derives positions from the mask); batching is what lets the fine-tune
-    be scored on hundreds of held-out questions in the stage's budget (one at a time, 313
-    questions took minutes on 2 cores; a batch of 16 costs about what 2 single questions do)."""
+    as if alone (generate derives positions from the mask): the fine-tune is scored on hundreds
+    of held-out questions, and a batch shares each decoding step's pass over the weights."""
     import torch
 
     pad_id = (

@@ -30,6 +30,12 @@ class Backend(Protocol):
         """Greedy continuation and, per token, the logit margin it won by (top-1 - top-2)."""
         ...
 
+    def generate_scored_batch(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: set[int]
+    ) -> list[tuple[list[int], list[float]]]:
+        """:meth:`generate_scored` for each prompt, as many at once as the backend can."""
+        ...
+
 
 class HFBackend:
     """A transformers causal LM: bf16 folders, AWQ (compressed-tensors) and GPTQ (gptqmodel)."""
@@ -61,36 +67,15 @@ class HFBackend:
     def generate_scored(
         self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]
     ) -> tuple[list[int], list[float]]:
-        # The same argmax loop as the GGUF backend (not model.generate, whose defaults come from
-        # each folder's generation_config), so "greedy" means one thing for every variant.
-        import torch
-
-        from quantbench.fidelity import top_margin
-
-        out: list[int] = []
-        margins: list[float] = []
-        with torch.inference_mode():
-            # the prompt's last position only: every position's logits cost a vocabulary-wide
-            # row each (49k floats on the embedded model) that the answer never reads
-            step = self.model(input_ids=torch.tensor([list(ids)]), use_cache=True, logits_to_keep=1)
-            for _ in range(max_new_tokens):
-                token, margin = top_margin(step.logits[0, -1].float().numpy())
-                out.append(token)
-                margins.append(margin)
-                if token in stop_ids:
-                    break
-                step = self.model(
-                    input_ids=torch.tensor([[token]]),
-                    past_key_values=step.past_key_values,
-                    use_cache=True,
-                )
-        return out, margins
+        return self.generate_scored_batch([ids], max_new_tokens, stop_ids)[0]
 
     def generate_scored_batch(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: set[int]
     ) -> list[tuple[list[int], list[float]]]:
         """:meth:`generate_scored` for several prompts in one forward pass per step.
 
+        The same argmax loop as the GGUF backend (not model.generate, whose defaults come from
+        each folder's generation_config), so "greedy" means one thing for every variant.
         Left-padded with an attention mask and explicit positions (a plain forward numbers
         positions by cache slot, padding included), so each row is its prompt alone but for the
         order of floating-point sums in wider matrix products: a row's argmax can differ from its
@@ -192,3 +177,9 @@ class GGUFBackend:
                 break
             self.llm.eval([token])
         return out, margins
+
+    def generate_scored_batch(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop_ids: set[int]
+    ) -> list[tuple[list[int], list[float]]]:
+        # the bindings hold one sequence; a 135M GGUF answers in tens of ms a token
+        return [self.generate_scored(p, max_new_tokens, stop_ids) for p in prompts]

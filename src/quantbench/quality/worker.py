@@ -121,13 +121,10 @@ def run_job(job: ScoreJob) -> ScoreResult:
     memory["after_score_peak_rss_bytes"] = _peak_rss_bytes()
     start = time.perf_counter()
     stop = set(job.stop_ids)
-    if isinstance(backend, HFBackend):  # transformers answers a batch per forward pass
-        scored = []
-        for lo in range(0, len(job.prompts), ANSWER_BATCH):
-            batch = job.prompts[lo : lo + ANSWER_BATCH]
-            scored += backend.generate_scored_batch(batch, job.max_new_tokens, stop)
-    else:  # llama.cpp's bindings hold one sequence; a 135M GGUF answers in tens of ms a token
-        scored = [backend.generate_scored(p, job.max_new_tokens, stop) for p in job.prompts]
+    scored = []
+    for lo in range(0, len(job.prompts), ANSWER_BATCH):
+        batch = job.prompts[lo : lo + ANSWER_BATCH]
+        scored += backend.generate_scored_batch(batch, job.max_new_tokens, stop)
     generations = [tokens for tokens, _ in scored]
     timings["heldout_s"] = round(time.perf_counter() - start, 3)
     memory["peak_rss_bytes"] = _peak_rss_bytes()
