@@ -63,6 +63,7 @@ def out_of_sample_params(params: dict, pairs: list[str], requests: int) -> dict:
             settings[key] = values[0]
         settings["sweep"] = {}
         kept[name] = {**pair, "settings": settings}
+        kept[name].pop("fallback_for", None)  # the pair it stands in for may not be kept
     params["bench"]["pairs"] = kept
     params["report"]["confirm"]["enabled"] = False
     return params

@@ -70,6 +70,9 @@ def main() -> None:
         summary = run_pair(job, tmp)
         schema_io.write(tmp / "summary.json", summary)
     store.close()
+    if summary.not_served:
+        print(f"{args.pair}: no server started: {summary.not_served}")
+        return
     for workload, best in summary.best.items():
         print(
             f"{args.pair} [{workload}]: best {best.server_point} / {best.load_point} "

@@ -5,8 +5,9 @@ greedy fixed-length requests alone and together, stops it, and writes what its r
 steps cost on this machine to reports/calibrate/pairs/<pair>.json. The `estimate` stage predicts
 the pair's bench points from it. A server that does not start or serve is recorded in the file
 (`error`, the server log kept in logs/calibrate/), and the estimate predicts that pair from the
-roofline alone: one broken pair does not stop the pipeline. A pair with `probe: false` starts no
-server: its file says so (`skipped`), and it too is predicted from the roofline.
+roofline alone: one broken pair does not stop the pipeline. A pair with `probe: false`, or one
+that starts no server on this machine (quantbench.bench.served_here), starts no server here
+either: its file says so (`skipped`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
 from quantbench.engines.registry import check_pair, get_engine, pair_settings
@@ -49,11 +51,13 @@ def main() -> None:
     settings = pair_settings(params, args.pair, pair, args.params)
     artifact = load_artifact(args.variants / pair.variant, name=pair.variant)
     args.logs.mkdir(parents=True, exist_ok=True)
+    skip = not_served_here(bench.pairs, unservable_in(params, args.params)).get(args.pair)
+    if skip is None and not pair.probe:
+        skip = f"bench.pairs.{args.pair}.probe is false"
     with sigterm_as_interrupt():
         calibration = calibrate_pair(
             args.pair, pair.variant, engine, artifact, settings, bench.host, args.logs,
-            section(params, "estimate.probe", ProbeSettings),
-            skip=None if pair.probe else f"bench.pairs.{args.pair}.probe is false",
+            section(params, "estimate.probe", ProbeSettings), skip=skip,
         )  # fmt: skip
     out = args.out or Path(PairCalibration.OUTPUT.format(pair=args.pair))
     schema_io.write(out, calibration)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration, read_pair_fits
@@ -56,16 +57,20 @@ def main() -> None:
     calibration = None
     fits = {}
     bench = section(params, "bench", BenchSettings)
+    # the pairs that start a server here: a pair standing aside for its fallback has nothing to
+    # predict on this machine (quantbench.bench.served_here)
+    skipped = not_served_here(bench.pairs, unservable_in(params, args.params))
+    served = {name: pair for name, pair in bench.pairs.items() if name not in skipped}
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
         stored = schema_io.read(args.calibration, MachineCalibration)
         where = args.calibration.as_posix()
         calibration = check_calibration(
             stored.hardware, args.model, settings.measure.threads, where
         )
-        fits = read_pair_fits(args.pair_calibrations, bench.pairs)
+        fits = read_pair_fits(args.pair_calibrations, served)
     write_estimates(
         args.model, variants, settings, args.out, calibration=calibration,
-        pairs=bench_pairs(params, bench.pairs, args.params, fits),
+        pairs=bench_pairs(params, served, args.params, fits),
         workloads=workload_shapes(
             workloads, summaries, prompts=served_prompt_profiles(args.model, workloads, traffic),
         ),

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from quantbench.bench.served_here import Unservable, not_served_here
 from quantbench.config import Config
+from quantbench.engines.registry import get_engine
 from quantbench.errors import UserError
 
 
@@ -252,22 +254,40 @@ def memory_problems(config: Config, total: int | None = None) -> list[str]:
     return found
 
 
-def engine_problems(config: Config) -> list[str]:
-    """Each bench pair whose engine serves its format in general but not on this machine (a
-    kernel missing from the engine's build for this CPU): it would fail at its first request."""
-    from quantbench.engines.registry import unservable_here
+def unservable_in_config(config: Config) -> Unservable:
+    """Why each bench pair's engine cannot serve its variant on this machine (None: it can), from
+    the validated config (the stages ask the same of raw params: served_here.unservable_in)."""
 
-    found = []
-    for name, pair in config.bench.pairs.items():
+    def why(name: str) -> str | None:
+        pair = config.bench.pairs[name]
         recipe = config.variants.get(pair.variant)
         if recipe is None or not config.engine(pair.engine).enabled:
-            continue  # an unknown variant is the config's own error; a disabled engine runs nothing
-        why = unservable_here(
-            name, pair.variant, recipe.format, pair.engine, config.pair_settings(name)
+            return (
+                None  # an unknown variant is the config's own error; a disabled engine runs nothing
+            )
+        engine = get_engine(pair.engine)
+        return engine.unservable_here(recipe.format, config.pair_settings(name))
+
+    return why
+
+
+def engine_problems(config: Config) -> list[str]:
+    """Each bench pair whose engine serves its format in general but not on this machine (a
+    kernel missing from the engine's build for this CPU) and that has no fallback pair to stand in
+    for it (``fallback_for``): it would fail at its first request."""
+    from quantbench.engines.registry import unservable_here
+
+    why = unservable_in_config(config)
+    skipped = not_served_here(config.bench.pairs, why)
+    found = []
+    for name, pair in config.bench.pairs.items():
+        if name in skipped or why(name) is None:
+            continue
+        fmt = config.variants[pair.variant].format
+        found.append(
+            unservable_here(name, pair.variant, fmt, pair.engine, config.pair_settings(name))
         )
-        if why:
-            found.append(why)
-    return found
+    return [f for f in found if f]
 
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:

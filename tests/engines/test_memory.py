@@ -97,5 +97,8 @@ def test_preflight_refuses_a_kv_cache_larger_than_the_machine() -> None:
             update={"kv_cache_gb": 64.0})}}
     )  # fmt: skip
     found = preflight.memory_problems(big, total=24 * GIB)
-    assert len(found) == 1 and "bench.pairs.w8a8-vllm" in found[0], found
-    assert "engines.vllm.kv_cache_gb = 64.00 GiB" in found[0] and "24.0 GiB" in found[0]
+    vllm_pairs = [name for name, pair in config.bench.pairs.items() if pair.engine == "vllm"]
+    assert len(found) == len(vllm_pairs) >= 1, found  # each vLLM pair named, none other
+    for name, problem in zip(vllm_pairs, found, strict=True):
+        assert problem.startswith(f"bench.pairs.{name}"), (name, problem)
+        assert "engines.vllm.kv_cache_gb = 64.00 GiB" in problem and "24.0 GiB" in problem

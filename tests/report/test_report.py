@@ -39,6 +39,8 @@ from quantbench.report.profiles import (
 )
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import figure_text, interval_text, ranking
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.bench import PairSummary, ServedTask
 from quantbench.slo import parse_slo
 
 from .conftest import (
@@ -904,3 +906,40 @@ def test_html_states_the_decision_rule_it_applies(files) -> None:
     for words in ("interval on the ratio", "report.equivalence", "not yet separable",
                   "report.quality", "materiality", "stability"):  # fmt: skip
         assert words in page, words
+
+
+def test_a_pair_not_served_on_this_machine_is_shown_with_why(
+    tmp_path: Path, fixture_tree: Path
+) -> None:
+    # gptq-w4g64 on transformers, the fallback for gptq-w4g64-vllm, which this machine's vLLM
+    # serves: its stage started no server (quantbench.bench.served_here)
+    tree = tmp_path / "tree"
+    shutil.copytree(fixture_tree, tree)
+    why = (
+        "not needed here: gptq-w4g64-vllm serves gptq-w4g64 on this machine (this pair is its "
+        "fallback, bench.pairs.gptq-w4g64-transformers.fallback_for)"
+    )
+    summary = PairSummary(
+        pair="gptq-w4g64-transformers", variant="gptq-w4g64", format="gptq",
+        engine="transformers", engine_version="5.17.0", mode="grid", slo=FIXTURE_SLO, ranked_by="output_throughput",
+        workloads=list(FIXTURE_WORKLOADS), slos=dict(FIXTURE_WORKLOADS), price_per_hour=0.5,
+        currency="USD", server_points=0, rows=[], servers=[],
+        best=dict.fromkeys(FIXTURE_WORKLOADS), not_served=why, wall_seconds=0.1,
+        task=ServedTask(verdict="not scored", server_point=None, note=why),
+    )  # fmt: skip
+    schema_io.write(tree / "reports/bench/gptq-w4g64-transformers/summary.json", summary)
+    inputs = load_inputs(tree)
+    assert inputs.not_served == {"gptq-w4g64-transformers": why}
+    assert "gptq-w4g64-transformers" not in inputs.pairs and not inputs.problems
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS)
+    md = out.files[Path("summary.md")]
+    section = md.split("## Pairs not served on this machine", 1)[1].split("##", 1)[0]
+    assert "`gptq-w4g64-transformers`: not needed here: gptq-w4g64-vllm serves" in section
+    # in no table, no ranking, no error list
+    assert "gptq-w4g64-transformers" not in md.replace(section, "")
+    assert "gptq-w4g64-vllm serves gptq-w4g64 on this machine" in out.files[Path("index.html")]
+    # the same decisions as without it: a pair that ran nothing takes no part in them
+    before = build_report(
+        load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
+    )
+    assert out.best_config == before.best_config

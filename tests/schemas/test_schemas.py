@@ -292,7 +292,7 @@ PINNED: dict[str, str] = {
     "PairCalibration": "v2:2b8cd167aef55133",  # the pair probe (calibrate_pair); v2: skipped
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v4:21afc0ded6bfe7ad",  # v4: one-sided bounds, verdicts' power
-    "PairSummary": "v6:417fda4e27fb52c2",  # v6: the fine-tune's task served (task)
+    "PairSummary": "v7:84d4a7dac89d6c27",  # v6: the fine-tune's task served (task)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.bench.run import PairJob
+from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
 from quantbench.data import DataSettings
@@ -50,7 +51,10 @@ def pair_job(
     fmt = str((variants.get(pair.variant) or {}).get("format", ""))
     check_pair(pair.variant, fmt, pair.engine)
     settings = pair_settings(params, name, pair, paths.params)
-    if why := unservable_here(name, pair.variant, fmt, pair.engine, settings):
+    not_served = not_served_here(bench.pairs, unservable_in(params, paths.params)).get(name)
+    if not_served is None and (
+        why := unservable_here(name, pair.variant, fmt, pair.engine, settings)
+    ):
         raise UserError(why)  # the stage run alone: refused before its server is started
     workloads = workloads_section(params, paths.params)
     quality_path = paths.quality / f"{pair.variant}.json"
@@ -71,6 +75,7 @@ def pair_job(
         bench=bench,
         references=references,
         task=task,
+        not_served=not_served,
     )
 
 

@@ -110,6 +110,7 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
 
 def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.duration import TaskShape, TrafficShape, plan_pair, render
+    from quantbench.bench.served_here import not_served_here, unservable_in
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
@@ -133,9 +134,9 @@ def run_plan(args: argparse.Namespace) -> int:
     bench = section(params, "bench", BenchSettings)
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
-    pairs = bench_pairs(
-        params, bench.pairs, args.params, read_pair_fits(args.pair_calibrations, bench.pairs)
-    )
+    skipped = not_served_here(bench.pairs, unservable_in(params, args.params))
+    served = {name: pair for name, pair in bench.pairs.items() if name not in skipped}
+    pairs = bench_pairs(params, served, args.params, read_pair_fits(args.pair_calibrations, served))
     traffic: dict[str, Traffic] = {}
     summaries: dict[str, Any] = {}
     shapes: dict[str, TrafficShape] = {}
@@ -189,6 +190,7 @@ def run_plan(args: argparse.Namespace) -> int:
             )
         )  # fmt: skip
     print(render(plans))
+    notes += [f"{name}: no server, {why}" for name, why in skipped.items()]
     for note in notes:
         print(note)
     command = ["dvc", "exp", "run"] + [x for o in overrides for x in ("-S", o)]

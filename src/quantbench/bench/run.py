@@ -77,6 +77,9 @@ class PairJob:
     task: TaskJob | None = None
     """The fine-tune's task to score through the pair's server (None: served_task disabled)."""
     store: PartialStore | None = None
+    not_served: str | None = None
+    """Why this pair starts no server on this machine (quantbench.bench.served_here; None: it
+    runs): its summary then has no server and says so."""
 
     def slo_for(self, workload: str) -> str:
         return self.workloads[workload].slo_text(self.slo)
@@ -498,7 +501,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
 
     Rows are computed as dicts (bench.results) and validated into the summary's schema here,
     so a row that drifts from :class:`~quantbench.schemas.bench.BenchRow` fails the stage."""
-    server_points = job.settings.sweep_points()
+    server_points = [] if job.not_served else job.settings.sweep_points()
     rows: list[dict[str, Any]] = []
     servers: list[ServerPoint] = []
     started = time.time()
@@ -519,7 +522,8 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     if job.task is not None and task is None:
         task = ServedTask(
             verdict="not scored", server_point=None,
-            note="no server of the pair ran (each failed, or every point was resumed)",
+            note=job.not_served or "no server of the pair ran (each failed, or every point was "
+            "resumed)",
         )  # fmt: skip
     peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
     best: dict[str, BenchRow | None] = {}
@@ -558,6 +562,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         decided_by=decided,
         resumed_points=resumed,
         task=task,
+        not_served=job.not_served,
         wall_seconds=round(time.time() - started, 1),
     )
 

@@ -28,6 +28,14 @@ class Pair(Settings):
         "start and a few requests). false: the estimate predicts the pair from the roofline and "
         "the machine's calibration alone, and the report says it was not probed.",
     )
+    fallback_for: str | None = Field(
+        None,
+        description="Another pair of the same variant that this one stands in for: it runs "
+        "only where that pair's engine cannot serve the variant on this machine (e.g. "
+        "gptq-w4g64-vllm on a CPU whose vLLM build has no 4-bit kernel), and otherwise starts "
+        "no server and says why. The pair it stands in for is then recorded as not served "
+        "here instead of refusing the run (quantbench.bench.served_here).",
+    )
 
 
 class SearchSettings(Settings):
@@ -151,4 +159,36 @@ class BenchSettings(Settings):
                     f"pairs: entry {name!r} must be named {expected!r} (<variant>-<engine>), so "
                     "its stage, folder and report row carry one name"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _fallbacks_stand_in_for_a_pair(self) -> BenchSettings:
+        covered: dict[str, str] = {}
+        for name, pair in self.pairs.items():
+            target = pair.fallback_for
+            if target is None:
+                continue
+            where = f"pairs.{name}.fallback_for"
+            other = self.pairs.get(target)
+            if other is None or target == name:
+                raise ValueError(
+                    f"{where}: {target!r} is not another pair of bench.pairs; name the pair this "
+                    f"one stands in for (known: {', '.join(p for p in self.pairs if p != name)})"
+                )
+            if other.variant != pair.variant:
+                raise ValueError(
+                    f"{where}: {target} serves {other.variant}, this pair {pair.variant}: a "
+                    "fallback serves the same variant on another engine"
+                )
+            if other.fallback_for is not None:
+                raise ValueError(
+                    f"{where}: {target} is itself a fallback (for {other.fallback_for}); name "
+                    "the pair it stands in for, one fallback deep"
+                )
+            if target in covered:
+                raise ValueError(
+                    f"{where}: {covered[target]} is already the fallback for {target}; one "
+                    "fallback a pair, so exactly one of them runs on any machine"
+                )
+            covered[target] = name
         return self

@@ -90,6 +90,10 @@ class ReportInputs:
 
     root: Path
     pairs: dict[str, PairSummary] = field(default_factory=dict)
+    not_served: dict[str, str] = field(default_factory=dict)
+    """The bench pairs that started no server on this machine, and why (``PairSummary.not_served``:
+    a pair its engine cannot serve here standing aside for its fallback, or a fallback not needed
+    here). Kept out of ``pairs``: they measured nothing and take no part in any decision."""
     quality: dict[str, QualityReport] = field(default_factory=dict)
     variants: dict[str, VariantRecord] = field(default_factory=dict)
     estimates: list[VariantEstimate] = field(default_factory=list)
@@ -160,7 +164,11 @@ def read_output(
         return None
 
 
-def load_pairs(bench_dir: Path, problems: list[str]) -> dict[str, PairSummary]:
+def load_pairs(
+    bench_dir: Path, problems: list[str], not_served: dict[str, str] | None = None
+) -> dict[str, PairSummary]:
+    """Every bench summary that measured on this machine; a pair that started no server goes
+    to ``not_served`` (pair -> why) instead."""
     pairs: dict[str, PairSummary] = {}
     if not bench_dir.is_dir():
         problems.append(f"{bench_dir.as_posix()}: no benchmark results yet")
@@ -170,7 +178,10 @@ def load_pairs(bench_dir: Path, problems: list[str]) -> dict[str, PairSummary]:
             continue  # a bench stage's temporary folder (atomic_dir)
         path = folder / "summary.json"
         summary = read_output(path, PairSummary, problems, required=True, pair=folder.name)
-        if summary is not None:
+        if summary is not None and summary.not_served:
+            if not_served is not None:
+                not_served[summary.pair] = summary.not_served
+        elif summary is not None:
             pairs[summary.pair] = summary
     return pairs
 
@@ -292,7 +303,7 @@ def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> Repo
     paths = paths or InputPaths()
     inputs = ReportInputs(root=root)
     problems = inputs.problems
-    inputs.pairs = load_pairs(root / paths.bench, problems)
+    inputs.pairs = load_pairs(root / paths.bench, problems, inputs.not_served)
     inputs.quality = load_quality(root / paths.quality, problems)
     names = {p.variant for p in inputs.pairs.values()} | set(inputs.quality)
     inputs.variants = load_variants(root / paths.variants, names, problems)

@@ -151,6 +151,7 @@ def summary_markdown(
     tuning: dict[str, list[str]] | None = None,
     estimate_band: dict[str, list[str]] | None = None,
     edges: dict[str, list[str]] | None = None,
+    not_served: dict[str, str] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -220,6 +221,10 @@ def summary_markdown(
         for p, r in flagged:
             reasons = "; ".join(why_not(r)) or "not ranked"
             parts.append(f"- `{md(p.workload)}` · {md(r.label)}: {md(_short(reasons, 400))}")
+        parts.append("")
+    if not_served:
+        parts += ["## Pairs not served on this machine", ""]
+        parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(not_served.items()))
         parts.append("")
     if problems:
         parts.append("## Missing or unreadable inputs")

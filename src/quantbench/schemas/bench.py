@@ -327,14 +327,16 @@ class PairSummary(StageOutput):
     # version 5: grid points skipped by the race (ServerPoint.raced), and each server point's
     # departures from the engine's own defaults (ServerPoint.off_engine_defaults)
     # version 6: the fine-tune's task scored through the pair's server (PairSummary.task)
+    # version 7: a pair that starts no server on this machine says why (PairSummary.not_served)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
         4: stamp(5),
         5: stamp(6),
+        6: stamp(7),
     }
 
-    schema_version: Literal[6] = version(6)
+    schema_version: Literal[7] = version(7)
     pair: str
     variant: str
     format: str
@@ -369,6 +371,12 @@ class PairSummary(StageOutput):
         default=None,
         description="The fine-tune's task (and any standard lm-eval tasks) scored through the "
         "pair's server; None where served_task.enabled is false.",
+    )
+    not_served: str | None = Field(
+        default=None,
+        description="Why this pair started no server on this machine (its engine cannot serve "
+        "the variant here and its fallback pair does, or it is the fallback of a pair that "
+        "runs here: bench.pairs.<name>.fallback_for); None: it ran.",
     )
     wall_seconds: float
 
