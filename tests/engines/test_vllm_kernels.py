@@ -182,3 +182,42 @@ def test_quantbench_pairs_comments_out_what_this_machine_cannot_run(
     answer["probe"] = AVX512_BUILD
     main(["pairs", "--params", str(tmp_path / "params.yaml")])
     assert "    gptq-w4g64-vllm: {variant: gptq-w4g64, engine: vllm}" in capsys.readouterr().out
+
+
+def test_the_plan_prices_the_pairs_that_run_here_and_names_the_others(
+    fake_vllm, tmp_path: Path, capsys
+) -> None:
+    """`quantbench plan` on the default params: where vLLM has no 4-bit kernel the GPTQ and AWQ
+    vLLM pairs are not priced (no server) and their transformers fallbacks are; where it has one,
+    the other way round."""
+    import argparse
+
+    import yaml
+
+    from quantbench.bench.preview import add_plan_arguments, run_plan
+
+    python, answer = fake_vllm
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    params["engines"]["vllm"]["python"] = str(python)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    parser = argparse.ArgumentParser()
+    add_plan_arguments(parser)
+    args = parser.parse_args(["--params", str(tmp_path / "params.yaml"),
+                              "--calibration", str(tmp_path / "none.json")])  # fmt: skip
+
+    def planned() -> tuple[set[str], str]:
+        assert run_plan(args) == 0
+        out = capsys.readouterr().out
+        rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")}
+        return rows - {"pair"}, out
+
+    rows, out = planned()
+    for variant in ("gptq-w4g64", "awq-w4g64"):
+        assert f"{variant}-transformers" in rows and f"{variant}-vllm" not in rows, rows
+        assert f"{variant}-vllm: no server, not served on this machine" in out, out
+    assert len(rows) == 7  # every variant once, bf16 on two engines
+    answer["probe"] = AVX512_BUILD
+    rows, out = planned()
+    for variant in ("gptq-w4g64", "awq-w4g64"):
+        assert f"{variant}-vllm" in rows and f"{variant}-transformers" not in rows, rows
+        assert f"{variant}-transformers: no server, not needed here" in out, out
