@@ -100,10 +100,19 @@ def run_and_check(launch, log_path: Path, refs: list, cache_reported: bool = Fal
         server.warmup()
         answers = [server.chat(r.prompt, max_tokens=MAX_NEW) for r in refs]
         # lm-evaluation-harness through the same server (the served task's path: its own
-        # client, not streamed) gets the same greedy answers our harness streamed
+        # client, not streamed) gets the greedy answers our harness streamed, token for token
+        # wherever the reference is certain. Beyond its first near-tied token two requests may
+        # part: transformers' continuous batching in bf16 on an AMX Xeon (2026-11-27) answered
+        # "... Neptune, but it's actually a gas" streamed and "... a planet" through lm-eval,
+        # one prompt at a time each, where the reference's margin said the word was a coin toss
         items = [QAItem(r.prompt, "", ("(never in an answer)",)) for r in refs]
         scored = score_endpoint(server.url, launch.model_name, items, MAX_NEW)[0]
-        assert [a.got for a in scored.answers] == [a.strip() for a in answers]
+        got = [a.got for a in scored.answers]
+        assert len(got) == len(refs)
+        through_lm_eval = [check_served(r, a) for r, a in zip(refs, got, strict=True)]
+        assert all(c.verdict == "match" for c in through_lm_eval), [
+            c.reason for c in through_lm_eval
+        ]
         if cache_reported:
             # the second time, all but the prompt's last block comes from the prefix cache
             cached = cached_tokens_of_a_repeat(server)
