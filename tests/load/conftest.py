@@ -21,6 +21,9 @@ class BenchRun:
     summary: SessionSummary
     records: list[RequestRecord]
     truth: list[dict[str, Any]]
+    load_meta: dict[str, Any]
+    """Per point, what the load process knew of itself (load_meta.json: its CPU, its event loop's
+    lateness)."""
 
     @property
     def point(self) -> Any:
@@ -48,7 +51,8 @@ def bench(tmp_path: Path) -> Iterator[Callable[..., BenchRun]]:
             summary = run_session(spec, Target(url=server.url, engine=engine), out, slo=slo)
         finally:
             server.stop()
-        return BenchRun(summary, read_records(out / "records.jsonl"), server.truth())
+        meta = json.loads((out / "load_meta.json").read_text(encoding="utf-8"))
+        return BenchRun(summary, read_records(out / "records.jsonl"), server.truth(), meta)
 
     yield run
     for server in servers:
