@@ -943,3 +943,21 @@ def test_a_pair_not_served_on_this_machine_is_shown_with_why(
         load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
     )
     assert out.best_config == before.best_config
+
+
+def test_the_served_task_accuracy_is_a_quality_axis_of_the_pareto_charts(inputs) -> None:
+    from quantbench.report import charts
+    from quantbench.report.recommend import recommend
+    from quantbench.report.tables import quality_reference, served_task_accuracy
+
+    settings = SETTINGS.model_copy(update={"quality_axis": "task_accuracy"})
+    profiles = judge_profiles(inputs, FIXTURE_SLO, settings, workloads=FIXTURE_WORKLOADS)
+    chat = next(p for p in profiles if p.key == "chat")
+    lines = recommend(inputs, chat, quality_reference(inputs)).lines
+    points = charts.pair_points(lines, inputs, "chat")
+    assert points  # each measured pair, its accuracy through its own server (9 of 13 here)
+    for point in points:
+        expected = served_task_accuracy(inputs.pairs[point.pair].task)
+        assert expected == pytest.approx(9 / 13) and point.values["task_accuracy"] == expected
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=settings, workloads=FIXTURE_WORKLOADS)
+    assert "chat: task accuracy, served vs good output throughput" in out.files[Path("index.html")]

@@ -21,7 +21,13 @@ from quantbench.report.estimates import EstimateRow
 from quantbench.report.inputs import PointKey, ReportInputs, clean_json
 from quantbench.report.pareto import front
 from quantbench.report.profiles import JudgedRow, Profile
-from quantbench.report.tables import METRICS, PairLine, PointRow, quality_value
+from quantbench.report.tables import (
+    METRICS,
+    PairLine,
+    PointRow,
+    quality_value,
+    served_task_accuracy,
+)
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -219,6 +225,7 @@ def pair_points(lines: Sequence[PairLine], inputs: ReportInputs, workload: str) 
             "heldout_accuracy",
         ):
             values[key] = quality_value(quality, key)
+        values["task_accuracy"] = served_task_accuracy(line.task)
         out.append(
             PointRow(
                 pair=line.pair,

@@ -27,7 +27,12 @@ LatencyColumn = Literal[
     "e2e_p99_ms",
 ]
 QualityColumn = Literal[
-    "perplexity_ratio", "kl_mean", "kl_high", "top1_agreement", "heldout_accuracy"
+    "perplexity_ratio",
+    "kl_mean",
+    "kl_high",
+    "top1_agreement",
+    "heldout_accuracy",
+    "task_accuracy",
 ]
 
 
@@ -76,7 +81,8 @@ class ReportSettings(Settings):
         "perplexity_ratio",
         description="Quality measure on the quality Pareto charts (perplexity_ratio: variant / "
         "merged model; kl_mean, kl_high: KL divergence from the merged model; top1_agreement; "
-        "heldout_accuracy).",
+        "heldout_accuracy: the fine-tune's task scored offline on the variant; task_accuracy: "
+        "the same task scored through each pair's own server, per pair).",
     )
     equivalence: float = Field(
         0.05,

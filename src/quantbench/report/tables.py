@@ -66,6 +66,7 @@ METRICS: dict[str, MetricDef] = {
     "kl_high": MetricDef("KL divergence, high percentile", "nats", "min"),
     "top1_agreement": MetricDef("Top-1 agreement with merged", "", "max"),
     "heldout_accuracy": MetricDef("Held-out accuracy", "", "max"),
+    "task_accuracy": MetricDef("Task accuracy, served", "", "max"),
 }
 
 
@@ -501,6 +502,15 @@ def pair_lines(
             )
         )
     return lines
+
+
+def served_task_accuracy(task: ServedTask | None) -> float | None:
+    """The fine-tune's own task scored through the pair's server (its first server point), or
+    None where it was not scored."""
+    if task is None:
+        return None
+    score = next((s for s in task.scores if s.task == HELDOUT_TASK), None)
+    return score.accuracy if score is not None else None
 
 
 def served_task_parts(task: ServedTask | None) -> list[str]:
