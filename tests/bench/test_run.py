@@ -195,10 +195,12 @@ def test_a_setting_that_cannot_reach_the_leader_stops_after_one_run(
     fake_engine, fake_artifact, tmp_path
 ) -> None:
     # Every setting used to run its whole search (grow, bisect, confirm) even when its first run
-    # showed it could not win: 60 ms a token is at most ~17 tok/s a stream, ~67 at 4 streams,
-    # far below what 2 ms a token delivers at one stream already.
-    settings = FakeSettings(sweep={"itl_ms": [2.0, 60.0]})
-    slo = "tpot:p50<=100ms"  # both settings meet it at every load: only throughput tells them apart
+    # showed it could not win: 150 ms a token is at most ~7 tok/s a stream, ~27 at 4 streams,
+    # far below what 2 ms a token delivers at one stream already. (At 60 ms a token, ~67 at 4
+    # streams, a 2-vCPU guest's stalls once widened the leader's interval from its 8 requests
+    # in 0.3 s below that, and the slow setting ran its whole search.)
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 150.0]})
+    slo = "tpot:p50<=300ms"  # both settings meet it at every load: only throughput tells them apart
     search = {"start": 1, "max": 4, "num_requests": 8}
     raced = run_pair(
         job(fake_engine, fake_artifact, settings, slo=slo,
