@@ -261,10 +261,9 @@ def unservable_in_config(config: Config) -> Unservable:
     def why(name: str) -> str | None:
         pair = config.bench.pairs[name]
         recipe = config.variants.get(pair.variant)
+        # an unknown variant is the config's own error; a disabled engine runs nothing
         if recipe is None or not config.engine(pair.engine).enabled:
-            return (
-                None  # an unknown variant is the config's own error; a disabled engine runs nothing
-            )
+            return None
         engine = get_engine(pair.engine)
         return engine.unservable_here(recipe.format, config.pair_settings(name))
 
