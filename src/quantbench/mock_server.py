@@ -7,7 +7,9 @@ tokens, or a failure: an HTTP error, a stream closed half-way, an event that is 
 answer at all), taken round-robin
 in arrival order from the script. The server logs the true time it wrote each chunk, so a test
 can compare what the harness measured with what happened, free of the server's own scheduling
-jitter. Options mimic the dialects of real engines: usage in the last chunk or not, a closing
+jitter; each entry also carries the longest the server's own event loop has woken late so far
+(``loop_lag_max_ms``, checked every 10 ms), so a test can tell a delay of the harness from one of
+a server that the machine did not run for a while. Options mimic the dialects of real engines: usage in the last chunk or not, a closing
 ``data: [DONE]`` or not, a role-only first chunk, HTTP 422 on unknown request fields
 (``transformers serve``).
 
@@ -34,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.requests import RequestProfile
+
+LAG_TICK_S = 0.01  # how often the server times its own event loop's lateness
 
 # What to send it: it honours vLLM's optional fields (ignore_eos, min_tokens, stream_options).
 PROFILE = RequestProfile(
@@ -152,6 +156,16 @@ class MockServer:
         self.log = log
         self.arrivals = 0
         self.per_behaviour: dict[int, int] = {}
+        self.loop_lag_max_s = 0.0
+
+    async def watch_loop_lag(self) -> None:
+        """Keep the longest lateness of this event loop: a tick due every 10 ms, timed."""
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(LAG_TICK_S)
+            late = loop.time() - before - LAG_TICK_S
+            self.loop_lag_max_s = max(self.loop_lag_max_s, late)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -177,6 +191,7 @@ class MockServer:
 
     def _write_log(self, entry: dict[str, Any]) -> None:
         if self.log is not None:
+            entry["loop_lag_max_ms"] = round(self.loop_lag_max_s * 1000, 3)
             self.log.write(json.dumps(entry) + "\n")
             self.log.flush()
 
@@ -412,8 +427,10 @@ async def _serve(script: Script, host: str, port: int, log_path: Path | None) ->
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watcher = asyncio.create_task(server.watch_loop_lag())
     print(f"listening on http://{host}:{sock.getsockname()[1]}", flush=True)
     await stop.wait()
+    watcher.cancel()
     await runner.cleanup()
     if log is not None:
         log.close()

@@ -105,9 +105,20 @@ def test_open_loop_arrivals_follow_the_rate(bench) -> None:  # type: ignore[no-u
     assert max(lags) < 0.02 and statistics.median(lags) < 0.003
     assert run.point.completed == 120 and run.point.arrival_lag is not None
     assert run.point.load.reached and run.point.load.achieved_rate is not None
-    # the server saw them arrive at the planned times too
+    # the server saw them arrive at the planned times too: within 30 ms, unless the load process
+    # or the server itself reported that the machine left it unrun for longer (each measures its
+    # event loop's lateness every 10 ms). A 2-vCPU guest did so once in CI (35 ms, 2026-11-27);
+    # a request the harness held back while its loop ran on would still fail this.
     by_id = {t["request_id"]: t["arrival"] for t in run.truth}
-    assert max(abs(by_id[r.request_id] - r.scheduled_time) for r in measured) < 0.03
+    client_stall = max(m["loop_lag"]["max_ms"] for m in run.load_meta.values()) / 1000
+    server_stall = max(t["loop_lag_max_ms"] for t in run.truth) / 1000
+    budget = 0.03 + client_stall + server_stall
+    late = max(abs(by_id[r.request_id] - r.scheduled_time) for r in measured)
+    assert late < budget, (
+        f"a request reached the server {late * 1000:.1f} ms off its schedule; the stalls the "
+        f"client and server saw of themselves were {client_stall * 1000:.1f} and "
+        f"{server_stall * 1000:.1f} ms"
+    )
 
 
 def test_open_loop_cap_holds_requests_back_and_says_so(bench) -> None:  # type: ignore[no-untyped-def]
