@@ -280,11 +280,16 @@ def test_llamacpp_reports_what_its_draft_model_got_accepted(gguf_q8_0: Path, tmp
 def test_vllm_serves_bf16(prepared_base: Path, base_refs: list, tmp_path) -> None:
     from quantbench.engines.vllm import VllmSettings
 
-    settings = VllmSettings(device="cpu", max_model_len=1024, kv_cache_gb=1, dtype="native")
+    # at the block size the default params sweep vLLM over (a multiple of 32 on CPU): the
+    # pipeline test serves vLLM at its default setting only
+    settings = VllmSettings(
+        device="cpu", max_model_len=1024, kv_cache_gb=1, dtype="native", block_size=32
+    )
     if not settings.python.exists():
         pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
     artifact = load_artifact(prepared_base, "bf16")
     launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
+    assert launch.argv[launch.argv.index("--block-size") + 1] == "32"
     report = run_and_check(launch, tmp_path / "server.log", base_refs, cache_reported=True)
     assert report["ready_seconds"] is not None
 

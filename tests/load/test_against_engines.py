@@ -143,12 +143,17 @@ FIGURES = {
     "TPOT mean": (lambda p: p.tpot.mean_ms, "mean_tpot_ms", "TPOT"),
     "E2E mean": (lambda p: p.e2e.mean_ms, "mean_e2el_ms", "E2E"),
 }
-MIN_PAIRS, MAX_PAIRS = 2, 3
+# One pair when it agrees: each run is held to the server's own figures for its requests, so a
+# run's ratio drifts only with its harness (1.3-1.6 % apart on an AMX Xeon, 2026-11-27, where the
+# raw means drifted 10 %). A pair outside the tolerance brings a second and a third, and their
+# medians are compared, so one disturbed run can neither fail the check nor carry it (a pair of
+# runs was 40 s of CI on the Xeon, 100 or more on an AVX2-only EPYC).
+MIN_PAIRS, MAX_PAIRS = 1, 3
 
 
 def _differences(ours: list, theirs: list) -> dict[str, float]:
     """Per figure: the median over our runs of (our mean / the server's), over the median over
-    theirs of the same, minus 1 (the mean of two runs; the middle run of three)."""
+    theirs of the same, minus 1 (one run; the mean of two; the middle run of three)."""
     off = {}
     for name, (mine, key, server) in FIGURES.items():
         a = statistics.median(mine(p) / s[server] for p, s in ours)
@@ -203,8 +208,8 @@ def test_quantbench_agrees_with_vllm_bench_serve(prepared_base: Path, tmp_path: 
                         tokenizer=str(prepared_base))  # fmt: skip
         # one untimed wave first: a fresh server's first batches differ
         run_session(spec.model_copy(update={"num_requests": STREAMS}), target, tmp_path / "warm")
-        # theirs, ours, theirs, ours: each run against the server's own figures for its requests.
-        # A third pair only when two leave a figure outside the tolerance.
+        # theirs, ours (, theirs, ours, ...): each run against the server's own figures for its
+        # requests; more pairs only while a figure is outside the tolerance.
         for k in range(MAX_PAIRS):
             before = _server_totals(server.url)
             result = _vllm_bench_serve(settings.python, server.url, launch.model_name,
