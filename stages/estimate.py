@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.bench.served_here import not_served_here, unservable_in
-from quantbench.bench.spec import BenchSettings
+from quantbench.bench.served_here import served_pairs
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration, read_pair_fits
 from quantbench.estimate.hardware import THIS_MACHINE
@@ -56,11 +55,9 @@ def main() -> None:
     )
     calibration = None
     fits = {}
-    bench = section(params, "bench", BenchSettings)
     # the pairs that start a server here: a pair standing aside for its fallback has nothing to
     # predict on this machine (quantbench.bench.served_here)
-    skipped = not_served_here(bench.pairs, unservable_in(params, args.params))
-    served = {name: pair for name, pair in bench.pairs.items() if name not in skipped}
+    served, _ = served_pairs(params, args.params)
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
         stored = schema_io.read(args.calibration, MachineCalibration)
         where = args.calibration.as_posix()

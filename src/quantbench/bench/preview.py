@@ -110,7 +110,7 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
 
 def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.duration import TaskShape, TrafficShape, plan_pair, render
-    from quantbench.bench.served_here import not_served_here, unservable_in
+    from quantbench.bench.served_here import served_pairs
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
@@ -134,8 +134,7 @@ def run_plan(args: argparse.Namespace) -> int:
     bench = section(params, "bench", BenchSettings)
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
-    skipped = not_served_here(bench.pairs, unservable_in(params, args.params))
-    served = {name: pair for name, pair in bench.pairs.items() if name not in skipped}
+    served, skipped = served_pairs(params, args.params)
     pairs = bench_pairs(params, served, args.params, read_pair_fits(args.pair_calibrations, served))
     traffic: dict[str, Traffic] = {}
     summaries: dict[str, Any] = {}

@@ -10,7 +10,8 @@ outputs) and record why they started no server, and the report shows it. A pair 
 cannot serve here and that has no fallback is refused before any work (the preflight check).
 
 Both the stages (raw params) and ``quantbench validate``/``plan`` (typed config) ask through
-:func:`not_served_here`, given a function that says why one pair's engine cannot serve it here.
+:func:`not_served_here`, given a function that says why one pair's engine cannot serve it here;
+:func:`served_pairs` splits the raw params' pairs by it (the estimate stage, ``plan``).
 """
 
 from __future__ import annotations
@@ -56,3 +57,13 @@ def unservable_in(params: Mapping[str, Any], origin: str = "params.yaml") -> Uns
         return get_engine(pair.engine).unservable_here(fmt, settings)
 
     return why
+
+
+def served_pairs(
+    params: Mapping[str, Any], origin: str = "params.yaml"
+) -> tuple[dict[str, Pair], dict[str, str]]:
+    """``bench.pairs`` split by this machine (raw params): the pairs that start a server here, in
+    order, and the others with why (:func:`not_served_here`)."""
+    pairs = section(params, "bench", BenchSettings).pairs
+    skipped = not_served_here(pairs, unservable_in(params, origin))
+    return {name: pair for name, pair in pairs.items() if name not in skipped}, skipped
