@@ -129,6 +129,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_arguments(plan)
     plan.set_defaults(handler=run_plan)
 
+    from quantbench.exchange.cli import (
+        add_export_arguments,
+        add_import_arguments,
+        run_export,
+        run_import,
+    )
+
+    export = sub.add_parser(
+        "export",
+        help="the bench runs in another tool's format: llm-d's benchmark report 0.2, or "
+        "`vllm bench serve` JSON (docs/REPORT.md)",
+    )
+    add_export_arguments(export)
+    export.set_defaults(handler=run_export)
+    imported = sub.add_parser(
+        "import",
+        help="read `vllm bench serve`, AIPerf or GuideLLM results as quantbench's figures "
+        "(docs/REPORT.md)",
+    )
+    add_import_arguments(imported)
+    imported.set_defaults(handler=run_import)
+
     from quantbench.estimate.cli import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(
