@@ -961,3 +961,39 @@ def test_the_served_task_accuracy_is_a_quality_axis_of_the_pareto_charts(inputs)
         assert expected == pytest.approx(9 / 13) and point.values["task_accuracy"] == expected
     out = build_report(inputs, slo=FIXTURE_SLO, settings=settings, workloads=FIXTURE_WORKLOADS)
     assert "chat: task accuracy, served vs good output throughput" in out.files[Path("index.html")]
+
+
+def test_runs_imported_from_other_tools_are_shown_beside_ours_and_never_ranked(
+    tmp_path: Path, fixture_tree: Path
+) -> None:
+    from quantbench.exchange.cli import read_file
+
+    tree = tmp_path / "tree"
+    shutil.copytree(fixture_tree, tree)
+    golden = Path(__file__).parents[1] / "exchange/golden"
+    (tree / "imports").mkdir()
+    for name in ("guidellm-benchmarks.json", "aiperf-profile_export_aiperf.json"):
+        imported = read_file(golden / name)
+        (tree / "imports" / f"{Path(name).stem}.json").write_text(imported.model_dump_json())
+    (tree / "imports/broken.json").write_text('{"tool": "guidellm"}')
+    inputs = load_inputs(tree)
+    assert [f.tool for f in inputs.imported] == ["aiperf", "guidellm"]
+    assert any("imports/broken.json: not a file `quantbench import` wrote" in p
+               for p in inputs.problems)  # fmt: skip
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS)
+    md = out.files[Path("summary.md")]
+    section = md.split("## Runs from other tools", 1)[1].split("\n## ", 1)[0]
+    # each run in our figures: GuideLLM's TPOT is its inter_token_latency_ms (11.3 ms p50)
+    assert "| guidellm 0.8.1 | guidellm-benchmarks.json |" in section
+    assert "| 11.3 |" in section and "| aiperf 0.13.0 |" in section
+    assert "includes the first token" in section and "client tokenizer" in section
+    html = out.files[Path("index.html")]
+    assert 'id="foreign"' in html and "guidellm 0.8.1" in html
+    # never ranked, nothing decided differently
+    before = build_report(
+        load_inputs(fixture_tree), slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS
+    )
+    assert (
+        out.best_config == before.best_config
+        and "## Runs from other tools" not in (before.files[Path("summary.md")])
+    )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantbench.report import charts
+from quantbench.report import charts, foreign
 from quantbench.report.best_config import best_config
 from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
 from quantbench.report.estimates import (
@@ -343,6 +343,9 @@ def build_report(
         "n_points": len(points),
         "problems": problems,
         "not_served": sorted(inputs.not_served.items()),
+        "foreign_columns": foreign.COLUMNS,
+        "foreign_rows": foreign.rows(inputs.imported),
+        "foreign_note": foreign.NOTE,
         "sections": sections,
         "ranking": ranks,
         "ranking_profiles": defaults,
@@ -395,6 +398,7 @@ def build_report(
             {x.name: x.estimate_band for x in sections},
             {x.name: x.edges for x in sections},
             inputs.not_served,
+            inputs.imported,
         ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),

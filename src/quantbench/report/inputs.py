@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from quantbench.decision.compare import Contrast
+from quantbench.exchange.figures import ImportedRuns
 from quantbench.load.records import RequestRecord, iter_records
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput
@@ -96,6 +97,8 @@ class ReportInputs:
     here). Kept out of ``pairs``: they measured nothing and take no part in any decision."""
     quality: dict[str, QualityReport] = field(default_factory=dict)
     variants: dict[str, VariantRecord] = field(default_factory=dict)
+    imported: list[ImportedRuns] = field(default_factory=list)
+    """Other tools' runs, as ``quantbench import`` wrote them to ``imports/``."""
     estimates: list[VariantEstimate] = field(default_factory=list)
     predictions: list[PairPrediction] = field(default_factory=list)
     env: EnvInfo | None = None
@@ -138,6 +141,7 @@ class InputPaths:
     base_info: Path = Path(BaseModelInfo.OUTPUT)
     merged_info: Path = Path(MergedModelInfo.OUTPUT)
     confirm: Path = Path(ConfirmFile.OUTPUT)
+    imports: Path = Path("imports")
 
 
 def read_output(
@@ -298,6 +302,21 @@ def slo_conflicts(pairs: dict[str, PairSummary]) -> list[str]:
     return notes
 
 
+def load_imported(folder: Path, problems: list[str]) -> list[ImportedRuns]:
+    """Every ``imports/*.json`` (``quantbench import``'s files); an unreadable one is a problem."""
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            out.append(ImportedRuns.model_validate_json(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            first = str(exc).splitlines()[0]
+            problems.append(
+                f"{path.as_posix()}: not a file `quantbench import` wrote ({first}); import the "
+                "tool's own result file again: `quantbench import <file>`"
+            )
+    return out
+
+
 def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> ReportInputs:
     """Read every stage output the report uses, below ``root``."""
     paths = paths or InputPaths()
@@ -314,6 +333,7 @@ def load_inputs(root: Path = Path("."), paths: InputPaths | None = None) -> Repo
     inputs.base_info = read_output(root / paths.base_info, BaseModelInfo, problems)
     inputs.merged_info = read_output(root / paths.merged_info, MergedModelInfo, problems)
     inputs.confirm = read_output(root / paths.confirm, ConfirmFile, problems)
+    inputs.imported = load_imported(root / paths.imports, problems)
     for name, summary in inputs.pairs.items():
         for row in summary.rows:
             if row.repeats > 0:

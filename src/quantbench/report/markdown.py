@@ -9,7 +9,10 @@ cannot break the table or inject markup.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from quantbench.exchange.figures import ImportedRuns
+from quantbench.report import foreign
 from quantbench.report.profiles import Profile
 from quantbench.report.recommend import Recommendation
 from quantbench.report.tables import (
@@ -152,6 +155,7 @@ def summary_markdown(
     estimate_band: dict[str, list[str]] | None = None,
     edges: dict[str, list[str]] | None = None,
     not_served: dict[str, str] | None = None,
+    imported: Sequence[ImportedRuns] = (),
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -226,6 +230,7 @@ def summary_markdown(
         parts += ["## Pairs not served on this machine", ""]
         parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(not_served.items()))
         parts.append("")
+    parts += foreign.markdown(imported, md)
     if problems:
         parts.append("## Missing or unreadable inputs")
         parts.append("")
