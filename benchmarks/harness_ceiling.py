@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantbench.load.prompts import random_prompts
-from quantbench.load.session import plan_point, run_plan
+from quantbench.load.session import build_traffic, plan_point, run_plan
 from quantbench.load.spec import RandomPrompts, WorkloadSpec
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
 
@@ -39,8 +38,8 @@ def measure(url: str, truth_log: Path, concurrency: int, workers: int, args: arg
         workers=workers,
         progress_interval_s=60,
     )
-    items = random_prompts(spec.prompts, 0)  # type: ignore[arg-type]
-    plan = plan_point(spec, 0, items, url=url, model="mock-model", engine="mock", headers={})
+    traffic = build_traffic(spec, None)
+    plan = plan_point(spec, 0, traffic, url=url, model="mock-model", engine="mock", headers={})
     start = truth_log.stat().st_size if truth_log.exists() else 0
     records = run_plan(plan, workdir / f"rec-{concurrency}-{workers}.jsonl", workers, workdir)
     with truth_log.open(encoding="utf-8") as f:
@@ -48,16 +47,17 @@ def measure(url: str, truth_log: Path, concurrency: int, workers: int, args: arg
         import json
 
         truth = {t["request_id"]: t for t in map(json.loads, f) if t.get("request_id")}
-    done = [r for r in records if not r.warmup and r.status == "completed"]
-    t0 = min(r.send_time for r in records if not r.warmup)
-    t1 = max(r.end_time for r in records if not r.warmup and r.end_time)
+    measured = [r for r in records if r.phase == "measured"]
+    done = [r for r in measured if r.status == "completed"]
+    t0 = min(r.send_time for r in measured)
+    t1 = max(r.end_time for r in measured if r.end_time)
     delays = [
         (a - b) * 1000
         for r in done
         if r.request_id in truth
         for a, b in zip(r.chunk_times, truth[r.request_id]["chunk_times"], strict=False)
     ]
-    chunks = sum(len(r.chunk_times) for r in records if not r.warmup)
+    chunks = sum(len(r.chunk_times) for r in measured)
     return {
         "tok_s": chunks / (t1 - t0),
         "req_s": len(done) / (t1 - t0),
