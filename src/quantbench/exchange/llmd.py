@@ -127,7 +127,11 @@ def report(
     quantbench_version: str = "unknown",
 ) -> dict[str, Any]:
     """One run as a version-0.2 benchmark report (a JSON-able dict)."""
-    measured = [r for r in records if r.phase == "measured" and r.status == "completed"]
+    measured = [
+        r
+        for r in records
+        if r.point == point.point and r.phase == "measured" and r.status == "completed"
+    ]
     prompt_lens = [r.prompt_tokens for r in measured if r.prompt_tokens is not None]
     output_lens = [r.output_tokens for r in measured if r.output_tokens is not None]
     window = point.window
