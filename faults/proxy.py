@@ -21,7 +21,10 @@ first faulty request is cut, the second hangs, the third is cut...): one server 
 faults, where a start costs a minute (vLLM on 2 cores).
 
 Test infrastructure for ``make faults``; it binds only where it is told (loopback in every
-scenario) and forwards only to the engine it started.
+scenario) and forwards only to the engine it started: the process listening on the upstream port
+must be the engine or one of its processes (a port chosen free can be taken by another process
+before the engine binds it), and the proxy exits when the engine does, with the engine's code, so
+the server lifecycle in front sees a dead engine as a dead server (and a lost port as one).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +44,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 FAULTS = ("none", "wrong-shape", "keepalive", "no-tokens", "cut", "hang-after-headers")
 WRONG_SHAPE = b'data: {"choices": [{"index": 0, "delta": "not an object"}]}\n\n'
 KEEPALIVE_S = 0.05
+WATCH_S = 0.2  # how often the proxy looks whether its engine still runs
 
 
 def ends_stream(compact: bytes) -> bool:
@@ -56,8 +62,13 @@ class Proxy:
         after_requests: int,
         after_chunks: int,
         requests_log: Path | None = None,
+        child: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.requests_log = requests_log
+        self.child = child  # the engine: watched, and the only process allowed upstream
+        self.upstream_ours = child is None
+        self.stranger = False  # a stranger held the upstream port: the proxy refused it
+        self.closing = False  # stopping from outside: the engine's exit is expected then
         self.upstream = upstream
         self.fault = fault
         self.after_requests = after_requests
@@ -71,7 +82,64 @@ class Proxy:
         app.router.add_route("*", "/{tail:.*}", self.forward)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
+        if self.child is not None:
+            app.on_startup.append(self._start_watch)
+        app.on_shutdown.append(self._closing)
         return app
+
+    async def _closing(self, _app: web.Application) -> None:
+        self.closing = True
+
+    async def _start_watch(self, app: web.Application) -> None:
+        app["watch"] = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Stop the proxy once its engine has exited: what answers then is a dead server."""
+        assert self.child is not None
+        while self.child.poll() is None:
+            await asyncio.sleep(WATCH_S)
+        if self.closing:  # the same signal stopped both
+            return
+        self._stop(f"the engine (PID {self.child.pid}) exited with code {self.child.returncode}")
+
+    def _stop(self, why: str) -> None:
+        print(f"faults.proxy: {why}; the proxy stops", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)  # run_app's own graceful exit
+
+    def _check_upstream(self) -> str | None:
+        """Why the upstream may not be used, or None: a listener there that is not our engine
+        (or one of its processes) is a stranger that took the port first."""
+        if self.upstream_ours:
+            return None
+        from urllib.parse import urlsplit
+
+        import psutil
+
+        from quantbench.engines.server import listening_pids, process_summary
+
+        assert self.child is not None
+        port = urlsplit(self.upstream).port or 80
+        owners = listening_pids("127.0.0.1", port)
+        if not owners:
+            return None  # nothing listening yet (the engine is loading): a 503 says so
+        try:
+            tree = {self.child.pid, *(p.pid for p in psutil.Process(self.child.pid).children(True))}
+        except psutil.Error:
+            tree = set()
+        if owners & tree:
+            self.upstream_ours = True
+            return None
+        owner = min(owners)
+        return (f"upstream port {port} is held by process {owner} ({process_summary(owner)}), "
+                "not the engine this proxy started: address already in use")  # fmt: skip
+
+    def _refuse_stranger(self) -> web.Response | None:
+        why = self._check_upstream()
+        if why is None:
+            return None
+        self.stranger = True
+        self._stop(why)
+        return web.Response(status=502, text=why)
 
     async def _open(self, _app: web.Application) -> None:
         # A fresh connection per request: llama-server closes kept-alive connections now and
@@ -88,6 +156,9 @@ class Proxy:
     async def forward(self, request: web.Request) -> web.Response:
         """Anything but a chat completion, passed through as it is (health, models, slots)."""
         assert self.session is not None
+        refused = self._refuse_stranger()
+        if refused is not None:
+            return refused
         try:
             async with self.session.request(
                 request.method,
@@ -112,6 +183,9 @@ class Proxy:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None
+        refused = self._refuse_stranger()
+        if refused is not None:
+            return refused
         body = await request.read()
         self.chats += 1
         if self.requests_log is not None:  # so a scenario can strike while requests stream
@@ -217,16 +291,22 @@ def main(argv: list[str] | None = None) -> int:
         args.after_requests,
         args.after_chunks,
         args.requests_log,
+        child,
     )
+    exited = None
     try:
         web.run_app(proxy.app(), host=args.host, port=args.port, print=None)
     finally:
+        exited = child.poll()  # the engine's own exit, before we stop it
         child.terminate()
         try:
             child.wait(timeout=10)
         except subprocess.TimeoutExpired:
             child.kill()
-    return 0
+    # the engine's code where it failed on its own (a bind that failed: the server's failure)
+    if exited is not None and exited > 0:
+        return exited
+    return 1 if proxy.stranger else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 MODE: ok (serve /health), exit (exit 3 at once), slow (never bind), children (ok + spawn two
 sleeping children, one of them in its own session), crash-after (ok, then SIGKILL itself after
 1 s), deaf (ok, ignoring SIGTERM: only the guard's SIGKILL after its grace period stops it),
-litter (ok, leaving a file and a socket in its temporary folder, as vLLM does).
+litter (ok, leaving a file and a socket in its temporary folder, as vLLM does), late-bind
+(ok, binding only once the file named by FAKE_BIND_AFTER exists, as vLLM binds after 15 s of
+imports).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ if mode == "litter":
     print(f"littered {litter}", flush=True)
 if mode == "deaf":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "late-bind":
+    flag = os.environ["FAKE_BIND_AFTER"]
+    deadline = time.monotonic() + 30
+    while not os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.02)
 if mode == "crash-after":
     threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 

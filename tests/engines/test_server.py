@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from quantbench.engines.base import LaunchSpec
 from quantbench.engines.ports import PortInUseError, check_port_free, free_port
 from quantbench.engines.server import (
+    PortLostError,
     Server,
     ServerError,
     ServerExitedError,
@@ -206,3 +210,121 @@ def test_keep_alive_comments_cannot_hold_the_warm_up_forever(tmp_path) -> None:
         with pytest.raises(ServerError, match="no complete answer within 2 s"):
             server.warmup(timeout_s=2)
         assert time.monotonic() - start < 8
+
+
+# --- a port lost between its choice and the server's bind -----------------------------------------
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _stranger_once_started(port: int, log: Path, flag: Path, answers: bool):  # type: ignore[no-untyped-def]
+    """Another process's listener on ``port``, bound after the server's start checked the port
+    and before the server binds it (the window vLLM's 15 s of imports leave): once the server's
+    log says it started, the stranger binds, then lets the server go on (``flag``)."""
+    holder: list[object] = []
+
+    def take() -> None:
+        deadline = time.monotonic() + 30
+        while "starting" not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        if answers:  # it even answers the health URL with 200
+            stranger = http.server.HTTPServer(("127.0.0.1", port), _Health)
+            threading.Thread(target=stranger.serve_forever, daemon=True).start()
+        else:
+            stranger = socket.socket()
+            stranger.bind(("127.0.0.1", port))
+            stranger.listen()
+        holder.append(stranger)
+        flag.touch()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(timeout=30)
+        for stranger in holder:
+            if isinstance(stranger, http.server.HTTPServer):
+                stranger.shutdown()
+                stranger.server_close()
+            else:
+                stranger.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("answers", [False, True], ids=["bind-fails", "stranger-answers"])
+def test_a_port_taken_before_the_server_binds_it_is_tried_again_on_another(
+    tmp_path, caplog, answers
+) -> None:
+    """free_port's port is free when chosen and bound seconds later (vLLM: after 15 s of
+    imports); another process can take it in between (CI's vLLM fault row once got an HTTP 400
+    from a stranger's port). The start fails as a lost port, the server's bind error in its
+    log or a stranger answering there; with ``relaunch`` it starts again on a fresh port."""
+    flag = tmp_path / "bind-now"
+    first = spec("late-bind")
+    first.env["FAKE_BIND_AFTER"] = str(flag)
+    relaunched: list[LaunchSpec] = []
+
+    def relaunch() -> LaunchSpec:
+        relaunched.append(spec("ok"))
+        return relaunched[-1]
+
+    log = tmp_path / "log.txt"
+    with (
+        _stranger_once_started(first.port, log, flag, answers),
+        caplog.at_level("WARNING"),
+        Server(first, log, relaunch=relaunch) as server,
+    ):
+        assert [server.spec] == relaunched and server.spec.port != first.port
+        assert server.ready_seconds is not None
+    assert "starting again on another port" in caplog.text
+    assert f"port {first.port}" in caplog.text
+
+
+def test_a_lost_port_the_user_chose_is_the_error(tmp_path) -> None:
+    """Without ``relaunch`` (a port the user named), a lost port fails the start and says so."""
+    flag = tmp_path / "bind-now"
+    first = spec("late-bind")
+    first.env["FAKE_BIND_AFTER"] = str(flag)
+    log = tmp_path / "log.txt"
+    lost = f"port {first.port} taken by another process"
+    with (
+        _stranger_once_started(first.port, log, flag, answers=False),
+        pytest.raises(PortLostError, match=lost),
+        Server(first, log),
+    ):
+        pass
+
+
+def test_an_http_error_carries_the_servers_reason(tmp_path) -> None:
+    """vLLM says in the body why it refused a request; urllib's error says only "Bad Request"."""
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = b'{"error": {"message": "max_tokens is too large", "code": 400}}'
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    refuser = http.server.HTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=refuser.serve_forever, daemon=True).start()
+    try:
+        server = Server(spec("ok", port=refuser.server_address[1]), tmp_path / "log.txt")
+        with pytest.raises(ValueError, match="HTTP 400 Bad Request: .*max_tokens is too large"):
+            server.chat("Hello!", max_tokens=8, timeout_s=10)
+    finally:
+        refuser.shutdown()
+        refuser.server_close()

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 from aiohttp import ClientSession, web
@@ -88,3 +99,92 @@ def test_faults_named_together_take_turns_one_request_each() -> None:
 def test_an_unknown_fault_is_refused_with_the_known_ones() -> None:
     with pytest.raises(SystemExit):
         main(["--port", "1", "--upstream-port", "2", "--fault", "cut,hang", "--", "true"])
+
+
+# --- the proxy forwards only to the engine it started ---------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = REPO / "tests" / "engines" / "fake_engine.py"
+
+
+def _proxy(upstream: int, *engine: str) -> tuple[subprocess.Popen[str], int]:
+    port = free_port()
+    argv = [sys.executable, "-m", "faults.proxy", "--port", str(port)]
+    argv += ["--upstream-port", str(upstream), "--", *engine]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])}
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    return proc, port
+
+
+def _get(port: int, path: str = "/health", wait_s: float = 20) -> tuple[int, str]:
+    """The proxy's answer, once it listens (a 503 while the engine loads is waited out)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 503 or time.monotonic() > deadline:
+                return exc.code, exc.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float = 20) -> tuple[int, str]:
+    try:
+        code = proc.wait(timeout=timeout)
+    finally:
+        proc.kill()
+    return code, proc.stderr.read() if proc.stderr else ""
+
+
+def test_the_proxy_forwards_to_its_own_engine() -> None:
+    upstream = free_port()
+    proc, port = _proxy(upstream, sys.executable, str(FAKE), str(upstream), "ok")
+    try:
+        assert _get(port) == (200, "ok")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code, _ = _ended(proc)
+    assert code == 0  # stopped from outside, with its engine: nothing failed
+
+
+def test_the_proxy_stops_with_its_engine_and_its_code() -> None:
+    """A bind that failed behind the proxy once left it answering for a stranger: now the proxy
+    ends when its engine does, with the engine's code, and the lifecycle sees a dead server."""
+    died = "print('OSError: [Errno 98] Address already in use', flush=True); raise SystemExit(1)"
+    proc, _ = _proxy(free_port(), sys.executable, "-c", died)
+    code, err = _ended(proc)
+    assert code == 1
+    assert re.search(r"the engine \(PID \d+\) exited with code 1; the proxy stops", err)
+
+
+def test_the_proxy_refuses_a_stranger_on_its_upstream_port() -> None:
+    """A stranger took the upstream port before the engine bound it: its answers are not the
+    engine's. The proxy answers 502 saying who holds the port, and stops, with its engine."""
+    stranger = http.server.HTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    engine = [sys.executable, "-c", "import time; time.sleep(60)"]
+    proc, port = _proxy(stranger.server_address[1], *engine)
+    try:
+        status, text = _get(port)
+        code, err = _ended(proc)
+    finally:
+        stranger.shutdown()
+        stranger.server_close()
+    assert status == 502
+    held = f"upstream port {stranger.server_address[1]} is held by process {os.getpid()}"
+    assert held in text and held in err and "address already in use" in text
+    assert code == 1
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"a stranger")
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -19,7 +19,7 @@ from typing import Any
 
 from quantbench.bench.results import checks, fold_repeats, row_figure
 from quantbench.bench.run import PairJob
-from quantbench.engines.base import EngineSettings
+from quantbench.engines.base import EngineSettings, LaunchSpec
 from quantbench.engines.ports import free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.load.forkserver import load_processes
@@ -101,12 +101,15 @@ class RowServers:
             return self.running[key]
         job = self.jobs[pair]
         settings = self._settings(job, server_point)
-        launch = job.engine.launch(
-            job.artifact, settings, job.bench.host, free_port(job.bench.host)
-        )
+
+        def relaunch() -> LaunchSpec:
+            return job.engine.launch(
+                job.artifact, settings, job.bench.host, free_port(job.bench.host)
+            )
+
         folder = self.out_dir / "servers" / pair / server_point
         folder.mkdir(parents=True, exist_ok=True)
-        server = Server(launch, folder / "server.log")
+        server = Server(relaunch(), folder / "server.log", relaunch=relaunch)
         try:
             server.__enter__()
             server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))

@@ -34,7 +34,7 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob, score_on
 from quantbench.bench.task import mismatch as task_mismatch
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, EngineSettings
+from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
@@ -380,9 +380,13 @@ def _run_server_point(
         log.info("%s %s: every point finished earlier; reusing them", job.name, server_label)
         return list(reused.values()), ServerPoint.model_validate(old_server), len(reused), None
     server_dir = store.server_dir(server_label) if store is not None else out_dir / server_label
-    launch = job.engine.launch(job.artifact, settings, job.bench.host, free_port(job.bench.host))
+
+    def relaunch() -> LaunchSpec:
+        return job.engine.launch(job.artifact, settings, job.bench.host, free_port(job.bench.host))
+
+    launch = relaunch()
     common.update(command=launch.redacted_argv(), env=launch.redacted_env())
-    server = Server(launch, server_dir / "server.log")
+    server = Server(launch, server_dir / "server.log", relaunch=relaunch)
     done: list[dict[str, Any]] = []
     searches: dict[str, SearchInfo] = {}
     raced: dict[str, RaceDrop] = {}
@@ -392,6 +396,8 @@ def _run_server_point(
     scored: ServedTask | None = None
     try:
         with server:
+            # the launch the server runs (another port's, where the first one was lost)
+            common.update(command=server.spec.redacted_argv(), env=server.spec.redacted_env())
             server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))
             check = served_check(server, job.references)
             if task is not None:

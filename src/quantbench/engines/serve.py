@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from quantbench.engines.artifact import Artifact, load_artifact
-from quantbench.engines.base import EngineSettings
+from quantbench.engines.base import EngineSettings, LaunchSpec
 from quantbench.engines.ports import free_port
 from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import Server, sigterm_as_interrupt
@@ -50,9 +50,16 @@ def serve(
     check_pair(artifact.name, artifact.format, engine_name)
     engine = get_engine(engine_name)
     engine_settings = settings.get(engine_name) or engine.settings_model()
-    spec = engine.launch(artifact, engine_settings, host, port or free_port(host))
+
+    def relaunch() -> LaunchSpec:  # a port we chose: another is as good, where it was lost
+        return engine.launch(artifact, engine_settings, host, free_port(host))
+
+    spec = engine.launch(artifact, engine_settings, host, port) if port else relaunch()
     log_path = log_dir / f"serve-{artifact.name}-{engine_name}.log"
-    with sigterm_as_interrupt(), Server(spec, log_path) as server:
+    with (
+        sigterm_as_interrupt(),
+        Server(spec, log_path, relaunch=None if port else relaunch) as server,
+    ):
         server.warmup()
         print(f"{engine_name} is serving {artifact.name} ({artifact.format}) at {server.url}")
         print(f"log: {log_path}")

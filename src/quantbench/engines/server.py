@@ -17,6 +17,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -56,6 +58,19 @@ class _EmptyAnswer(ValueError):
 
 class ServerTimeoutError(ServerError):
     """The server did not answer its readiness check before the deadline."""
+
+
+class PortLostError(ServerError):
+    """Another process took the server's port between its choice and the server's bind: the
+    server failed to bind it, or a stranger answers there. Not the server's fault: a start on
+    another port is the remedy (`Server(relaunch=...)` does it)."""
+
+
+# What a server prints when its bind fails: the OS's own words (vLLM, Python servers, faults.proxy)
+# and llama-server's
+BIND_FAILED = re.compile(r"address already in use|couldn't bind", re.IGNORECASE)
+# Starts tried on fresh ports before a lost port counts as the start's failure
+PORT_TRIES = 3
 
 
 def _listening(conn: Any, host: str, port: int) -> bool:
@@ -194,6 +209,19 @@ class MemorySampler:
             self._stop.wait(self.interval_s)
 
 
+def _answer(request: urllib.request.Request, timeout_s: float) -> Any:
+    """urlopen, where an HTTP error status becomes a ValueError carrying the server's own reason
+    (vLLM says in the body why it refused a request; urllib's message says only "Bad Request")."""
+    try:
+        return urllib.request.urlopen(request, timeout=timeout_s)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            body = exc.read(400).decode("utf-8", "replace").strip()
+        raise ValueError(
+            f"HTTP {exc.code} {exc.reason}: {' '.join(body.split()) or '(no body)'}"
+        ) from None
+
+
 def gpu_memory_bytes(pids: set[int]) -> int | None:
     """GPU memory used by these processes, from nvidia-smi; None where there is no NVIDIA GPU."""
     smi = shutil.which("nvidia-smi")
@@ -220,8 +248,18 @@ def gpu_memory_bytes(pids: set[int]) -> int | None:
 class Server:
     """A running engine server. Use as a context manager: it is always stopped on exit."""
 
-    def __init__(self, spec: LaunchSpec, log_path: Path, stop_timeout_s: float = 15) -> None:
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        log_path: Path,
+        stop_timeout_s: float = 15,
+        relaunch: Callable[[], LaunchSpec] | None = None,
+    ) -> None:
+        """``relaunch`` gives the same launch on a freshly chosen port: with it, a start whose
+        port another process took first (PortLostError) is tried again there, up to PORT_TRIES
+        starts in all; without it (a port the user chose) the lost port is the error."""
         self.spec = spec
+        self.relaunch = relaunch
         self.log_path = log_path
         self.stop_timeout_s = stop_timeout_s
         self.asked_to_stop = False  # stop() sent SIGTERM while it ran
@@ -305,9 +343,12 @@ class Server:
         )
         if code is not None:
             self.exit_code = code
-            raise ServerExitedError(
-                f"{self.spec.engine} server {describe_exit(code)} {during}; "
-                f"last lines of {self.log_path}:\n{self.tail()}"
+            tail = self.tail()
+            lost = self.ready_seconds is None and BIND_FAILED.search(tail)
+            raise (PortLostError if lost else ServerExitedError)(
+                f"{self.spec.engine} server {describe_exit(code)} {during}"
+                f"{f' (port {self.spec.port} taken by another process)' if lost else ''}; "
+                f"last lines of {self.log_path}:\n{tail}"
             )
 
     def tree_pids(self) -> set[int]:
@@ -329,7 +370,7 @@ class Server:
             return  # not visible (another user's socket): the model check below still runs
         if not owners & self.tree_pids():
             owner = min(owners)
-            raise ServerError(
+            raise PortLostError(
                 f"port {self.spec.port} answered {self.spec.ready_path}, but process {owner} "
                 f"({process_summary(owner)}) is listening there, not the {self.spec.engine} "
                 "server quantbench started; stop it or let quantbench pick another port"
@@ -402,7 +443,7 @@ class Server:
         )  # fmt: skip
         parser = StreamParser(record, "chat")
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            with _answer(request, timeout_s) as response:
                 for raw in response:
                     now = time.monotonic()
                     if now - started > timeout_s:
@@ -504,13 +545,25 @@ class Server:
         }
 
     def __enter__(self) -> Server:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(1, PORT_TRIES + 1):
+            self.start()
+            try:
+                self.wait_ready()
+                return self
+            except PortLostError as exc:
+                self.stop()
+                if self.relaunch is None or attempt == PORT_TRIES:
+                    raise
+                # free_port's choice is a race by nature (the port is free when chosen, bound
+                # seconds later: vLLM imports for 15 s first); another start elsewhere is cheap
+                log.warning("%s; starting again on another port", str(exc).splitlines()[0])
+                self.spec = self.relaunch()
+                self.ready_seconds = self.exit_code = None
+                self.asked_to_stop = False
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __exit__(
         self,

@@ -18,6 +18,7 @@ import datetime as _dt
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -164,7 +165,11 @@ def calibrate_pair(
     label, point = probe_point(engine, settings)
     limit = engine.max_batch(point)
     batch = min(probe.max_batch, limit) if limit is not None else probe.max_batch
-    launch = engine.launch(artifact, point, host, free_port(host))
+
+    def relaunch() -> LaunchSpec:
+        return engine.launch(artifact, point, host, free_port(host))
+
+    launch = relaunch()
     fit: StepFit | None = None
     error: str | None = None
     requests: list[ProbeRequest] = []
@@ -172,7 +177,8 @@ def calibrate_pair(
         log.info("%s (%s): not probed: %s", name, label, skip)
     else:
         log_path = log_dir / f"{name}.server.log"
-        fit, error, requests = _probe(name, label, launch, log_path, engine, batch, probe)
+        fit, error, requests = _probe(name, label, launch, log_path, engine, batch, probe,
+                                      relaunch)  # fmt: skip
     return PairCalibration(
         pair=name,
         variant=variant,
@@ -198,12 +204,13 @@ def _probe(
     engine: Engine,
     batch: int,
     probe: ProbeSettings,
+    relaunch: Callable[[], LaunchSpec] | None = None,
 ) -> tuple[StepFit | None, str | None, list[ProbeRequest]]:
     """(fit, error, requests) of the server ``launch`` starts, probed and stopped."""
     from quantbench.engines.ports import PortInUseError
     from quantbench.engines.server import Server, ServerError
 
-    server = Server(launch, log_path)
+    server = Server(launch, log_path, relaunch=relaunch)
     requests: list[ProbeRequest] = []
     fit: StepFit | None = None
     error: str | None = None
