@@ -151,6 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_arguments(imported)
     imported.set_defaults(handler=run_import)
 
+    from quantbench.gather.cli import add_gather_arguments, run_gather
+
+    gathered = sub.add_parser(
+        "gather",
+        help="one report over DVC experiments from several machines, the machine a dimension "
+        "(docs/BENCH.md)",
+    )
+    add_gather_arguments(gathered)
+    gathered.set_defaults(handler=run_gather)
+
     from quantbench.estimate.cli import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(

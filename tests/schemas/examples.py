@@ -353,8 +353,9 @@ CPU_2CORE: dict[str, Any] = {
 """A 2-core CPU hardware entry (``HardwareSpec``) small enough to reason about."""
 
 
-def estimates_file(root: Path) -> EstimatesFile:
-    """The estimate stage's own output for three variants on a 2-core CPU entry, under root."""
+def estimates_file(root: Path, also: tuple[str, ...] = ()) -> EstimatesFile:
+    """The estimate stage's own output for three variants on a 2-core CPU entry (and on the
+    hardware table's entries named in ``also``, e.g. "L4"), under root."""
     from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
     from quantbench.estimate.stage import write_estimates
 
@@ -362,7 +363,7 @@ def estimates_file(root: Path) -> EstimatesFile:
     hardware = root / "reports" / "estimate" / "cpu-2core.json"
     write_json(hardware, CPU_2CORE)
     settings = EstimateSettings(
-        hardware=[str(hardware)],
+        hardware=[str(hardware), *also],
         workload=EstimateWorkload(input_len=44, output_len=32, concurrency=[1, 2, 4, 8]),
         efficiency={"step_overhead_ms": 8.0},
     )

@@ -1,0 +1,238 @@
+"""Each experiment's results as one machine's: its fingerprint, its price, its best
+configuration per workload, and the cost of a million good tokens there.
+
+The figures are the experiment's own report (``reports/best_config.json``,
+``reports/report_metrics.json``), its machine the fingerprint stage's ``reports/env.json``, its
+price ``bench.price_per_hour`` in its own params. Several experiments from one machine (a sweep
+split into experiments) are one machine: its best configuration per workload is the best of its
+experiments' winners by good output throughput, the metric each report ranked by.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from quantbench.gather.experiments import ExperimentFiles
+
+BEST_CONFIG = "reports/best_config.json"
+METRICS = "reports/report_metrics.json"
+ENV = "reports/env.json"
+ESTIMATES = "reports/estimate/estimates.json"
+PARAMS = "params.yaml"
+# ISA flags that change what a CPU serves at (bf16, int8, wide vectors): the fingerprint's
+# The throughputs a report ranks by that a price divides: good tokens (within the SLOs) first
+THROUGHPUTS = ("good_output_throughput", "output_throughput")
+ISA_OF_NOTE = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+class Interval(BaseModel):
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+
+class Fingerprint(BaseModel):
+    """The machine, as its fingerprint stage recorded it."""
+
+    id: str = Field(description="sha256 of the fields below (12 hex digits): one machine kind.")
+    label: str
+    cpu_model: str
+    logical_cores: int | None
+    isa: list[str]
+    gpus: list[str]
+    memory_gib: float
+
+
+class WorkloadBest(BaseModel):
+    """One workload's (or workload:profile's) configuration to deploy on one machine."""
+
+    workload: str
+    experiment: str
+    status: Literal["ranked", "none"]
+    pair: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    ranked_by: str = Field(
+        "good_output_throughput",
+        description="The throughput the experiment's report ranked by: good output tokens/s "
+        "(within the SLOs), or all output tokens/s for a profile without latency limits.",
+    )
+    tps: Interval | None = Field(None, description="That throughput, tokens/s.")
+    cost_per_million: Interval | None = Field(
+        None, description="Price per hour / (tokens/s x 3600) x 1e6, of the tokens that count "
+        "(ranked_by); its interval from the throughput's (the higher cost from the lower "
+        "throughput)."
+    )  # fmt: skip
+    slo_verdict: str | None = None
+    reason: str | None = Field(None, description="Why nothing was ranked (status none).")
+
+
+class PairFigure(BaseModel):
+    """A pair's good tokens/s on one machine for one workload, measured at its best point."""
+
+    pair: str
+    workload: str
+    good_tps: float | None
+    ranked: bool
+
+
+class MachineRun(BaseModel):
+    """One experiment: what it measured and on which machine, at which price."""
+
+    experiment: str
+    commit: str
+    fingerprint: Fingerprint | None
+    price_per_hour: float | None
+    currency: str
+    best: list[WorkloadBest]
+    pairs: list[PairFigure]
+    estimates: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The roofline's summary rows (reports/estimate/estimates.json).",
+    )
+    problems: list[str] = Field(default_factory=list)
+
+
+def fingerprint(env: dict[str, Any]) -> Fingerprint:
+    cpu = env.get("cpu") or {}
+    gpus = [f"{g.get('name', '?')} ({g.get('memory', '?')})" for g in env.get("gpus") or []]
+    isa = [f for f in ISA_OF_NOTE if f in (cpu.get("flags") or [])]
+    key = {
+        "cpu": cpu.get("model"),
+        "cores": cpu.get("logical_cores"),
+        "isa": isa,
+        "gpus": gpus,
+        "memory_gib": round(float(env.get("memory_gib") or 0)),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    cores = cpu.get("logical_cores")
+    label = " + ".join(gpus) if gpus else f"{cpu.get('model', '?')}, {cores or '?'} cores"
+    return Fingerprint(
+        id=digest,
+        label=label,
+        cpu_model=str(cpu.get("model", "?")),
+        logical_cores=cores,
+        isa=isa,
+        gpus=gpus,
+        memory_gib=float(env.get("memory_gib") or 0),
+    )
+
+
+def cost_per_million(price: float | None, tps: float | None) -> float | None:
+    if price is None or not tps or tps <= 0:
+        return None
+    return price / (tps * 3600) * 1e6
+
+
+def _interval(figure: Any) -> Interval | None:
+    if isinstance(figure, dict) and isinstance(figure.get("value"), int | float):
+        low, high = figure.get("low"), figure.get("high")
+        return Interval(value=figure["value"], low=low, high=high)
+    if isinstance(figure, int | float):
+        return Interval(value=figure)
+    return None
+
+
+def _cost(price: float | None, tps: Interval | None) -> Interval | None:
+    if tps is None:
+        return None
+    value = cost_per_million(price, tps.value)
+    if value is None:
+        return None
+    return Interval(
+        value=value,
+        low=cost_per_million(price, tps.high) if tps.high else None,
+        high=cost_per_million(price, tps.low) if tps.low else None,
+    )
+
+
+def workload_best(key: str, entry: dict[str, Any], experiment: str, price: float | None
+                  ) -> WorkloadBest:  # fmt: skip
+    if entry.get("status") == "none" or not entry.get("pair"):
+        return WorkloadBest(workload=key, experiment=experiment, status="none",
+                            reason=entry.get("reason"))  # fmt: skip
+    expected = entry.get("expected") or {}
+    metric = entry.get("ranked_by")
+    if metric not in THROUGHPUTS:  # a latency-ranked profile: price the good tokens
+        metric = THROUGHPUTS[0] if THROUGHPUTS[0] in expected else THROUGHPUTS[1]
+    tps = _interval(expected.get(metric))
+    return WorkloadBest(
+        workload=key,
+        experiment=experiment,
+        status="ranked",
+        pair=entry.get("pair"),
+        settings=entry.get("settings") or {},
+        ranked_by=metric,
+        tps=tps,
+        cost_per_million=_cost(price, tps),
+        slo_verdict=entry.get("slo_verdict"),
+    )
+
+
+def _json(files: ExperimentFiles, path: str, problems: list[str]) -> Any:
+    text = files.text(path)
+    if text is None:
+        problems.append(f"{path}: not in experiment {files.experiment.name} (or not pulled)")
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(f"{path}: not JSON ({exc})")
+        return None
+
+
+def _price(files: ExperimentFiles, problems: list[str]) -> tuple[float | None, str]:
+    """``bench.price_per_hour`` and ``bench.currency`` as the experiment's params validate."""
+    from quantbench.config import parse_config
+    from quantbench.errors import UserError
+
+    text = files.text(PARAMS)
+    if text is None:
+        problems.append(f"{PARAMS}: not in experiment {files.experiment.name}")
+        return None, "USD"
+    try:
+        config = parse_config(yaml.safe_load(text) or {},
+                              origin=f"{files.experiment.name}:{PARAMS}")  # fmt: skip
+    except (UserError, yaml.YAMLError) as exc:
+        problems.append(str(exc).splitlines()[0])
+        return None, "USD"
+    return config.bench.price_per_hour, config.bench.currency
+
+
+def read_run(files: ExperimentFiles) -> MachineRun:
+    """One experiment's results; what is missing becomes a problem, never an error."""
+    exp = files.experiment
+    problems: list[str] = []
+    price, currency = _price(files, problems)
+    env = _json(files, ENV, problems)
+    best_config = _json(files, BEST_CONFIG, problems) or {}
+    metrics = _json(files, METRICS, problems) or {}
+    estimates = _json(files, ESTIMATES, problems) or {}
+    best = [workload_best(key, entry, exp.name, price)
+            for key, entry in sorted(best_config.items()) if isinstance(entry, dict)]  # fmt: skip
+    pairs = [
+        PairFigure(
+            pair=pair,
+            workload=workload,
+            good_tps=figures.get("good_output_throughput"),
+            ranked=bool(figures.get("ranked")),
+        )
+        for pair, per_workload in sorted((metrics.get("pairs") or {}).items())
+        for workload, figures in sorted(per_workload.items())
+        if isinstance(figures, dict)
+    ]
+    return MachineRun(
+        experiment=exp.name,
+        commit=exp.sha,
+        fingerprint=fingerprint(env) if isinstance(env, dict) else None,
+        price_per_hour=price,
+        currency=currency,
+        best=best,
+        pairs=pairs,
+        estimates=[r for r in estimates.get("summary") or [] if isinstance(r, dict)],
+        problems=problems,
+    )

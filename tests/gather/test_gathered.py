@@ -1,0 +1,70 @@
+"""The machines compared: what a verdict may say from the intervals, which machine is which."""
+
+from __future__ import annotations
+
+from quantbench.gather.gathered import gather
+from quantbench.gather.machines import (
+    Fingerprint,
+    Interval,
+    MachineRun,
+    WorkloadBest,
+    cost_per_million,
+    fingerprint,
+)
+
+
+def _machine(cpu: str, gpus: list[str] | None = None) -> Fingerprint:
+    env = {"cpu": {"model": cpu, "logical_cores": 2, "flags": ["avx2"]}, "memory_gib": 24,
+           "gpus": [{"name": g, "memory": "24 GiB"} for g in gpus or []]}  # fmt: skip
+    return fingerprint(env)
+
+
+def _run(name: str, cpu: str, price: float, tps: Interval, **extra: object) -> MachineRun:
+    cost = Interval(value=cost_per_million(price, tps.value) or 0,
+                    low=cost_per_million(price, tps.high or 0),
+                    high=cost_per_million(price, tps.low or 0))  # fmt: skip
+    best = WorkloadBest(workload="chat", experiment=name, status="ranked", pair="p", tps=tps,
+                        cost_per_million=cost)  # fmt: skip
+    return MachineRun(experiment=name, commit="0" * 40, fingerprint=_machine(cpu),
+                      price_per_hour=price, currency="USD", best=[best], pairs=[],
+                      **extra)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_overlapping_cost_intervals_are_not_separable() -> None:
+    """Cheaper by its point estimate, but the intervals overlap: no machine is named cheapest."""
+    found = gather([
+        _run("a", "cpu a", 0.10, Interval(value=100, low=80, high=120)),
+        _run("b", "cpu b", 0.10, Interval(value=110, low=90, high=130)),
+    ])  # fmt: skip
+    [chat] = found.workloads
+    assert chat.cheapest is None and chat.verdict.startswith("not separable")
+    assert [r.best.experiment for r in chat.rows] == ["b", "a"]  # still in order of cost
+
+
+def test_experiments_of_one_machine_are_one_machine_and_its_best_wins() -> None:
+    found = gather([
+        _run("slow", "cpu a", 0.10, Interval(value=100, low=90, high=110)),
+        _run("fast", "cpu a", 0.20, Interval(value=150, low=140, high=160)),
+    ])  # fmt: skip
+    [machine] = found.machines
+    assert machine.experiments == ["slow", "fast"]
+    assert machine.price_per_hour is None  # two prices: each row priced at its own
+    assert [b.experiment for b in machine.best] == ["fast"]
+
+
+def test_a_fingerprint_tells_machines_apart_by_what_serves() -> None:
+    assert _machine("cpu a").id == _machine("cpu a").id
+    assert _machine("cpu a").id != _machine("cpu b").id
+    assert _machine("cpu a", ["NVIDIA L4"]).id != _machine("cpu a").id
+    assert _machine("cpu a", ["NVIDIA L4"]).label == "NVIDIA L4 (24 GiB)"
+
+
+def test_the_roofline_rows_leave_out_hardware_a_machine_measured() -> None:
+    rows = [{"hardware": h, "variant": "bf16", "engine": "vllm", "best_output_tps": 1000.0,
+             "best_concurrency": 32} for h in ("L4", "H100", "this")]  # fmt: skip
+    gpu = _run("gpu", "cpu a", 0.8, Interval(value=100, low=90, high=110), estimates=rows)
+    gpu.fingerprint = _machine("cpu a", ["NVIDIA L4"])
+    found = gather([gpu], prices={"H100": 2.5})
+    assert [(e.hardware, e.cost_per_million) for e in found.estimated] == [
+        ("H100", cost_per_million(2.5, 1000.0))
+    ]
