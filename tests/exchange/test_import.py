@@ -12,6 +12,7 @@ from quantbench.cli import main
 from quantbench.errors import UserError
 from quantbench.exchange.cli import read_file
 from quantbench.exchange.figures import ImportedRuns
+from quantbench.report import foreign
 
 GOLDEN = Path(__file__).with_name("golden")
 
@@ -137,3 +138,6 @@ def test_import_command_writes_one_file_per_input(tmp_path: Path, capsys) -> Non
             (tmp_path / f"{Path(path).stem}.json").read_text()
         )
         assert written.runs and written.definitions["tpot"].startswith("time per output token")
+        # the terminal's rows are the report's rows, cell for cell
+        for run in written.runs:
+            assert "| " + " | ".join(foreign.row(run)["cells"]) + " |" in table.splitlines()

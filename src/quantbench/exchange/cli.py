@@ -17,6 +17,7 @@ from typing import Any
 from quantbench.errors import UserError
 from quantbench.exchange import aiperf, guidellm, llmd, vllm_bench
 from quantbench.exchange.figures import ForeignRun, ImportedRuns, Tool
+from quantbench.exchange.table import COLUMNS, cells
 
 READERS: dict[Tool, Any] = {"vllm-bench-serve": vllm_bench, "aiperf": aiperf, "guidellm": guidellm}
 
@@ -129,30 +130,18 @@ def read_file(path: Path, tool: str = "auto") -> ImportedRuns:
     return ImportedRuns(tool=chosen, source=path.name, runs=runs)
 
 
-def _ms(stats: Any, key: str) -> str:
-    value = getattr(stats, key) if stats is not None else None
-    return "-" if value is None else f"{value:.1f}"
-
-
 def run_import(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
-    print(
-        "| tool | run | load | done/failed | out tok/s | TTFT p50 | TPOT p50 | ITL p50 | E2E p50 |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
     for path in args.files:
         imported = read_file(path, args.tool)
         target = args.out / f"{path.stem}.json"
         target.write_text(imported.model_dump_json(indent=1), encoding="utf-8")
         for run in imported.runs:
-            tok = "-" if run.output_throughput is None else f"{run.output_throughput:.1f}"
-            print(
-                f"| {run.tool} {run.tool_version or ''} | {run.label} | {run.load} | "
-                f"{run.completed}/{run.failed} | {tok} | {_ms(run.ttft, 'p50')} | "
-                f"{_ms(run.tpot, 'p50')} | {_ms(run.itl, 'p50')} | {_ms(run.e2e, 'p50')} |"
-            )
+            print("| " + " | ".join(cells(run)) + " |")
             for note in run.notes:
                 print(f"  note: {note}", file=sys.stderr)
-    print("(ms; TPOT first token excluded, per request; ITL chunk gaps, pooled: quantbench's "
+    print("(TPOT first token excluded, per request; ITL chunk gaps, pooled: quantbench's "
           "definitions, each tool's field mapped to the one that measures the same)")  # fmt: skip
     return 0

@@ -12,11 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from quantbench.exchange.figures import ForeignRun, ImportedRuns
+from quantbench.exchange.table import COLUMNS, cells
 
-COLUMNS = (
-    "tool", "file", "run", "load", "completed / failed", "output tok/s",
-    "TTFT p50 (ms)", "TPOT p50 (ms)", "ITL p50 (ms)", "E2E p50 (ms)",
-)  # fmt: skip
 NOTE = (
     "In quantbench's figures: TTFT to the first content chunk, TPOT per request (E2E - TTFT) / "
     "(tokens - 1), ITL the gaps between chunks, pooled; each tool's field mapped to the figure "
@@ -25,20 +22,9 @@ NOTE = (
 )
 
 
-def _ms(stats: Any) -> str:
-    return "-" if stats is None or stats.p50 is None else f"{stats.p50:.1f}"
-
-
 def row(run: ForeignRun) -> dict[str, Any]:
     """One run as the report's cells (and its notes)."""
-    tok = "-" if run.output_throughput is None else f"{run.output_throughput:.1f}"
-    cells = (
-        f"{run.tool} {run.tool_version or ''}".strip(), run.source, run.label, run.load,
-        f"{run.completed if run.completed is not None else '-'} / "
-        f"{run.failed if run.failed is not None else '-'}",
-        tok, _ms(run.ttft), _ms(run.tpot), _ms(run.itl), _ms(run.e2e),
-    )  # fmt: skip
-    return {"cells": list(cells), "notes": list(run.notes)}
+    return {"cells": cells(run), "notes": list(run.notes)}
 
 
 def rows(imported: Sequence[ImportedRuns]) -> list[dict[str, Any]]:
