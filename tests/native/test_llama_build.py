@@ -58,11 +58,11 @@ def test_bindings_load_the_pinned_build() -> None:
 def test_the_build_compiles_two_folders_of_small_sources_as_one_unit_each() -> None:
     """llama-server links mtmd's 45 image and audio graph builders and common's 16 chat parsers,
     ~2 and ~6 s each to compile on an AVX2-only EPYC, nearly all of it the same headers: the
-    build compiles each folder as one unit (llama_unity.cmake), as llama.cpp does its models."""
+    build compiles each folder as one unit (llama_recipe.cmake), as llama.cpp does its models."""
     tc = llamacpp.ensure_built(("llama-server",))
     info = llamacpp.build_info(tc)
     assert info is not None and info["recipe"] == llamacpp.RECIPE
-    included = f"-DCMAKE_PROJECT_INCLUDE={tc.root / llamacpp.UNITY_GROUPS.name}"
+    included = f"-DCMAKE_PROJECT_INCLUDE={tc.root / llamacpp.RECIPE_FILE.name}"
     assert included in info["cmake_flags"], info["cmake_flags"]
     units = {
         "models": tc.build_dir / "tools/mtmd/CMakeFiles/mtmd.dir/Unity",
@@ -80,6 +80,27 @@ def test_the_build_compiles_two_folders_of_small_sources_as_one_unit_each() -> N
             Path(s).name + ".o" for s in sources
         }
     assert tc.binary("llama-server").is_file()
+
+
+@pytest.mark.slow
+def test_only_code_off_every_request_path_is_compiled_at_o1() -> None:
+    """The code llama-server runs once or never for a text model (multimodal, argument parsing,
+    presets, downloads, MCP) is compiled at -O1, 141 CPU seconds at -O3 down to 80; everything a
+    request or a token runs through stays at the release's -O3."""
+    tc = llamacpp.ensure_built(("llama-server",))
+    commands = json.loads((tc.build_dir / "compile_commands.json").read_text())
+
+    def level(name: str) -> str:
+        [command] = [c["command"] for c in commands if c["file"].endswith(name)]
+        return [flag for flag in command.split() if flag.startswith("-O")][-1]  # the last wins
+
+    cold = ("common/arg.cpp", "common/preset.cpp", "common/download.cpp", "mtmd/clip.cpp",
+            "mtmd/mtmd.cpp", "unity_quantbench_models_cxx.cxx", "server/server-mcp.cpp")  # fmt: skip
+    hot = ("server/server-context.cpp", "server/server-http.cpp", "common/chat.cpp",
+           "common/sampling.cpp", "src/llama-context.cpp", "ggml-cpu/ops.cpp",
+           "vendor/cpp-httplib/httplib.cpp", "common/json-schema-to-grammar.cpp")  # fmt: skip
+    assert {name: level(name) for name in cold} == dict.fromkeys(cold, "-O1")
+    assert {name: level(name) for name in hot} == dict.fromkeys(hot, "-O3")
 
 
 def _fake_build(root: Path, info: dict | None) -> llamacpp.Toolchain:

@@ -84,13 +84,14 @@ EXCLUDED_EXTENSIONS: dict[str, str] = {
     for name in ("amx-tile", "amx-int8", "amx-bf16")
 }
 # Bumped when what a build is made of changes beyond CMAKE_FLAGS: a build of another recipe is
-# configured again (2: AMX excluded; 3: UNITY_GROUPS).
-RECIPE = 3
+# configured again (2: AMX excluded; 3: unity groups; 4: cold code at -O1).
+RECIPE = 4
 # Included after llama.cpp's project(): two folders of small sources compiled as one unit each, as
-# llama.cpp does for its own model files (the file says which and why: 180 of the build's 1,130
-# CPU seconds down to 28 on an AVX2-only EPYC). Copied beside the build, so the flag that names
-# it does not depend on where the repository is.
-UNITY_GROUPS = Path(__file__).with_name("llama_unity.cmake")
+# llama.cpp does for its own model files (180 of the build's 1,130 CPU seconds down to 28 on an
+# AVX2-only EPYC), and the code llama-server runs once or never compiled at -O1 (the file says
+# which and why). Copied beside the build, so the flag that names it does not depend on where
+# the repository is.
+RECIPE_FILE = Path(__file__).with_name("llama_recipe.cmake")
 BINDING_TARGET = "llama"
 BUILD_INFO = "build-info.json"
 REBUILD_HINT = (
@@ -391,9 +392,9 @@ def _configure(tc: Toolchain) -> None:
             "instruction sets advertised here that do not execute, left out of the build: %s",
             ", ".join(f"{n} ({isa.outcomes.get(n, '?')})" for n in isa.dropped),
         )
-    unity = tc.root / UNITY_GROUPS.name
-    shutil.copyfile(UNITY_GROUPS, unity)
-    flags = [*compile_flags(isa), f"-DCMAKE_PROJECT_INCLUDE={unity}"]
+    recipe = tc.root / RECIPE_FILE.name
+    shutil.copyfile(RECIPE_FILE, recipe)
+    flags = [*compile_flags(isa), f"-DCMAKE_PROJECT_INCLUDE={recipe}"]
     shutil.rmtree(tc.build_dir, ignore_errors=True)
     cmd = ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir), *flags]
     _run(cmd, "configure llama.cpp")
