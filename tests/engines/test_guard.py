@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.engines.stranger import serve as serve_stranger
 
 from quantbench.engines.server import MemorySampler, Server
 
@@ -154,9 +155,6 @@ def test_load_processes_die_with_a_killed_parent(tmp_path: Path) -> None:
 def test_readiness_from_a_stranger_on_our_port_is_refused(tmp_path: Path) -> None:
     """A 200 on the health URL proves nothing if another process holds the port: the check looks
     at who is listening."""
-    import http.server
-    import threading
-
     from quantbench.engines.base import LaunchSpec
     from quantbench.engines.ports import free_port
     from quantbench.engines.server import ServerError
@@ -166,23 +164,13 @@ def test_readiness_from_a_stranger_on_our_port_is_refused(tmp_path: Path) -> Non
     spec = LaunchSpec("stub", never_binds, {}, "127.0.0.1", port, "/health", None, "m", 15)
     server = Server(spec, tmp_path / "server.log")
     server.start()
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    stranger = http.server.HTTPServer(("127.0.0.1", port), Health)
-    thread = threading.Thread(target=stranger.serve_forever, daemon=True)
-    thread.start()
+    stranger = serve_stranger(port)
     try:
         with pytest.raises(ServerError, match=rf"process {os.getpid()} .* is listening there"):
             server.wait_ready()
     finally:
         stranger.shutdown()
+        stranger.server_close()
         server.stop()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.engines.stranger import serve as serve_stranger
 
 from quantbench.engines.base import LaunchSpec
 from quantbench.engines.ports import PortInUseError, check_port_free, free_port
@@ -215,15 +216,6 @@ def test_keep_alive_comments_cannot_hold_the_warm_up_forever(tmp_path) -> None:
 # --- a port lost between its choice and the server's bind -----------------------------------------
 
 
-class _Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @contextlib.contextmanager
 def _stranger_once_started(port: int, log: Path, flag: Path, answers: bool):  # type: ignore[no-untyped-def]
     """Another process's listener on ``port``, bound after the server's start checked the port
@@ -238,8 +230,7 @@ def _stranger_once_started(port: int, log: Path, flag: Path, answers: bool):  # 
                 return
             time.sleep(0.02)
         if answers:  # it even answers the health URL with 200
-            stranger = http.server.HTTPServer(("127.0.0.1", port), _Health)
-            threading.Thread(target=stranger.serve_forever, daemon=True).start()
+            stranger = serve_stranger(port)
         else:
             stranger = socket.socket()
             stranger.bind(("127.0.0.1", port))

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession, web
 from faults.proxy import Proxy, ends_stream, main
+from tests.engines.stranger import serve as serve_stranger
 
 from quantbench.engines.ports import free_port
 
@@ -164,8 +163,7 @@ def test_the_proxy_stops_with_its_engine_and_its_code() -> None:
 def test_the_proxy_refuses_a_stranger_on_its_upstream_port() -> None:
     """A stranger took the upstream port before the engine bound it: its answers are not the
     engine's. The proxy answers 502 saying who holds the port, and stops, with its engine."""
-    stranger = http.server.HTTPServer(("127.0.0.1", 0), _Health)
-    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    stranger = serve_stranger()
     engine = [sys.executable, "-c", "import time; time.sleep(60)"]
     proc, port = _proxy(stranger.server_address[1], *engine)
     try:
@@ -178,13 +176,3 @@ def test_the_proxy_refuses_a_stranger_on_its_upstream_port() -> None:
     held = f"upstream port {stranger.server_address[1]} is held by process {os.getpid()}"
     assert held in text and held in err and "address already in use" in text
     assert code == 1
-
-
-class _Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"a stranger")
-
-    def log_message(self, *args: object) -> None:
-        pass
