@@ -13,7 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from quantbench.gather.machines import THROUGHPUTS, Fingerprint, MachineRun, WorkloadBest
+from quantbench.gather.machines import (
+    THROUGHPUTS,
+    Fingerprint,
+    MachineRun,
+    WorkloadBest,
+    cost_per_million,
+)
 
 SCHEMA_VERSION = 1
 OUTPUT = "reports/gathered/gathered.json"
@@ -160,7 +166,7 @@ def estimated(runs: list[MachineRun], found: list[Machine], prices: dict[str, fl
             seen.add((hardware, pair))
             tps = row.get("best_output_tps")
             price = prices.get(hardware) or prices.get(hardware.upper())
-            cost = price / (tps * 3600) * 1e6 if price is not None and tps else None
+            cost = cost_per_million(price, tps)
             out.append(Estimated(hardware=hardware, pair=pair, best_output_tps=tps,
                                  best_concurrency=row.get("best_concurrency"),
                                  price_per_hour=price, cost_per_million=cost,

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
+from quantbench.bench.cost import cost_per_million_tokens
 from quantbench.gather.experiments import ExperimentFiles
 
 BEST_CONFIG = "reports/best_config.json"
@@ -123,9 +124,10 @@ def fingerprint(env: dict[str, Any]) -> Fingerprint:
 
 
 def cost_per_million(price: float | None, tps: float | None) -> float | None:
-    if price is None or not tps or tps <= 0:
+    """The bench's cost per million tokens (bench.cost), where there is a price and a rate."""
+    if price is None or tps is None:
         return None
-    return price / (tps * 3600) * 1e6
+    return cost_per_million_tokens(price, tps)
 
 
 def _interval(figure: Any) -> Interval | None:
