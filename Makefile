@@ -54,6 +54,8 @@ $(SETUP_STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproje
 	$(UV) $$(grep -E '^torch==' requirements.txt)
 	$(UV) -c constraints.txt -r requirements.txt
 	$(UV) --no-deps -r requirements-nodeps.txt
+	# left out on purpose (requirements.txt says why); a .venv made before has them as dependencies
+	$(VENV)/bin/uv pip uninstall -q --python $(PY) scikit-learn torchao
 	$(UV) --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -77,3 +77,29 @@ def test_a_standard_task_without_its_data_is_refused_before_any_work(
     assert "no_such_task_xyz" in unknown and "does not know" in unknown
     assert "'hellaswag' cannot load its data offline" in offline and "HF_DATASETS_CACHE" in offline
     assert not (tmp_path / "datasets" / "Rowan___hellaswag").exists()
+
+
+def test_a_task_whose_metric_needs_a_missing_module_is_named() -> None:
+    """lm-eval imports scikit-learn only inside its f1 and mcc aggregations, and .venv leaves it
+    out: a standard task scored with f1 is caught before any server starts, not at its first
+    score; the held-out task (acc) needs nothing missing."""
+    from lm_eval.tasks import TaskManager
+
+    from quantbench.quality.served_task import heldout_task, missing_metric_modules
+
+    def config(task: str, metric: str, aggregation: str) -> dict:
+        scored = {"metric": metric, "aggregation": aggregation, "higher_is_better": True}
+        return {**heldout_task(ITEMS[:2], 8), "task": task, "metric_list": [scored]}
+
+    loaded = TaskManager(include_defaults=False).load(
+        [
+            heldout_task(ITEMS[:2], 8),
+            config("with_f1", "f1", "f1"),
+            config("with_mcc", "mcc", "matthews_corrcoef"),
+        ]
+    )["tasks"]
+    without_sklearn = lambda module: module != "sklearn"  # noqa: E731
+    assert missing_metric_modules(loaded["quantbench_heldout"], without_sklearn) == []
+    assert missing_metric_modules(loaded["with_f1"], without_sklearn) == ["sklearn"]
+    assert missing_metric_modules(loaded["with_mcc"], without_sklearn) == ["sklearn"]
+    assert missing_metric_modules(loaded["with_f1"], lambda module: True) == []

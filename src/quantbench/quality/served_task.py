@@ -17,9 +17,12 @@ and never recommended.
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import logging
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from quantbench.qa import QAItem
@@ -95,7 +98,7 @@ def standard_task_problems(names: Sequence[str]) -> list[str]:
         if name in unknown:
             continue
         try:
-            manager.load([name])
+            loaded = manager.load([name])
         except Exception as exc:  # lm-eval raises whatever datasets raises
             found.append(
                 f"served_task.standard_tasks: task {name!r} cannot load its data offline "
@@ -103,7 +106,41 @@ def standard_task_problems(names: Sequence[str]) -> list[str]:
                 "dataset in the Hugging Face datasets cache (HF_DATASETS_CACHE) on this machine, "
                 "or remove the task"
             )
+            continue
+        for task in loaded["tasks"].values():
+            missing = missing_metric_modules(task)
+            if missing:
+                found.append(
+                    f"served_task.standard_tasks: task {name!r} computes its metrics with "
+                    f"{', '.join(missing)}, which is not installed in .venv (scikit-learn is "
+                    "left out on purpose: requirements.txt says why); install it with "
+                    "`.venv/bin/uv pip install --python .venv/bin/python scikit-learn==1.9.1`, "
+                    "or remove the task"
+                )
     return found
+
+
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def missing_metric_modules(task: Any, installed: Callable[[str], bool] = _installed) -> list[str]:
+    """The top-level modules that a loaded lm-eval task's metric and aggregation functions import
+    inside their bodies and that this environment lacks, sorted. lm-eval imports scikit-learn
+    only there (its ``f1`` and ``matthews_corrcoef`` aggregations, ``weighted_f1_score``), so a
+    task that needs it would otherwise fail at its first score, after every server ran."""
+    functions = [*task.aggregation().values(), *getattr(task, "_metric_fn_list", {}).values()]
+    missing: set[str] = set()
+    for fn in functions:
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError):  # a builtin or a C function imports nothing of Python's
+            continue
+        missing.update(m for m in _IMPORT.findall(source) if not installed(m))
+    return sorted(missing)
 
 
 def score_endpoint(
