@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.schemas import examples
+
+from quantbench.schemas import io as schema_io
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = Path(__file__).with_name("plugin_engine.py")
@@ -112,7 +115,7 @@ def test_plugin_engine_runs_a_bench_stage(tmp_path: Path, tiny_model_dir: Path) 
     assert traffic.returncode == 0, traffic.stderr[-3000:]
     variant = tmp_path / "models/variants/bf16"
     variant.mkdir(parents=True)
-    (variant / "variant.json").write_text(json.dumps({"format": "bf16"}))
+    schema_io.write(variant / "variant.json", examples.variant_record("bf16"))
     out = tmp_path / "out"
     done = run(
         [str(REPO / "stages/bench.py"), "--pair", "bf16-echo", "--params", str(path), "--out",

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.schemas import examples
 
 from quantbench.estimate.spec import EstimatedVariant
 from quantbench.estimate.variants import parse_variant, variant_from_quantization_config
+from quantbench.schemas import io as schema_io
 
 from .conftest import TINY_CONFIG
 
@@ -78,7 +80,10 @@ def test_a_folder_is_the_format_the_one_detector_says(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (folder / "model.gguf").symlink_to(embedded_gguf_path())
-    (folder / "variant.json").write_text(json.dumps({"format": "gguf"}))
+    record = examples.variant_record("gguf-q4_k_m").model_copy(
+        update={"name": "gguf-q4", "weights_file": "model.gguf"}
+    )
+    schema_io.write(folder / "variant.json", record)
     variant = parse_variant(str(folder), tmp_path)
     assert variant.format == "gguf" and variant.path == folder / "model.gguf"
     assert variant.gguf_type is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.schemas.examples import env_info
+
 from quantbench.gather.gathered import gather
 from quantbench.gather.machines import (
     Fingerprint,
@@ -11,12 +13,30 @@ from quantbench.gather.machines import (
     cost_per_million,
     fingerprint,
 )
+from quantbench.schemas.env import CpuInfo, GpuInfo
+from quantbench.schemas.estimate import EstimateSummaryRow
 
 
 def _machine(cpu: str, gpus: list[str] | None = None) -> Fingerprint:
-    env = {"cpu": {"model": cpu, "logical_cores": 2, "flags": ["avx2"]}, "memory_gib": 24,
-           "gpus": [{"name": g, "memory": "24 GiB"} for g in gpus or []]}  # fmt: skip
+    """The fingerprint of a reports/env.json that differs from the schema's example only in
+    its CPU and GPUs."""
+    env = env_info()
+    env = env.model_copy(update={
+        "cpu": CpuInfo(model=cpu, logical_cores=2, flags=["avx2"]), "memory_gib": 24,
+        "gpus": [GpuInfo(name=g, driver="1", memory="24 GiB") for g in gpus or []],
+    })  # fmt: skip
     return fingerprint(env)
+
+
+def _estimate(hardware: str) -> EstimateSummaryRow:
+    """One summary row of reports/estimate/estimates.json: bf16 on vLLM at 1,000 tok/s."""
+    return EstimateSummaryRow(
+        variant="bf16", hardware=hardware, engine="vllm", bits_per_weight=16.0,
+        weights_source="safetensors headers", prefill_bound="compute", decode_bound="memory",
+        ttft_ms_c1=10.0, itl_ms_c1=5.0, decode_tps_c1=200.0, best_concurrency=32,
+        best_output_tps=1000.0, limit_kv_memory=64, limit_prefill_compute=64, limit_decode=32,
+        limit_overall=32,
+    )  # fmt: skip
 
 
 def _run(name: str, cpu: str, price: float, tps: Interval, **extra: object) -> MachineRun:
@@ -60,8 +80,7 @@ def test_a_fingerprint_tells_machines_apart_by_what_serves() -> None:
 
 
 def test_the_roofline_rows_leave_out_hardware_a_machine_measured() -> None:
-    rows = [{"hardware": h, "variant": "bf16", "engine": "vllm", "best_output_tps": 1000.0,
-             "best_concurrency": 32} for h in ("L4", "H100", "this")]  # fmt: skip
+    rows = [_estimate(h) for h in ("L4", "H100", "this")]
     gpu = _run("gpu", "cpu a", 0.8, Interval(value=100, low=90, high=110), estimates=rows)
     gpu.fingerprint = _machine("cpu a", ["NVIDIA L4"])
     found = gather([gpu], prices={"H100": 2.5})

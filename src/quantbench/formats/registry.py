@@ -9,7 +9,6 @@ the quantized ones before plain bf16).
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,8 @@ from pydantic import ValidationError
 
 from quantbench.formats.base import VariantSpecError
 from quantbench.hfconfig import maybe_hf_config
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.variant import VariantRecord
 
 if TYPE_CHECKING:
     from quantbench.formats.base import Format, Recipe
@@ -96,7 +97,7 @@ def detect(folder: Path) -> str:
     folder = Path(folder)
     info = folder / "variant.json"
     if info.is_file():
-        return str(json.loads(info.read_text(encoding="utf-8"))["format"])
+        return schema_io.read(info, VariantRecord, name=folder.name).format
     config = maybe_hf_config(folder)
     for name, fmt in all_formats().items():
         if fmt.matches(folder, config):

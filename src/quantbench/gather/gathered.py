@@ -155,20 +155,20 @@ def estimated(runs: list[MachineRun], found: list[Machine], prices: dict[str, fl
     out = []
     for run in runs:
         for row in run.estimates:
-            hardware = str(row.get("hardware", ""))
+            hardware = row.hardware
             if not hardware or hardware == "this" or hardware.endswith(".json"):
                 continue  # the experiment's own machine: measured
             if hardware.upper() in measured:
                 continue
-            pair = f"{row.get('variant')}-{row.get('engine')}"
+            pair = f"{row.variant}-{row.engine}"
             if (hardware, pair) in seen:
                 continue
             seen.add((hardware, pair))
-            tps = row.get("best_output_tps")
+            tps = row.best_output_tps
             price = prices.get(hardware) or prices.get(hardware.upper())
             cost = cost_per_million(price, tps)
             out.append(Estimated(hardware=hardware, pair=pair, best_output_tps=tps,
-                                 best_concurrency=row.get("best_concurrency"),
+                                 best_concurrency=row.best_concurrency,
                                  price_per_hour=price, cost_per_million=cost,
                                  experiment=run.experiment))  # fmt: skip
     return sorted(out, key=lambda e: (e.hardware, e.pair))

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, Field
 
 from quantbench.bench.cost import cost_per_million_tokens
 from quantbench.gather.experiments import ExperimentFiles
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.env import EnvInfo
+from quantbench.schemas.estimate import EstimatesFile, EstimateSummaryRow
 
 BEST_CONFIG = "reports/best_config.json"
 METRICS = "reports/report_metrics.json"
 ENV = "reports/env.json"
 ESTIMATES = "reports/estimate/estimates.json"
+M = TypeVar("M", EnvInfo, EstimatesFile)
 PARAMS = "params.yaml"
 # ISA flags that change what a CPU serves at (bf16, int8, wide vectors): the fingerprint's
 # The throughputs a report ranks by that a price divides: good tokens (within the SLOs) first
@@ -91,35 +95,36 @@ class MachineRun(BaseModel):
     currency: str
     best: list[WorkloadBest]
     pairs: list[PairFigure]
-    estimates: list[dict[str, Any]] = Field(
+    estimates: list[EstimateSummaryRow] = Field(
         default_factory=list,
         description="The roofline's summary rows (reports/estimate/estimates.json).",
     )
     problems: list[str] = Field(default_factory=list)
 
 
-def fingerprint(env: dict[str, Any]) -> Fingerprint:
-    cpu = env.get("cpu") or {}
-    gpus = [f"{g.get('name', '?')} ({g.get('memory', '?')})" for g in env.get("gpus") or []]
-    isa = [f for f in ISA_OF_NOTE if f in (cpu.get("flags") or [])]
+def fingerprint(env: EnvInfo) -> Fingerprint:
+    """The machine a run measured on, as far as it changes serving (``reports/env.json``)."""
+    cpu = env.cpu
+    gpus = [f"{g.name} ({g.memory})" for g in env.gpus]
+    isa = [f for f in ISA_OF_NOTE if f in cpu.flags]
+    memory = float(env.memory_gib or 0)
     key = {
-        "cpu": cpu.get("model"),
-        "cores": cpu.get("logical_cores"),
+        "cpu": cpu.model,
+        "cores": cpu.logical_cores,
         "isa": isa,
         "gpus": gpus,
-        "memory_gib": round(float(env.get("memory_gib") or 0)),
+        "memory_gib": round(memory),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    cores = cpu.get("logical_cores")
-    label = " + ".join(gpus) if gpus else f"{cpu.get('model', '?')}, {cores or '?'} cores"
+    label = " + ".join(gpus) if gpus else f"{cpu.model}, {cpu.logical_cores or '?'} cores"
     return Fingerprint(
         id=digest,
         label=label,
-        cpu_model=str(cpu.get("model", "?")),
-        logical_cores=cores,
+        cpu_model=cpu.model,
+        logical_cores=cpu.logical_cores,
         isa=isa,
         gpus=gpus,
-        memory_gib=float(env.get("memory_gib") or 0),
+        memory_gib=memory,
     )
 
 
@@ -187,6 +192,18 @@ def _json(files: ExperimentFiles, path: str, problems: list[str]) -> Any:
         return None
 
 
+def _parsed(files: ExperimentFiles, path: str, model: type[M], problems: list[str]) -> M | None:
+    """A stage output of the experiment read through its schema (migrated where older)."""
+    data = _json(files, path, problems)
+    if data is None:
+        return None
+    try:
+        return schema_io.parse(data, model, f"{files.experiment.name}:{path}")
+    except schema_io.StageOutputError as exc:
+        problems.append(str(exc))
+        return None
+
+
 def _price(files: ExperimentFiles, problems: list[str]) -> tuple[float | None, str]:
     """``bench.price_per_hour`` and ``bench.currency`` as the experiment's params validate."""
     from quantbench.config import parse_config
@@ -210,10 +227,10 @@ def read_run(files: ExperimentFiles) -> MachineRun:
     exp = files.experiment
     problems: list[str] = []
     price, currency = _price(files, problems)
-    env = _json(files, ENV, problems)
+    env = _parsed(files, ENV, EnvInfo, problems)
     best_config = _json(files, BEST_CONFIG, problems) or {}
     metrics = _json(files, METRICS, problems) or {}
-    estimates = _json(files, ESTIMATES, problems) or {}
+    estimates = _parsed(files, ESTIMATES, EstimatesFile, problems)
     best = [workload_best(key, entry, exp.name, price)
             for key, entry in sorted(best_config.items()) if isinstance(entry, dict)]  # fmt: skip
     pairs = [
@@ -230,11 +247,11 @@ def read_run(files: ExperimentFiles) -> MachineRun:
     return MachineRun(
         experiment=exp.name,
         commit=exp.sha,
-        fingerprint=fingerprint(env) if isinstance(env, dict) else None,
+        fingerprint=fingerprint(env) if env is not None else None,
         price_per_hour=price,
         currency=currency,
         best=best,
         pairs=pairs,
-        estimates=[r for r in estimates.get("summary") or [] if isinstance(r, dict)],
+        estimates=estimates.summary if estimates is not None else [],
         problems=problems,
     )
