@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
@@ -27,7 +27,6 @@ BEST_CONFIG = "reports/best_config.json"
 METRICS = "reports/report_metrics.json"
 ENV = "reports/env.json"
 ESTIMATES = "reports/estimate/estimates.json"
-M = TypeVar("M", EnvInfo, EstimatesFile)
 PARAMS = "params.yaml"
 # ISA flags that change what a CPU serves at (bf16, int8, wide vectors): the fingerprint's
 # The throughputs a report ranks by that a price divides: good tokens (within the SLOs) first
@@ -192,7 +191,9 @@ def _json(files: ExperimentFiles, path: str, problems: list[str]) -> Any:
         return None
 
 
-def _parsed(files: ExperimentFiles, path: str, model: type[M], problems: list[str]) -> M | None:
+def _parsed(
+    files: ExperimentFiles, path: str, model: type[schema_io.M], problems: list[str]
+) -> schema_io.M | None:
     """A stage output of the experiment read through its schema (migrated where older)."""
     data = _json(files, path, problems)
     if data is None:
