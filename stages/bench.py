@@ -3,7 +3,8 @@
 Starts the engine once per server-setting point of its sweep, checks its answers against the
 variant's offline reference, runs every workload's load points (or the SLO-edge search) against
 it, stops it, and writes the records, a summary per point, the server's log and memory, and the
-best configuration per workload. Finished points are kept in .quantbench/partial/ until the stage
+best configuration per workload. On the setting that batches most it first probes the server for
+the estimate (probe.json; `estimate.probe`, off with the pair's `probe: false`). Finished points are kept in .quantbench/partial/ until the stage
 completes, so an interrupted run resumes where it stopped.
 """
 
@@ -38,7 +39,7 @@ def main() -> None:
     setup_logging()
     params = read_params(args.params)
     paths = JobPaths(args.params, args.variants, args.workloads, args.quality)
-    job = pair_job(params, args.pair, paths, with_task=True)
+    job = pair_job(params, args.pair, paths, with_task=True, with_probe=True)
     variant_dir = args.variants / job.artifact.name
     key = fingerprint(
         {
@@ -49,6 +50,7 @@ def main() -> None:
             "traffic": {n: sha256_file(args.workloads / f"{n}.jsonl") for n in job.workloads},
             "slo": job.slo,
             "bench": job.bench.model_dump(mode="json", exclude={"pairs"}),
+            "probe": None if job.probe is None else job.probe.model_dump(mode="json"),
             "env": sha256_file(args.env) if args.env.is_file() else None,
             "code": code_hash(),
             "task": None

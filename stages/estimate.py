@@ -5,7 +5,8 @@ Bytes are read from each variant's built files where they exist; `hardware: this
 `calibrate` stage's measurement (reports/calibrate/this.json), checked to be of this machine.
 The SLO and the workload are the pipeline's (`slo:`, `workloads:` as generated) unless
 `estimate.slo` / `estimate.workload` say otherwise. With the calibration it also predicts every
-bench pair, setting and closed-loop workload as the bench will measure them (`pairs`).
+bench pair, setting and closed-loop workload as the bench measures them (`pairs`), each pair
+fitted to the probe its bench stage ran on its server (reports/bench/<pair>/probe.json).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
-from quantbench.schemas.machine import MachineCalibration, PairCalibration
+from quantbench.schemas.machine import MachineCalibration
 from quantbench.slo import slo_section
 from quantbench.workloads.traffic import Traffic
 
@@ -40,7 +41,11 @@ def main() -> None:
     parser.add_argument("--calibration", type=Path, default=Path(MachineCalibration.OUTPUT))
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
     parser.add_argument(
-        "--pair-calibrations", type=Path, default=Path(PairCalibration.OUTPUT).parent
+        "--bench",
+        type=Path,
+        default=Path("reports/bench"),
+        help="the pairs' probes, in each "
+        "bench stage's folder (<pair>/probe.json); a pair without one: the roofline alone",
     )
     parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
     args = parser.parse_args()
@@ -64,7 +69,7 @@ def main() -> None:
         calibration = check_calibration(
             stored.hardware, args.model, settings.measure.threads, where
         )
-        fits = read_pair_fits(args.pair_calibrations, served)
+        fits = read_pair_fits(args.bench, served)
     write_estimates(
         args.model, variants, settings, args.out, calibration=calibration,
         pairs=bench_pairs(params, served, args.params, fits),

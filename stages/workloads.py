@@ -49,15 +49,20 @@ def main() -> None:
             traffic = materialize(
                 spec, data.corpus, count=counter.count_text, cut=counter.cut, context=context
             )
-            traffic.summary["context_from"] = (
-                limit[1] if limit and limit[0] <= model_context else "the model's context"
+            assert traffic.summary is not None  # materialize always summarizes
+            s = traffic.summary = traffic.summary.model_copy(
+                update={
+                    "context_from": limit[1]
+                    if limit and limit[0] <= model_context
+                    else "the model's context"
+                }
             )
             traffic.write(tmp)
-            s = traffic.summary
+            ins, outs = s.input_tokens, s.output_tokens
             print(
-                f"workloads: {name}: {s['conversations']} conversations, {s['requests']} requests, "
-                f"input p50 {s['input_tokens'].get('p50', 0):.0f} tokens, output p50 "
-                f"{s['output_tokens'].get('p50', 0):.0f}, prefix reuse {s['prefix_reuse_share']:.0%}"
+                f"workloads: {name}: {s.conversations} conversations, {s.requests} requests, "
+                f"input p50 {ins.p50 if ins else 0:.0f} tokens, output p50 "
+                f"{outs.p50 if outs else 0:.0f}, prefix reuse {s.prefix_reuse_share:.0%}"
             )
 
 

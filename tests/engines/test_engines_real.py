@@ -213,7 +213,7 @@ def test_llamacpp_empties_its_prompt_cache_between_points(
 @pytest.mark.server
 @pytest.mark.slow
 def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) -> None:
-    """The calibrate_pair stage's probe on llama-server with 4 slots: three prompt lengths
+    """The bench's probe for the estimate on llama-server with 4 slots: three prompt lengths
     alone, 2-4 together; the fit sees what the engine does (a prompt costs per token, the
     template's head comes from the prefix cache, 4 sequences step slower than 1 and no slower
     than 4 steps of 1).
@@ -224,13 +224,14 @@ def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) ->
     batch's step is held to 4 single steps within 5 %, not strictly below them, which failed
     CI on that EPYC by 1 %."""
     from quantbench.engines.llamacpp import LlamaCppSettings
-    from quantbench.estimate.pair_probe import calibrate_pair
+    from quantbench.estimate.pair_probe import probe_on, probe_point
 
-    settings = LlamaCppSettings(sweep={"parallel": [1, 4]})
-    probed = calibrate_pair(
-        "gguf-q8_0-llamacpp", "gguf-q8_0", get_engine("llamacpp"), load_artifact(gguf_q8_0),
-        settings, "127.0.0.1", tmp_path,
-    )  # fmt: skip
+    engine = get_engine("llamacpp")
+    label, point = probe_point(engine, LlamaCppSettings(sweep={"parallel": [1, 4]}))
+    launch = engine.launch(load_artifact(gguf_q8_0), point, "127.0.0.1", free_port())
+    with Server(launch, tmp_path / "server.log") as server:
+        server.warmup()
+        probed = probe_on("gguf-q8_0-llamacpp", "gguf-q8_0", engine, server, label, point)
     assert probed.server_point == "parallel=4"  # the setting that batches most
     assert sorted({r.concurrency for r in probed.requests}) == [1, 2, 3, 4]
     alone = [r for r in probed.requests if r.concurrency == 1 and r.shared_prefix is None]

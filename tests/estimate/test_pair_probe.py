@@ -1,19 +1,21 @@
-"""The pair probe's own logic: which setting it probes, and a server that does not serve."""
+"""The pair probe's own logic: which setting it probes, a server that fails under it, and how
+the estimate reads what the bench stages probed."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from tests.engines.test_server import spec as fake_spec
 from tests.schemas import examples
 
 from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
+from quantbench.engines.server import ServerError
 from quantbench.estimate.calibrate import read_pair_fits
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.machine import cpu_model
-from quantbench.estimate.pair_probe import calibrate_pair, probe_point
+from quantbench.estimate.pair_probe import not_probed, probe_on, probe_point
 from quantbench.schemas import io as schema_io
+from quantbench.schemas.machine import PairCalibration
 
 
 def test_the_probe_runs_the_setting_that_batches_most() -> None:
@@ -21,64 +23,67 @@ def test_the_probe_runs_the_setting_that_batches_most() -> None:
     assert (label, settings.parallel) == ("parallel=8", 8)
 
 
-class _Dies(LlamaCppEngine):
-    """llama.cpp's settings, and a server that exits at once (the fake engine's 'exit')."""
+class _DyingServer:
+    """A started server that dies at the probe's first request (its stream fails)."""
 
-    def launch(self, artifact, settings, host, port):  # type: ignore[no-untyped-def]
-        return fake_spec("exit", port)
+    class spec:
+        model_name = "x"
+
+        @staticmethod
+        def redacted_argv() -> list[str]:
+            return ["llama-server", "--port", "1"]
+
+    def stream(self, body, timeout_s):  # type: ignore[no-untyped-def]
+        raise ServerError("llama-server exited with code -9 (SIGKILL) before it answered")
 
 
-def test_a_server_that_does_not_serve_is_recorded_not_fatal(tmp_path) -> None:
-    probed = calibrate_pair(
-        "x-llamacpp", "x", _Dies(), None, LlamaCppSettings(), "127.0.0.1", tmp_path
-    )  # type: ignore[arg-type]
-    assert probed.fit is None and probed.requests == []
-    assert probed.error and "exit" in probed.error.lower()
-    assert (tmp_path / "x-llamacpp.server.log").is_file()  # its log kept for the reader
-    # the estimate leaves that pair to the roofline and keeps the others' probes
-    folder = tmp_path / "pairs"
-    schema_io.write(folder / "x-llamacpp.json", probed)
+def test_a_server_that_dies_under_the_probe_costs_its_fit_not_the_bench() -> None:
+    probed = probe_on(
+        "x-llamacpp", "x", LlamaCppEngine(), _DyingServer(), "parallel=4",  # type: ignore[arg-type]
+        LlamaCppSettings(parallel=4),
+    )  # fmt: skip
+    assert probed.fit is None and probed.requests == [] and probed.skipped is None
+    assert probed.error and "SIGKILL" in probed.error
+    assert probed.command == ["llama-server", "--port", "1"]
+    assert probed.cpu_model == cpu_model()
+
+
+def _write(bench_dir, probed: PairCalibration) -> None:
+    schema_io.write(bench_dir / probed.pair / PairCalibration.FILE, probed)
+
+
+def test_the_estimate_reads_each_bench_stages_probe(tmp_path) -> None:
+    """A pair whose probe failed or was not made is left to the roofline; the others' fits are
+    read from their bench stage's folder (reports/bench/<pair>/probe.json)."""
+    assert f"reports/bench/{{pair}}/{PairCalibration.FILE}" == PairCalibration.OUTPUT
     good = examples.pair_calibration().model_copy(update={"cpu_model": cpu_model()})
-    schema_io.write(folder / f"{good.pair}.json", good)
-    fits = read_pair_fits(folder, ["x-llamacpp", good.pair, "never-probed"])
-    assert list(fits) == [good.pair]
-    assert json.loads((folder / "x-llamacpp.json").read_text())["fit"] is None
+    failed = not_probed("x-llamacpp", "x", LlamaCppEngine(), "parallel=4",
+                        LlamaCppSettings(parallel=4), [], error="ServerError: exit 1")  # fmt: skip
+    resumed = not_probed("y-llamacpp", "y", LlamaCppEngine(), "parallel=4",
+                         LlamaCppSettings(parallel=4), [], skipped="resumed")  # fmt: skip
+    for probed in (good, failed, resumed):
+        _write(tmp_path, probed)
+    fits = read_pair_fits(tmp_path, ["x-llamacpp", good.pair, "y-llamacpp", "never-probed"])
+    assert list(fits) == [good.pair] and fits[good.pair] == good.fit
+    assert json.loads((tmp_path / "x-llamacpp/probe.json").read_text())["fit"] is None
 
 
 def test_a_probe_of_another_machine_is_refused(tmp_path) -> None:
     other = examples.pair_calibration().model_copy(update={"cpu_model": "Some Other CPU"})
-    schema_io.write(tmp_path / f"{other.pair}.json", other)
-    with pytest.raises(EstimateInputError, match=r"calibrate_pair@gguf-q4_k_m-llamacpp"):
+    _write(tmp_path, other)
+    with pytest.raises(EstimateInputError, match=r"dvc repro bench@gguf-q4_k_m-llamacpp"):
         read_pair_fits(tmp_path, [other.pair])
 
 
-def test_a_pair_not_to_probe_starts_no_server_and_says_why(tmp_path, monkeypatch) -> None:
-    """`bench.pairs.<pair>.probe: false`: the record says what would have been probed and why it
-    was not, no server is started, and the estimate leaves the pair to the roofline."""
-    from quantbench.engines import server as server_mod
-
-    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise AssertionError("a server was started for a pair not to probe")
-
-    monkeypatch.setattr(server_mod.Server, "__enter__", refuse)
-    probed = calibrate_pair(
-        "x-llamacpp", "x", _Dies(), None, LlamaCppSettings(), "127.0.0.1", tmp_path,
-        skip="bench.pairs.x-llamacpp.probe is false",
-    )  # type: ignore[arg-type]  # fmt: skip
-    assert probed.fit is None and probed.requests == [] and probed.error is None
-    assert probed.skipped == "bench.pairs.x-llamacpp.probe is false"
-    assert probed.server_point and probed.command  # what a probe would have started
-    assert not (tmp_path / "x-llamacpp.server.log").exists()
-    schema_io.write(tmp_path / "pairs" / "x-llamacpp.json", probed)
-    assert read_pair_fits(tmp_path / "pairs", ["x-llamacpp"]) == {}
-
-
-def test_a_version_1_pair_probe_reads_as_probed(tmp_path) -> None:
-    """Version 2 added `skipped`: a version-1 file (every pair then was probed) reads unchanged."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_pair_probe_reads_as_probed(tmp_path, version: int) -> None:
+    """Version 2 added `skipped` (every version-1 pair was probed); version 3 moved the probe
+    onto the bench's server (the fields are the same): older files read unchanged."""
     good = examples.pair_calibration()
     data = json.loads(good.model_dump_json())
-    data["schema_version"] = 1
-    del data["skipped"]
+    data["schema_version"] = version
+    if version == 1:
+        del data["skipped"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
     assert schema_io.read(path, type(good), pair=good.pair) == good

@@ -92,8 +92,8 @@ def test_llama_cpp_slots_cap_the_batch(predictions):
 
 def test_workload_shapes_take_each_workload_s_generated_means():
     summaries = {
-        "chat": {"input_tokens": {"mean": 40.4}, "output_tokens": {"mean": 31.6}},
-        "rag": {"input_tokens": {"mean": 1460.0}, "output_tokens": {"mean": 48.2}},
+        "chat": examples.workload_means(40.4, 31.6),
+        "rag": examples.workload_means(1460.0, 48.2),
     }
     from quantbench.load.spec import WorkloadSpec
 
@@ -112,13 +112,9 @@ def test_workload_shapes_take_each_workload_s_generated_means():
 def test_workload_shapes_add_the_template_and_carry_reuse_and_think_time():
     from quantbench.load.spec import WorkloadSpec
 
-    summaries = {
-        "multi-turn": {
-            "input_tokens": {"mean": 115.0}, "output_tokens": {"mean": 21.0},
-            "prefix_reuse_share": 0.93, "requests": 815,
-            "think_s": {"mean": 1.0, "count": 559},  # no think before a conversation's first turn
-        }
-    }  # fmt: skip
+    summaries = {  # no think before a conversation's first turn: 559 of its 815 requests
+        "multi-turn": examples.workload_means(115.0, 21.0, 815, think_s=(1.0, 559), reuse=0.93)
+    }
     spec = WorkloadSpec.model_validate(
         {"prompts": {"source": "random", "input_len": 8, "output_len": 8}, "num_requests": 8,
          "load": [{"kind": "concurrency", "concurrency": 4, "label": "c4"}]}

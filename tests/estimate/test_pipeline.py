@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from tests.schemas import examples
 
 from quantbench.estimate.pipeline import follow_pipeline, slo_targets, traffic_workload
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.load.spec import WorkloadSpec
 
-SUMMARY = {"input_tokens": {"mean": 23.9}, "output_tokens": {"mean": 33.4}}
+SUMMARY = examples.workload_means(23.9, 33.4)
 
 
 def workloads() -> dict[str, WorkloadSpec]:

@@ -59,6 +59,7 @@ from quantbench.schemas.bench import (
 )
 from quantbench.schemas.decide import ConfirmFile, Duel, Measured, Round
 from quantbench.schemas.session import PointResult, SessionSummary
+from quantbench.schemas.workloads import Spread, WorkloadSummary
 from quantbench.slo import parse_slo, per_request
 
 PERCENTILES = [50.0, 90.0, 95.0, 99.0]
@@ -344,13 +345,14 @@ def _point_row(out: Path, name: str, spec: dict[str, Any], server: Server, workl
             url="http://127.0.0.1:41001", engine=spec["engine"], model=spec["variant"],
             workload={"name": workload, "percentiles": PERCENTILES, "fixed_output_length": True},
             slo=wl.slo, created_at=1_700_000_100.0, points=[result],
-            workload_summary={
-                "prefix_reuse_share": wl.possible_cache, "conversations": wl.conversations,
-                "requests": wl.conversations * wl.turns, "counted_with": "tokenizer",
-                "input_tokens": {"mean": float(wl.prompt), "p90": float(wl.prompt)},
-                "output_tokens": {"mean": float(wl.output), "p90": float(wl.output)},
-                "context": 2048, "turns_dropped_to_fit": 2 if wl.turns > 1 else 0,
-            },
+            workload_summary=WorkloadSummary(
+                name=workload, prefix_reuse_share=wl.possible_cache,
+                conversations=wl.conversations, requests=wl.conversations * wl.turns,
+                counted_with="tokenizer", turns=None, think_s=None,
+                input_tokens=_flat(float(wl.prompt), wl.conversations * wl.turns),
+                output_tokens=_flat(float(wl.output), wl.conversations * wl.turns),
+                context=2048, turns_dropped_to_fit=2 if wl.turns > 1 else 0,
+            ),
         )  # fmt: skip
         schema_io.write(run_dir / "summary.json", session)
         results.append(result)
@@ -360,6 +362,11 @@ def _point_row(out: Path, name: str, spec: dict[str, Any], server: Server, workl
     )  # fmt: skip
     row.update(load_point=point, shape=shape, error=None)
     return row
+
+
+def _flat(value: float, count: int) -> Spread:
+    """A length every request of the workload has."""
+    return Spread(count=count, mean=value, p50=value, p90=value, max=value)
 
 
 def _pair(root: Path, name: str, spec: dict[str, Any], rng: random.Random) -> PairSummary:

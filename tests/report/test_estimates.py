@@ -212,5 +212,5 @@ def test_rows_are_judged_against_their_pairs_probe_file(inputs, tmp_path):
     # an unreadable calibration is a note, not a crash
     path.write_text("{")
     rows, notes = estimate_rows(dataclasses.replace(inputs, root=tmp_path), chat)
-    assert any("bf16-transformers.json" in n for n in notes)
+    assert any("bf16-transformers/probe.json" in n for n in notes)
     assert not any(r.sample.in_sample for r in rows)

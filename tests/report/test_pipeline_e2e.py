@@ -94,7 +94,7 @@ def ci_params(source: Path) -> dict:
     params["engines"]["vllm"]["dtype"] = "native"
     params["estimate"]["hardware"] = ["this", "L4"]
     # each pair's probe at its smallest that still fits every cost (two lengths' worth of
-    # requests alone, a repeat, two together): seven server starts are most of its time
+    # requests alone, a repeat, two together), on its bench stage's own server
     params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 16}
     # the decide stage runs for real, within a CI-sized budget: two rounds at most, and what it
     # cannot settle in 45 s is reported as not separable
@@ -105,9 +105,10 @@ def ci_params(source: Path) -> dict:
     # every default pair, each variant served (the 4-bit ones by vLLM where its build for this
     # CPU has their kernel, else by their transformers fallback: quantbench.bench.served_here).
     # Only the first pairs' probes run (transformers and llama.cpp; `probe: false`: the others
-    # are predicted from the roofline, as the report says): each probe is a server start and
-    # requests at the engine's speed (vLLM's: 83 s on an AVX2-only EPYC), and the probe's code is
-    # the same for every engine (tests/engines/test_engines_real.py probes a real llama-server)
+    # are predicted from the roofline, as the report says): each probe is requests at the
+    # engine's speed on its bench's server (vLLM's steps are slowest on an AVX2-only EPYC), and
+    # the probe's code is the same for every engine (tests/engines/test_engines_real.py probes a
+    # real llama-server)
     pairs = params["bench"]["pairs"]
     for name, pair in pairs.items():
         if name not in PROBED:
@@ -175,7 +176,7 @@ def dvc_repro_timed(cwd: Path, timeout: float, log: Path) -> int:
     finally:
         timer.cancel()
     end = time.monotonic() - started
-    bounds = [at for _, at in stages[1:]] + [end]
+    bounds = [at for _, at in stages[1:]] + [end] if stages else []  # none: failed before any
     rows = [f"{name}\t{until - at:.1f}" for (name, at), until in zip(stages, bounds, strict=True)]
     log.with_suffix(".stages.tsv").write_text("stage\tseconds\n" + "\n".join(rows) + "\n")
     return code
@@ -226,14 +227,21 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
     served = {params["variants"][declared[p]["variant"]]["format"] for p in pairs}
     assert served == {"bf16", "gptq", "awq", "w8a8", "gguf"}
     assert {declared[p]["variant"] for p in pairs} == set(params["variants"])
-    # each pair probed for the estimate, or recorded as not probed (no server started): by
-    # choice, or because it starts none on this machine
+    # each pair asked for a probe probed on its bench's own server, at the setting that batches
+    # most, and none started a server for it (one start per setting: the summary's servers);
+    # a pair not to probe, or starting no server here, has no probe
     for pair, spec in declared.items():
-        probe = json.loads((pipeline / f"reports/calibrate/pairs/{pair}.json").read_text())
-        if spec.get("probe", True) and pair in pairs:
-            assert probe["fit"] is not None and probe["skipped"] is None, (pair, probe["error"])
-        else:
-            assert probe["fit"] is None and probe["requests"] == [] and probe["skipped"], pair
+        path = pipeline / f"reports/bench/{pair}/probe.json"
+        if not (spec.get("probe", True) and pair in pairs):
+            assert not path.exists(), pair
+            continue
+        probe = json.loads(path.read_text())
+        assert probe["fit"] is not None and probe["skipped"] is None, (pair, probe["error"])
+        summary = json.loads((pipeline / f"reports/bench/{pair}/summary.json").read_text())
+        probed = [s for s in summary["servers"] if s["server_point"] == probe["server_point"]]
+        assert probed and probe["command"] == probed[0]["command"], pair
+        assert len(summary["servers"]) == summary["server_points"], pair
+    assert not (pipeline / "reports/calibrate/pairs").exists()
     best = json.loads((pipeline / "reports/best_config.json").read_text())
     assert set(params["workloads"]) <= set(best)  # one entry per workload
     for pair in pairs:

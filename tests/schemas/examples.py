@@ -73,6 +73,7 @@ from quantbench.schemas.quantize import QuantizeTiming
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import Calibration, VariantRecord, VariantSource
+from quantbench.schemas.workloads import Spread, WorkloadSummary
 from quantbench.slo import parse_slo
 
 SLO = "ttft:p95<=500ms; tpot:p50<=60ms; error_rate<=0.05"
@@ -422,11 +423,46 @@ def point_result(recs: list[RequestRecord], shape: dict[str, Any], slo: str = SL
     )  # fmt: skip
 
 
+def workload_summary() -> WorkloadSummary:
+    """The multi-turn workload's traffic, as the workloads stage summarizes it."""
+    return WorkloadSummary(
+        name="multi-turn", source="built-in multi-turn conversations", conversations=40,
+        requests=118,
+        turns=Spread(count=40, mean=2.95, p50=3.0, p90=5.0, max=8.0),
+        input_tokens=Spread(count=118, mean=212.4, p50=188.0, p90=401.0, max=611.0),
+        output_tokens=Spread(count=118, mean=61.0, p50=52.0, p90=120.0, max=200.0),
+        think_s=Spread(count=78, mean=5.1, p50=4.2, p90=9.8, max=17.5),
+        prefix_reuse_share=0.71, counted_with="tokenizer", context=2048,
+        context_from="llamacpp's ctx_size per slot", longest_request=811, turns_dropped_to_fit=3,
+    )  # fmt: skip
+
+
+def workload_means(
+    input_tokens: float,
+    output_tokens: float,
+    requests: int = 100,
+    think_s: tuple[float, int] | None = None,
+    reuse: float = 0.0,
+) -> WorkloadSummary:
+    """A workload summary with these means (every other figure of a spread at its mean):
+    ``think_s`` is (mean, how many later turns)."""
+
+    def flat(mean: float, count: int) -> Spread:
+        return Spread(count=count, mean=mean, p50=mean, p90=mean, max=mean)
+
+    return WorkloadSummary(
+        conversations=requests, requests=requests, turns=flat(1.0, requests),
+        input_tokens=flat(input_tokens, requests), output_tokens=flat(output_tokens, requests),
+        think_s=flat(*think_s) if think_s else None, prefix_reuse_share=reuse,
+        counted_with="tokenizer",
+    )  # fmt: skip
+
+
 def session_summary(points: list[PointResult], engine: str = "llamacpp", slo: str = SLO):
     return SessionSummary(
         url="http://127.0.0.1:41002", engine=engine, model="gguf-q4_k_m",
         workload={"name": "chat-default", "percentiles": PERCENTILES}, slo=slo,
-        created_at=1_700_000_100.0, points=points,
+        created_at=1_700_000_100.0, points=points, workload_summary=workload_summary(),
     )  # fmt: skip
 
 
@@ -524,6 +560,7 @@ def every_output(root: Path) -> list[StageOutput]:
     return [
         validation_verdict(),
         base_model_info(),
+        workload_summary(),
         finetune_report(trained=True),
         merge_report(),
         merged_model_info(),

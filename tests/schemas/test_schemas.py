@@ -25,6 +25,7 @@ from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.session import SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import VariantRecord
+from quantbench.schemas.workloads import WorkloadSummary
 
 NAMES = {"name": "gptq-w4g64", "pair": "gguf-q4_k_m-llamacpp"}
 
@@ -131,6 +132,7 @@ def test_writers_cannot_build_an_invalid_model() -> None:
 LEGACY_KEYS: dict[type[StageOutput], dict[str, Any]] = {
     QualityReport: {"report_version": 1},
     ValidationVerdict: {"version": 1},
+    WorkloadSummary: {"version": 1},
 }
 
 
@@ -289,9 +291,10 @@ PINNED: dict[str, str] = {
     "QualityReport": "v3:17e72e376a9d58f2",  # v3: intervals, token blocks, the ids' hash
     "EnvInfo": "v1:1be72700c057534e",
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "PairCalibration": "v2:2b8cd167aef55133",  # the pair probe (calibrate_pair); v2: skipped
+    "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
-    "SessionSummary": "v4:21afc0ded6bfe7ad",  # v4: one-sided bounds, verdicts' power
+    "SessionSummary": "v5:b26c7d94469144a3",  # v5: the workload's summary typed
+    "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "PairSummary": "v7:84d4a7dac89d6c27",  # v6: the fine-tune's task served (task)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }
@@ -333,3 +336,22 @@ def test_a_version_2_pair_summary_keeps_its_search_under_its_last_workload(outpu
     migrated = schema_io.parse(data, PairSummary, "summary.json", pair="p")
     assert migrated.servers[0].search["chat"].edge == info["edge"]
     assert migrated.servers[1].search == {}
+
+
+def test_a_version_4_session_keeps_its_copy_of_the_workload_summary(outputs, tmp_path) -> None:
+    """Up to version 4 a load session copied the workloads stage's summary as raw JSON ("version":
+    1 inside, an empty spread as {}; {} where there was none): it reads as the typed summary."""
+    current = outputs[SessionSummary]
+    data = _dump(current)
+    data["schema_version"] = 4
+    copied = {k: v for k, v in data["workload_summary"].items() if k != "schema_version"}
+    data["workload_summary"] = {**copied, "version": 1, "think_s": {}}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    read = schema_io.read(path, SessionSummary, **NAMES)
+    assert read.workload_summary is not None and read.workload_summary.think_s is None
+    expected = current.workload_summary.model_copy(update={"think_s": None})
+    assert read.workload_summary == expected
+    data["workload_summary"] = {}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert schema_io.read(path, SessionSummary, **NAMES).workload_summary is None

@@ -31,3 +31,15 @@ def test_every_code_path_the_docs_and_params_name_exists() -> None:
             if not (REPO / match.group(1)).exists():
                 stale.append(f"{source.relative_to(REPO)}: {match.group(1)}")
     assert stale == [], "\n".join(stale)
+
+
+def test_the_stage_output_table_is_the_catalogue() -> None:
+    """docs/ARCHITECTURE.md's table of stage outputs is generated: a schema added or a version
+    bumped without the table following fails here (it had fallen behind by three rows)."""
+    from quantbench.schemas.catalog import markdown_table
+
+    text = (REPO / "docs/ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert markdown_table() in text, (
+        "docs/ARCHITECTURE.md's stage-output table differs from the schemas: paste the output "
+        "of `python -m quantbench.schemas.catalog` over it"
+    )

@@ -58,8 +58,6 @@ NOT_A_STAGE_OUTPUT = {
 }
 
 STAGE_OUTPUT_STILL_RAW = {
-    ("src/quantbench/workloads/traffic.py", "Traffic.read"): "reports/workloads/<name>.jsonl "
-    "and <name>.json (the workloads stage's conversations and summary)",
     ("src/quantbench/load/records.py", "iter_records"): "records.jsonl (the request records: a "
     "dataclass with its own migration, no schema version)",
     ("src/quantbench/gather/machines.py", "_json"): "best_config.json and report_metrics.json "

@@ -35,25 +35,25 @@ def test_lengths_follow_the_documented_means() -> None:
     instruction adds a few words; log-normal spreads make the sample mean noisy: 10 %)."""
     traffic = materialize(spec("chat", conversations=2000), CORPUS)
     s = traffic.summary
-    assert s["output_tokens"]["mean"] == pytest.approx(338, rel=0.10)
-    assert s["input_tokens"]["mean"] == pytest.approx(161 + 4, rel=0.10)
-    assert s["output_tokens"]["p50"] < s["output_tokens"]["mean"]  # right-skewed
+    assert s.output_tokens.mean == pytest.approx(338, rel=0.10)
+    assert s.input_tokens.mean == pytest.approx(161 + 4, rel=0.10)
+    assert s.output_tokens.p50 < s.output_tokens.mean  # right-skewed
 
 
 def test_length_scale_keeps_the_shape() -> None:
     full = materialize(spec("chat", conversations=1000), CORPUS).summary
     small = materialize(spec("chat", conversations=1000, length_scale=0.1), CORPUS).summary
-    ratio_full = full["output_tokens"]["mean"] / full["input_tokens"]["mean"]
-    ratio_small = small["output_tokens"]["mean"] / (small["input_tokens"]["mean"] - 4)
+    ratio_full = full.output_tokens.mean / full.input_tokens.mean
+    ratio_small = small.output_tokens.mean / (small.input_tokens.mean - 4)
     assert ratio_small == pytest.approx(
-        ratio_full * (full["input_tokens"]["mean"]) / (full["input_tokens"]["mean"] - 4), rel=0.2
+        ratio_full * (full.input_tokens.mean) / (full.input_tokens.mean - 4), rel=0.2
     )
-    assert small["output_tokens"]["mean"] == pytest.approx(33.8, rel=0.15)
+    assert small.output_tokens.mean == pytest.approx(33.8, rel=0.15)
 
 
 def test_rag_prompts_are_long_and_answers_short() -> None:
     s = materialize(spec("rag", conversations=300), CORPUS).summary
-    assert s["input_tokens"]["mean"] > 1300 and s["output_tokens"]["mean"] < 80
+    assert s.input_tokens.mean > 1300 and s.output_tokens.mean < 80
 
 
 def test_multi_turn_histories_grow_and_share_a_system_prompt() -> None:
@@ -71,21 +71,21 @@ def test_multi_turn_histories_grow_and_share_a_system_prompt() -> None:
                 assert reused == lengths[k - 1][0] + conv.turns[k - 1].max_tokens
         assert conv.turns[0].think_s == 0 and all(t.think_s >= 0 for t in conv.turns[1:])
     s = traffic.summary
-    assert s["turns"]["mean"] == pytest.approx(3, rel=0.25)
-    assert s["think_s"]["mean"] == pytest.approx(5.0, rel=0.15)
-    assert 0.5 < s["prefix_reuse_share"] < 1.0
+    assert s.turns.mean == pytest.approx(3, rel=0.25)
+    assert s.think_s.mean == pytest.approx(5.0, rel=0.15)
+    assert 0.5 < s.prefix_reuse_share < 1.0
 
 
 def test_single_turn_traffic_shares_no_prefix() -> None:
     s = materialize(spec("chat", conversations=100), CORPUS).summary
-    assert s["prefix_reuse_share"] == 0.0
+    assert s.prefix_reuse_share == 0.0
 
 
 def test_every_request_fits_the_context() -> None:
     full = materialize(spec("multi-turn", conversations=100), CORPUS)
     fitted = materialize(spec("multi-turn", conversations=100), CORPUS, context=1200)
-    assert fitted.summary["longest_request"] <= 1200
-    assert fitted.summary["turns_dropped_to_fit"] > 0
+    assert fitted.summary.longest_request <= 1200
+    assert fitted.summary.turns_dropped_to_fit > 0
     assert sum(len(c.turns) for c in fitted.conversations) < sum(
         len(c.turns) for c in full.conversations
     )
@@ -140,4 +140,4 @@ def test_each_workload_matches_its_documented_distribution(name: str) -> None:
     assert outputs.mean() == pytest.approx(out_mean, rel=0.10)
     assert np.log(outputs).std() == pytest.approx(out_sigma, rel=0.15)
     if in_mean is not None:
-        assert traffic.summary["input_tokens"]["mean"] == pytest.approx(in_mean, rel=0.10)
+        assert traffic.summary.input_tokens.mean == pytest.approx(in_mean, rel=0.10)

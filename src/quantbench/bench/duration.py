@@ -244,7 +244,7 @@ def render(plans: Sequence[PairPlan]) -> str:
         head
         + (f"{' plus' if known else ':'} {', '.join(unknown)} (no prediction)" if unknown else "")
         + ". Each point at its precision cap (one that meets its target sooner stops sooner, so "
-        "this is an upper bound); requests timed from each pair's probe (calibrate_pair), or the "
+        "this is an upper bound); requests timed from each pair's probe (its last bench), or the "
         "roofline where a pair has none, optimistic where engines batch on a CPU "
         "(docs/ESTIMATE.md)."
     )

@@ -17,6 +17,7 @@ from quantbench.data import DataSettings
 from quantbench.engines.artifact import load_artifact
 from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
 from quantbench.errors import UserError
+from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer
 from quantbench.load.spec import workloads_section
 from quantbench.params import section
@@ -39,10 +40,16 @@ class JobPaths:
 
 
 def pair_job(
-    params: dict[str, Any], name: str, paths: JobPaths = JobPaths(), with_task: bool = False
+    params: dict[str, Any],
+    name: str,
+    paths: JobPaths = JobPaths(),
+    with_task: bool = False,
+    with_probe: bool = False,
 ) -> PairJob:
     """The pair ``name`` of ``bench.pairs`` as a job (no partial-results store); ``with_task``:
-    with the served task to score (the bench stage's; off where served_task.enabled is)."""
+    with the served task to score (the bench stage's; off where served_task.enabled is);
+    ``with_probe``: with the estimate's probe of its server (the bench stage's; off where the
+    pair's ``probe`` is)."""
     bench = section(params, "bench", BenchSettings)
     if name not in bench.pairs:
         raise UserError(f"pair {name!r} is not in bench.pairs; known: {', '.join(bench.pairs)}")
@@ -76,6 +83,9 @@ def pair_job(
         references=references,
         task=task,
         not_served=not_served,
+        probe=section(params, "estimate.probe", ProbeSettings)
+        if with_probe and pair.probe
+        else None,
     )
 
 

@@ -48,12 +48,12 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
     parser.add_argument("--calibration", type=Path, default=Path("reports/calibrate/this.json"))
     parser.add_argument(
-        "--pair-calibrations",
+        "--bench",
         type=Path,
-        default=Path("reports/calibrate/pairs"),
-        help="the calibrate_pair stage's probes (pairs without one are timed by the roofline)",
+        default=Path("reports/bench"),
+        help="the bench stages' outputs: each pair's last start-up and the probe of its server "
+        "(<pair>/probe.json; a pair without one is timed by the roofline)",
     )
-    parser.add_argument("--bench", type=Path, default=Path("reports/bench"))
 
 
 def profile_overrides(path: Path | None) -> list[str]:
@@ -125,6 +125,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.params import section
     from quantbench.schemas import io as schema_io
     from quantbench.schemas.machine import MachineCalibration
+    from quantbench.schemas.workloads import WorkloadSummary
     from quantbench.slo import slo_section
     from quantbench.workloads.traffic import Traffic
 
@@ -135,9 +136,9 @@ def run_plan(args: argparse.Namespace) -> int:
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
     served, skipped = served_pairs(params, args.params)
-    pairs = bench_pairs(params, served, args.params, read_pair_fits(args.pair_calibrations, served))
+    pairs = bench_pairs(params, served, args.params, read_pair_fits(args.bench, served))
     traffic: dict[str, Traffic] = {}
-    summaries: dict[str, Any] = {}
+    summaries: dict[str, WorkloadSummary | None] = {}
     shapes: dict[str, TrafficShape] = {}
     for name in workloads:
         try:
@@ -147,12 +148,12 @@ def run_plan(args: argparse.Namespace) -> int:
             continue
         summary = summaries[name]
         shapes[name] = TrafficShape(
-            turns=float((summary.get("turns") or {}).get("mean") or 1.0),
-            think_s=float((summary.get("think_s") or {}).get("mean") or 0.0),
+            turns=summary.mean("turns", 1.0) if summary is not None else 1.0,
+            think_s=summary.mean("think_s", 0.0) if summary is not None else 0.0,
         )
     predictions = []
     notes = []
-    if args.calibration.is_file() and summaries:
+    if args.calibration.is_file() and any(s is not None for s in summaries.values()):
         calibration = schema_io.read(args.calibration, MachineCalibration).hardware
         settings = follow_pipeline(
             section(params, "estimate", EstimateSettings), slo, workloads, summaries

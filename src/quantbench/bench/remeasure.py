@@ -187,7 +187,7 @@ class RowServers:
             workload=rk.workload,
             confidence=job.bench.confidence,
             price_per_hour=job.bench.price_per_hour,
-            possible_cache_share=traffic.summary.get("prefix_reuse_share"),
+            possible_cache_share=traffic.summary.prefix_reuse_share if traffic.summary else None,
         )
         row.update(
             server_point=rk.server_point,

@@ -19,10 +19,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.machine import PairCalibration
+
 ROOT = Path(".quantbench/partial/bench")
 ROW = "row.json"
 SERVER = "server.json"
 TASK = "served_task.json"
+PROBE = "probe.partial.json"
 
 
 def fingerprint(parts: dict[str, Any]) -> str:
@@ -103,11 +107,25 @@ class PartialStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / TASK).write_text(json.dumps(task, default=str), encoding="utf-8")
 
+    def probe(self, pair: str) -> PairCalibration | None:
+        """The pair's probe, made by an earlier run under this key, or None."""
+        path = self.folder / PROBE
+        if not path.is_file():
+            return None
+        try:
+            return schema_io.read(path, PairCalibration, pair=pair)
+        except Exception:  # a probe cut short while written is probed again
+            return None
+
+    def save_probe(self, probe: PairCalibration) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        schema_io.write(self.folder / PROBE, probe)
+
     def copy_into(self, out_dir: Path) -> None:
         """Every finished point's files into the stage's output (rows and server notes left out:
         they are in its summary)."""
         for path in sorted(self.folder.rglob("*")):
-            kept = path.name not in (ROW, SERVER, TASK) and not path.name.startswith(".")
+            kept = path.name not in (ROW, SERVER, TASK, PROBE) and not path.name.startswith(".")
             if path.is_file() and kept:
                 target = out_dir / path.relative_to(self.folder)
                 target.parent.mkdir(parents=True, exist_ok=True)

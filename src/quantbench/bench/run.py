@@ -37,11 +37,14 @@ from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
+from quantbench.estimate.pair_probe import not_probed, probe_on, probe_point
+from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
 from quantbench.load.session import Target, run_session
 from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
+from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import (
     BenchRow,
     PairSummary,
@@ -53,6 +56,7 @@ from quantbench.schemas.bench import (
     ServerReport,
     TriedLoad,
 )
+from quantbench.schemas.machine import PairCalibration
 from quantbench.workloads.traffic import Traffic
 
 log = logging.getLogger(__name__)
@@ -80,6 +84,10 @@ class PairJob:
     not_served: str | None = None
     """Why this pair starts no server on this machine (quantbench.bench.served_here; None: it
     runs): its summary then has no server and says so."""
+    probe: ProbeSettings | None = None
+    """Probe the pair's server for the estimate (quantbench.estimate.pair_probe) on the sweep's
+    setting that batches most, before its points; ``run_pair`` writes it to ``probe.json``
+    (None: no probe, as in the decide stage's measurements again)."""
 
     def slo_for(self, workload: str) -> str:
         return self.workloads[workload].slo_text(self.slo)
@@ -157,7 +165,7 @@ class _PointRunner:
             workload=workload,
             confidence=self.job.bench.confidence,
             price_per_hour=self.job.bench.price_per_hour,
-            possible_cache_share=traffic.summary.get("prefix_reuse_share"),
+            possible_cache_share=traffic.summary.prefix_reuse_share if traffic.summary else None,
         )
         row.update(load_point=label, shape=point.model_dump(mode="json"))
         # what was done to the engine's prefix cache before each repeat, as the row's record
@@ -353,6 +361,18 @@ def _planned(job: PairJob) -> list[tuple[str, int]]:
     return [(w, i) for w, spec in job.workloads.items() for i in range(len(spec.points))]
 
 
+@dataclass
+class _ServerRun:
+    """What one server setting gave: its rows (reused or measured), its server record, how
+    many points were reused, and the served task and probe where this server was asked them."""
+
+    rows: list[dict[str, Any]]
+    info: ServerPoint
+    reused: int
+    task: ServedTask | None = None
+    probe: PairCalibration | None = None
+
+
 def _run_server_point(
     job: PairJob,
     server_label: str,
@@ -361,11 +381,13 @@ def _run_server_point(
     earlier: Sequence[dict[str, Any]] = (),
     task: TaskJob | None = None,
     task_flag: str | None = None,
-) -> tuple[list[dict[str, Any]], ServerPoint, int, ServedTask | None]:
-    """One server setting: its rows (reused or measured), its server record, points reused,
-    and the pair's served task where ``task`` asked this server to score it.
+    probe: ProbeSettings | None = None,
+) -> _ServerRun:
+    """One server setting, its points measured or reused.
     ``earlier``: the rows of the settings run before it (the leader a search races);
-    ``task_flag``: the flag an earlier server's task verdict gives every row of the pair."""
+    ``task``: score the pair's served task on this server; ``task_flag``: the flag an earlier
+    server's task verdict gives every row of the pair; ``probe``: probe this server for the
+    estimate before its points."""
     store = job.store
     planned = _planned(job)
     common = {"server_point": server_label, "settings": _changed(settings, job.settings)}
@@ -378,7 +400,9 @@ def _run_server_point(
     old_server = store.server(server_label) if store is not None else None
     if planned and len(reused) == len(planned) and old_server is not None:
         log.info("%s %s: every point finished earlier; reusing them", job.name, server_label)
-        return list(reused.values()), ServerPoint.model_validate(old_server), len(reused), None
+        return _ServerRun(
+            list(reused.values()), ServerPoint.model_validate(old_server), len(reused)
+        )
     server_dir = store.server_dir(server_label) if store is not None else out_dir / server_label
 
     def relaunch() -> LaunchSpec:
@@ -394,11 +418,17 @@ def _run_server_point(
     error: str | None = None
     check = ServedCheck(verdict="not checked", note="the server did not start")
     scored: ServedTask | None = None
+    probed: PairCalibration | None = None
     try:
         with server:
             # the launch the server runs (another port's, where the first one was lost)
             common.update(command=server.spec.redacted_argv(), env=server.spec.redacted_env())
             server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))
+            if probe is not None:  # first, on the fresh server: nothing cached but its warm-up
+                probed = probe_on(job.name, job.artifact.name, job.engine, server, server_label,
+                                  settings, probe)  # fmt: skip
+                if store is not None:
+                    store.save_probe(probed)
             check = served_check(server, job.references)
             if task is not None:
                 scored = score_on(server, server_label, task)
@@ -491,7 +521,10 @@ def _run_server_point(
     )
     if store is not None and error is None:
         store.save_server(server_label, info.model_dump(mode="json"))
-    return done, info, len(reused), scored
+    if probe is not None and probed is None:  # the server did not start
+        probed = not_probed(job.name, job.artifact.name, job.engine, server_label, settings,
+                            common["command"], error=error or "the server did not start")  # fmt: skip
+    return _ServerRun(done, info, len(reused), scored, probed)
 
 
 def _no_server(launch: Any) -> dict[str, Any]:
@@ -515,16 +548,20 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     task: ServedTask | None = None
     if job.task is not None and job.store is not None and (old := job.store.task()) is not None:
         task = ServedTask.model_validate(old)  # scored by the interrupted run: kept
+    probed = job.store.probe(job.name) if job.probe and job.store is not None else None
+    probe_label = probe_point(job.engine, job.settings)[0] if job.probe and server_points else None
     with load_processes():  # every point of the pair forked from one template load process
         for server_label, settings in server_points:
-            done, info, reused, scored = _run_server_point(
+            ran = _run_server_point(
                 job, server_label, settings, out_dir, rows,
                 task=job.task if task is None else None, task_flag=task_mismatch(task),
+                probe=job.probe if probed is None and server_label == probe_label else None,
             )  # fmt: skip
-            rows += done
-            servers.append(info)
-            resumed += reused
-            task = task or scored
+            rows += ran.rows
+            servers.append(ran.info)
+            resumed += ran.reused
+            task = task or ran.task
+            probed = probed or ran.probe
     if job.task is not None and task is None:
         task = ServedTask(
             verdict="not scored", server_point=None,
@@ -546,6 +583,13 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         decided[w] = rule
     if job.store is not None:
         job.store.copy_into(out_dir)
+    if probe_label is not None:  # the estimate's input (quantbench.estimate.calibrate)
+        if probed is None:  # its setting's points were all resumed, its server not started
+            label, point = probe_point(job.engine, job.settings)
+            probed = not_probed(job.name, job.artifact.name, job.engine, label, point, [],
+                                skipped="every point of the probed setting was resumed from an "
+                                "interrupted run; its server was not started again")  # fmt: skip
+        schema_io.write(out_dir / PairCalibration.FILE, probed)
     return PairSummary(
         pair=job.name,
         variant=job.artifact.name,

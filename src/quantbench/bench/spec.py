@@ -24,8 +24,8 @@ class Pair(Settings):
     )
     probe: bool = Field(
         True,
-        description="Probe this pair's server for the estimate (stage calibrate_pair: one server "
-        "start and a few requests). false: the estimate predicts the pair from the roofline and "
+        description="Probe this pair's server for the estimate: a few requests on the bench's own "
+        "server, before its points (reports/bench/<pair>/probe.json). false: the estimate predicts the pair from the roofline and "
         "the machine's calibration alone, and the report says it was not probed.",
     )
     fallback_for: str | None = Field(

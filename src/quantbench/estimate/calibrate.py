@@ -93,8 +93,8 @@ def check_calibration(
     return spec
 
 
-def read_pair_fits(folder: Path, pairs: Iterable[str]) -> dict[str, StepFit]:
-    """The ``calibrate_pair`` stage's fits of ``pairs`` found in ``folder`` (one file per pair),
+def read_pair_fits(bench_dir: Path, pairs: Iterable[str]) -> dict[str, StepFit]:
+    """The fits of ``pairs`` that their bench stages probed (``<bench_dir>/<pair>/probe.json``),
     each checked to be of this machine; a pair without a file is left to the roofline."""
     from quantbench.schemas import io as schema_io
     from quantbench.schemas.machine import PairCalibration
@@ -102,14 +102,14 @@ def read_pair_fits(folder: Path, pairs: Iterable[str]) -> dict[str, StepFit]:
     here = machine.cpu_model()
     fits: dict[str, StepFit] = {}
     for pair in pairs:
-        path = folder / f"{pair}.json"
+        path = bench_dir / pair / PairCalibration.FILE
         if not path.is_file():
             continue
         probed = schema_io.read(path, PairCalibration, pair=pair)
         if probed.cpu_model != here:
             raise EstimateInputError(
                 f"{path} was probed on {probed.cpu_model!r}, this machine is {here!r}: rerun "
-                f"`dvc repro calibrate_pair@{pair}` (or delete {path})"
+                f"`dvc repro bench@{pair}` (or delete {path})"
             )
         if probed.fit is None:
             why = probed.skipped or probed.error

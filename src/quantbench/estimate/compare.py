@@ -12,9 +12,9 @@ squares line gives both the effective bandwidth and a per-step overhead, with on
 the bandwidth alone. A compute-bound prompt at concurrency 1 gives the effective FLOP/s
 (``TTFT = FLOPs / rate``). The fitted figures can be fed back as efficiency overrides.
 
-A pair's prediction is calibrated by a probe of its own server (``calibrate_pair``: one setting,
+A pair's prediction is calibrated by a probe of its own server (by its bench stage: one setting,
 1 to a few requests at once, short prompts, a fixed output), so a measured figure inside what the
-probe ran tests little more than the fit reproducing its own data minutes later. :class:`ProbeSpan`
+probe ran tests little more than the fit reproducing its own data on the same server. :class:`ProbeSpan`
 is what the probe ran, and :meth:`ProbeSpan.judge` says whether a measured figure lies inside it
 (in-sample) or beyond it (out-of-sample: more streams, another setting, other lengths), and why:
 only the second kind tests the model as a prediction.
@@ -128,7 +128,7 @@ class SampleCheck:
 
 @dataclass(frozen=True)
 class ProbeSpan:
-    """What a pair's probe ran (``calibrate_pair``): one setting, 1 to ``max_batch`` requests at
+    """What a pair's probe ran (its bench stage's ``probe.json``): one setting, 1 to ``max_batch`` requests at
     once, prompts of ``prompt_tokens`` (the server's count, chat template included) and decode
     steps up to ``max_context`` positions.
 

@@ -1,15 +1,16 @@
-"""Probe one bench pair's real server for what its requests and steps cost (the
-``calibrate_pair`` stage), for :mod:`quantbench.estimate.step_fit`.
+"""Probe one bench pair's real server for what its requests and steps cost, for
+:mod:`quantbench.estimate.step_fit`. The bench stage does it on its own server, at the sweep's
+setting that batches most, before its load points (``reports/bench/<pair>/probe.json``): the
+probe costs no server start of its own.
 
-The server is started as the bench starts it (same engine, artifact and settings; the sweep's
-setting that batches most), warmed up, then sent greedy requests of a fixed output length
-(``ignore_eos`` or the engine's equivalent): alone at three prompt lengths, ``repeats`` times
-each, the longest once more with a line added (how much of a shared prefix the prefix cache
-serves, and in what blocks), then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up to
-``estimate.probe.max_batch`` (4: enough to show how a step's cost splits between what its
-sequences share and what each adds, few enough to stay within a CPU's batch sizes). About ten seconds of requests per pair beside the server's start.
-Nothing here is a benchmark: the figures feed a model that the bench's own measurements are
-then held against (``report``: the ±25 % planning band).
+The warmed-up server is sent greedy requests of a fixed output length (``ignore_eos`` or the
+engine's equivalent): alone at three prompt lengths, ``repeats`` times each, the longest once
+more with a line added (how much of a shared prefix the prefix cache serves, and in what
+blocks), then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up
+to ``estimate.probe.max_batch`` (4: enough to show how a step's cost splits between what its
+sequences share and what each adds, few enough to stay within a CPU's batch sizes). About ten
+seconds of requests per pair. Nothing here is a benchmark: the figures feed a model that the
+bench's own measurements are then held against (``report``: the ±25 % planning band).
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import datetime as _dt
 import logging
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quantbench.estimate.spec import ProbeSettings
@@ -29,8 +28,7 @@ from quantbench.load.records import RequestRecord
 from quantbench.load.requests import body_rules, turn_body
 
 if TYPE_CHECKING:
-    from quantbench.engines.artifact import Artifact
-    from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+    from quantbench.engines.base import Engine, EngineSettings
     from quantbench.engines.server import Server
     from quantbench.schemas.machine import PairCalibration
 
@@ -142,89 +140,86 @@ def probe_server(
     return out
 
 
-def calibrate_pair(
+def probe_on(
     name: str,
     variant: str,
     engine: Engine,
-    artifact: Artifact,
-    settings: EngineSettings,
-    host: str,
-    log_dir: Path,
+    server: Server,
+    label: str,
+    point: EngineSettings,
     probe: ProbeSettings | None = None,
-    skip: str | None = None,
 ) -> PairCalibration:
-    """Start the pair's server, probe it, stop it, fit; a server that does not start or serve
-    is recorded in ``error`` (no fit). With ``skip`` (why), no server is started: the record
-    says what would have been probed, and the estimate predicts the pair from the roofline."""
-    from quantbench.engines.ports import free_port
-    from quantbench.estimate.machine import cpu_model
-    from quantbench.schemas.machine import PairCalibration
+    """Probe the pair's running, warmed-up server (the bench's own, at ``probe_point``'s
+    setting ``label``) and fit its steps. A server that fails under the probe, or requests the
+    fit cannot use, cost the pair its fit (``error``), not its bench: the estimate then predicts
+    it from the roofline, and the bench records its own failure."""
+    from quantbench.engines.server import ServerError
 
     probe = probe or ProbeSettings()
     started = time.monotonic()
-    label, point = probe_point(engine, settings)
     limit = engine.max_batch(point)
     batch = min(probe.max_batch, limit) if limit is not None else probe.max_batch
-
-    def relaunch() -> LaunchSpec:
-        return engine.launch(artifact, point, host, free_port(host))
-
-    launch = relaunch()
     fit: StepFit | None = None
     error: str | None = None
     requests: list[ProbeRequest] = []
-    if skip is not None:  # the command it would have run is recorded; nothing is started
-        log.info("%s (%s): not probed: %s", name, label, skip)
-    else:
-        log_path = log_dir / f"{name}.server.log"
-        fit, error, requests = _probe(name, label, launch, log_path, engine, batch, probe,
-                                      relaunch)  # fmt: skip
+    try:
+        requests = probe_server(server, engine, batch, probe.repeats, tokens=probe.output_tokens)
+        fit = fit_steps(requests)
+        log.info("%s (%s): %s", name, label, fit.describe())
+    except (ServerError, ProbeError, ValueError, OSError) as exc:
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log.error("%s (%s): probe failed: %s", name, label, error)
+    return _calibration(
+        name, variant, engine, label, point, server.spec.redacted_argv(),
+        time.monotonic() - started, requests=requests, fit=fit, error=error,
+    )  # fmt: skip
+
+
+def not_probed(
+    name: str,
+    variant: str,
+    engine: Engine,
+    label: str,
+    point: EngineSettings,
+    command: list[str],
+    error: str | None = None,
+    skipped: str | None = None,
+) -> PairCalibration:
+    """The record of a pair whose server was not probed: its server failed (``error``) or it
+    was not asked (``skipped``, why); the estimate predicts it from the roofline alone."""
+    return _calibration(
+        name, variant, engine, label, point, command, 0.0, error=error, skipped=skipped
+    )
+
+
+def _calibration(
+    name: str,
+    variant: str,
+    engine: Engine,
+    label: str,
+    point: EngineSettings,
+    command: list[str],
+    seconds: float,
+    requests: list[ProbeRequest] | None = None,
+    fit: StepFit | None = None,
+    error: str | None = None,
+    skipped: str | None = None,
+) -> PairCalibration:
+    from quantbench.estimate.machine import cpu_model
+    from quantbench.schemas.machine import PairCalibration
+
     return PairCalibration(
         pair=name,
         variant=variant,
         engine=engine.name,
         server_point=label,
         settings=point.model_dump(mode="json"),
-        command=launch.redacted_argv(),
+        command=command,
         cpu_model=cpu_model(),
         measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        seconds=time.monotonic() - started,
-        requests=requests,
+        seconds=seconds,
+        requests=requests or [],
         fit=fit,
         error=error,
-        skipped=skip,
+        skipped=skipped,
     )
-
-
-def _probe(
-    name: str,
-    label: str,
-    launch: LaunchSpec,
-    log_path: Path,
-    engine: Engine,
-    batch: int,
-    probe: ProbeSettings,
-    relaunch: Callable[[], LaunchSpec] | None = None,
-) -> tuple[StepFit | None, str | None, list[ProbeRequest]]:
-    """(fit, error, requests) of the server ``launch`` starts, probed and stopped."""
-    from quantbench.engines.ports import PortInUseError
-    from quantbench.engines.server import Server, ServerError
-
-    server = Server(launch, log_path, relaunch=relaunch)
-    requests: list[ProbeRequest] = []
-    fit: StepFit | None = None
-    error: str | None = None
-    try:
-        with server:
-            server.warmup()
-            requests = probe_server(
-                server, engine, batch, probe.repeats, tokens=probe.output_tokens
-            )
-        fit = fit_steps(requests)
-        log.info("%s (%s): %s", name, label, fit.describe())
-    except (ServerError, PortInUseError, ProbeError, ValueError, OSError) as exc:
-        # a server that does not serve costs this pair its probe, not the pipeline: the
-        # estimate predicts it from the roofline, and the bench records its own failure
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        log.error("%s (%s): probe failed: %s", name, label, error)
-    return fit, error, requests

@@ -17,7 +17,7 @@ workload's own mean lengths (as generated), at the concurrencies the bench measu
   setting (``Engine.prefix_caching``), only the part it did not hold computed: the workload's
   reusable share and the template's shared head (as the probe saw it cached);
 * the workload's think times between turns;
-* where the pair's server was probed on this machine (the ``calibrate_pair`` stage), its
+* where the pair's server was probed on this machine (by its bench stage), its
   measured request and step costs instead of the roofline's (``BenchPair.fit``).
 
 The report matches each measured row by (pair, setting, workload, concurrency).
@@ -43,6 +43,7 @@ from quantbench.estimate.serving import ConcurrencyPoint, ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.estimate.step_fit import StepFit
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
+from quantbench.schemas.workloads import WorkloadSummary
 
 SEARCH_RANGE = range(1, 17)
 """Concurrencies predicted beside the measured ones: where an SLO-edge search may probe."""
@@ -214,7 +215,7 @@ def bench_pairs(
 ) -> dict[str, BenchPair]:
     """``bench.pairs`` (validated ``Pair`` entries) with each pair's engine settings laid over its
     engine's section (``engines.registry.pair_settings``), as the bench stages will run them;
-    ``fits``: the pairs probed on this machine (``calibrate_pair``), by pair name."""
+    ``fits``: the pairs probed on this machine (their bench stages), by pair name."""
     fits = fits or {}
     return {
         name: BenchPair(
@@ -226,7 +227,7 @@ def bench_pairs(
 
 def workload_shapes(
     workloads: Mapping[str, WorkloadSpec],
-    summaries: Mapping[str, Mapping[str, Any]],
+    summaries: Mapping[str, WorkloadSummary | None],
     template_tokens: Mapping[str, float] | None = None,
     prompts: Mapping[str, Sequence[tuple[float, float, float]]] | None = None,
 ) -> dict[str, WorkloadShape]:
@@ -243,26 +244,23 @@ def workload_shapes(
             continue
         levels = {p.concurrency for p in spec.points if isinstance(p, ClosedLoop)}
         served = prompts.get(name, ())
-        text_mean = float(summary["input_tokens"]["mean"])
+        text_mean = summary.mean("input_tokens", 1.0)
         if name in template_tokens:
             template = float(template_tokens[name])
         elif served:
             template = sum(p[0] for p in served) / len(served) - text_mean
         else:
             template = 0.0
-        think = summary.get("think_s") or {}
-        requests = float(summary.get("requests") or 0)
+        think, requests = summary.think_s, summary.requests
         think_per_request = (
-            float(think["mean"]) * float(think["count"]) / requests
-            if think.get("count") and requests
-            else 0.0
+            think.mean * think.count / requests if think is not None and requests else 0.0
         )
         shapes[name] = WorkloadShape(
             input_len=max(1, round(text_mean + template)),
-            output_len=max(1, round(float(summary["output_tokens"]["mean"]))),
+            output_len=max(1, round(summary.mean("output_tokens", 1.0))),
             concurrencies=tuple(sorted(levels)),
             template_tokens=template,
-            reuse_share=float(summary.get("prefix_reuse_share") or 0.0),
+            reuse_share=summary.prefix_reuse_share,
             think_s=think_per_request,
             prompts=tuple(served),
         )

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.spec import EstimateSettings, EstimateWorkload, SloSpec
 from quantbench.load.spec import ClosedLoop, WorkloadSpec
+from quantbench.schemas.workloads import WorkloadSummary
 from quantbench.slo import Constraint, parse_slo
 
 BESIDE = (1, 2, 4, 8, 16)
@@ -40,11 +42,16 @@ def slo_targets(text: str, default: SloSpec | None = None) -> SloSpec:
 
 
 def traffic_workload(
-    workloads: Mapping[str, WorkloadSpec], summaries: Mapping[str, Mapping[str, Any]]
+    workloads: Mapping[str, WorkloadSpec], summaries: Mapping[str, WorkloadSummary | None]
 ) -> EstimateWorkload:
     """The first workload's mean lengths, at the concurrencies every workload measures."""
     first = next(iter(workloads))
-    summary = summaries[first]
+    summary = summaries.get(first)
+    if summary is None:
+        raise EstimateInputError(
+            f"workload {first!r} has no summary (reports/workloads/{first}.json): run "
+            "`dvc repro workloads`, or set estimate.workload"
+        )
     measured = {
         p.concurrency
         for spec in workloads.values()
@@ -52,8 +59,8 @@ def traffic_workload(
         if isinstance(p, ClosedLoop)
     }
     return EstimateWorkload(
-        input_len=max(1, round(float(summary["input_tokens"]["mean"]))),
-        output_len=max(1, round(float(summary["output_tokens"]["mean"]))),
+        input_len=max(1, round(summary.mean("input_tokens", 1.0))),
+        output_len=max(1, round(summary.mean("output_tokens", 1.0))),
         concurrency=sorted(measured | set(BESIDE)),
     )
 
@@ -62,7 +69,7 @@ def follow_pipeline(
     settings: EstimateSettings,
     slo: str,
     workloads: Mapping[str, WorkloadSpec],
-    summaries: Mapping[str, Mapping[str, Any]],
+    summaries: Mapping[str, WorkloadSummary | None],
 ) -> EstimateSettings:
     """``settings`` with the SLO and workload the pipeline sets, where ``estimate:`` sets none."""
     update: dict[str, Any] = {}

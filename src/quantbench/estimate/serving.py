@@ -18,8 +18,8 @@ continuously (decode steps of all running requests together, new prompts mixed i
   figure at ``m``, throughput stays at ``m``'s, and each request first waits in the queue. In a
   closed loop each client's cycle is ``B / X`` with ``X = m / E2E_m``, so the wait is
   ``E2E_m * (B / m - 1)``, added to TTFT and E2E.
-* Where the pair's real server was probed on this machine (``fit``: the ``calibrate_pair``
-  stage, :mod:`quantbench.estimate.step_fit`), its measured costs replace the roofline's times:
+* Where the pair's real server was probed on this machine (``fit``: its bench
+  stage's probe, :mod:`quantbench.estimate.step_fit`), its measured costs replace the roofline's times:
   a step of ``k`` sequences costs what the probe measured at 1-4 (interpolated, extended
   beyond by the mean cost per sequence, with context), each prompt token it carries
   ``prefill``, and each request ``request`` more before its first token, plus half a step of

@@ -189,7 +189,7 @@ class MeasureSettings(Settings):
 
 
 class ProbeSettings(Settings):
-    """How the ``calibrate_pair`` stage probes each bench pair's server
+    """How each bench stage probes its pair's server for the estimate
     (:mod:`quantbench.estimate.pair_probe`)."""
 
     repeats: int = Field(

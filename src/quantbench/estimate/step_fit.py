@@ -1,5 +1,5 @@
-"""A served pair's step costs, fitted from a short probe of its real server (the
-``calibrate_pair`` stage).
+"""A served pair's step costs, fitted from a short probe of its real server (made by its
+bench stage, on its own server: :mod:`quantbench.estimate.pair_probe`).
 
 The roofline costs a step from the device's rates, which on a CPU leaves out what dominates: an
 engine's dequantising dot products at one thread are compute-bound per sequence, its HTTP front

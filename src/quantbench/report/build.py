@@ -109,23 +109,19 @@ def traffic_text(inputs: ReportInputs, workload: str) -> str:
         if key.workload != workload:
             continue
         for rep in inputs.records[key]:
-            s = rep.session.workload_summary if rep.session is not None else {}
-            if not s:
+            s = rep.session.workload_summary if rep.session is not None else None
+            if s is None:
                 continue
-            parts = [
-                f"{s.get('conversations', '?')} conversations, {s.get('requests', '?')} requests"
-            ]
-            ins, outs = s.get("input_tokens") or {}, s.get("output_tokens") or {}
-            if ins.get("mean") is not None and outs.get("mean") is not None:
-                unit = "tokens" if s.get("counted_with") == "tokenizer" else "words"
+            parts = [f"{s.conversations} conversations, {s.requests} requests"]
+            ins, outs = s.input_tokens, s.output_tokens
+            if ins is not None and outs is not None:
+                unit = "tokens" if s.counted_with == "tokenizer" else "words"
                 parts.append(
-                    f"prompts {ins['mean']:.0f} {unit} on average (p90 {ins.get('p90', 0):.0f}), "
-                    f"answers {outs['mean']:.0f} (p90 {outs.get('p90', 0):.0f})"
+                    f"prompts {ins.mean:.0f} {unit} on average (p90 {ins.p90:.0f}), "
+                    f"answers {outs.mean:.0f} (p90 {outs.p90:.0f})"
                 )
-            if s.get("prefix_reuse_share") is not None:
-                parts.append(f"a prefix cache could serve {s['prefix_reuse_share']:.0%} of prompts")
-            dropped = s.get("turns_dropped_to_fit") or 0
-            context = s.get("context")
+            parts.append(f"a prefix cache could serve {s.prefix_reuse_share:.0%} of prompts")
+            dropped, context = s.turns_dropped_to_fit, s.context
             parts.append(
                 f"{dropped} turns dropped to fit the {context}-token context"
                 if dropped

@@ -17,9 +17,9 @@ and for output tokens/s at every load; :func:`band_summary` says how many figure
 for each pair that misses, which part of the model is wrong.
 
 The band is counted twice, because most figures repeat what calibrated the prediction: the
-``calibrate_pair`` stage probed each pair's server at one setting, 1 to a few requests at once and
-short prompts, minutes before the bench. A figure inside that (:class:`ProbeSpan`, read from
-``reports/calibrate/pairs/<pair>.json``) is in-sample and checks the fit; one beyond it (more
+bench stage probed each pair's server at one setting, 1 to a few requests at once and short
+prompts, just before its load points. A figure inside that (:class:`ProbeSpan`, read from
+``reports/bench/<pair>/probe.json``) is in-sample and checks the fit; one beyond it (more
 streams, another setting, other lengths) or of a pair without a probe is out-of-sample and checks
 the model. Each row says which and why; the summary gives both counts and median errors, and says
 so plainly when nothing was out of sample.
@@ -119,7 +119,7 @@ class EstimateRow:
         """In-sample (within what the pair's probe ran) or out-of-sample, and why."""
         if self.probe is None:
             if self.source == "pair prediction":
-                return SampleCheck(False, "pair not probed (no calibrate_pair fit): the roofline")
+                return SampleCheck(False, "pair not probed (no probe fit): the roofline")
             return SampleCheck(False, "the variant's estimate: no pair probe fitted to it")
         return self.probe.judge(self.server_point, self.concurrency, *self.lengths)
 
@@ -138,7 +138,7 @@ def preferred_hardware(estimates: list[VariantEstimate]) -> str | None:
 
 
 def probe_spans(inputs: ReportInputs, pairs: set[str], notes: list[str]) -> dict[str, ProbeSpan]:
-    """What each of ``pairs``' probes ran, from its ``calibrate_pair`` output below the inputs'
+    """What each of ``pairs``' probes ran, from its bench stage's ``probe.json`` below the inputs'
     root; a pair without a file, or whose probe failed, has none (its prediction is the
     roofline's); an unreadable file is a note."""
     spans = {}

@@ -1,5 +1,5 @@
 """``reports/calibrate/this.json`` (stage ``calibrate``): this machine measured for the estimator;
-``reports/calibrate/pairs/<pair>.json`` (stage ``calibrate_pair``): each bench pair's server probed.
+``reports/bench/<pair>/probe.json`` (stage ``bench@<pair>``): each bench pair's server probed.
 
 (The machine's calibration; the quantizers' calibration data is :mod:`quantbench.schemas.variant`'s.)
 
@@ -35,12 +35,16 @@ class PairCalibration(StageOutput):
     """One bench pair's real server probed on this machine: what its requests and steps cost
     (``quantbench.estimate.step_fit``), for the estimate's predictions of that pair."""
 
-    OUTPUT: ClassVar[str] = "reports/calibrate/pairs/{pair}.json"
-    STAGE: ClassVar[str] = "calibrate_pair@{pair}"
-    # version 2 adds ``skipped`` (a pair not probed by choice); every version-1 file was probed
-    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2)}
+    OUTPUT: ClassVar[str] = "reports/bench/{pair}/probe.json"
+    STAGE: ClassVar[str] = "bench@{pair}"
+    FILE: ClassVar[str] = "probe.json"
+    """Its name in the pair's bench folder."""
+    # version 2 adds ``skipped`` (a pair not probed by choice); every version-1 file was probed.
+    # Version 3: the bench stage probes its own server (the calibrate_pair stage started one of
+    # its own), so ``seconds`` no longer holds a server start; the fields are the same.
+    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2), 2: stamp(3)}
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     pair: str
     variant: str
     engine: str
@@ -49,7 +53,10 @@ class PairCalibration(StageOutput):
     command: list[str] = Field(description="the server's command line, secrets redacted")
     cpu_model: str
     measured_at: str
-    seconds: float = Field(description="the probe's wall time, server start included")
+    seconds: float = Field(
+        description="the probe's wall time on the bench's started server (versions 1-2: its "
+        "own server's start included)"
+    )
     requests: list[ProbeRequest] = Field(description="every measured request of the probe")
     fit: StepFit | None = Field(
         description="None: the probe failed (``error``) or was not run (``skipped``)"
@@ -62,7 +69,7 @@ class PairCalibration(StageOutput):
     skipped: str | None = Field(
         None,
         description="why the pair was not probed, by choice (``bench.pairs.<pair>.probe: "
-        "false``); the estimate predicts it from the roofline alone, and says so",
+        "false``) or because every point of its probed setting was resumed; the estimate predicts it from the roofline alone, and says so",
     )
 
 

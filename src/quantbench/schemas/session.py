@@ -19,7 +19,8 @@ from quantbench import slo as slo_mod
 
 # Every interval's one form, and one-sided bounds (defined beside the code that computes them).
 from quantbench.precision import Bounds, Figure
-from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.base import VERSION_KEY, Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.workloads import WorkloadSummary
 
 
 def pct_key(p: float) -> str:
@@ -299,6 +300,14 @@ class PointResult(Strict):
         }[metric]
 
 
+def _workload_summary_v1(data: dict[str, Any]) -> None:
+    copied = data.get("workload_summary")
+    if not copied:
+        data["workload_summary"] = None
+    elif isinstance(copied, dict) and VERSION_KEY not in copied:
+        data["workload_summary"] = WorkloadSummary.MIGRATIONS[0](copied)
+
+
 class SessionSummary(StageOutput):
     """One load session: the server, the workload as validated, a result per point."""
 
@@ -312,17 +321,23 @@ class SessionSummary(StageOutput):
     # version 4: one-sided bounds per percentile (LatencyStats.bounds_ms) and each SLO verdict's
     # bounds, sample and power (ConstraintResult); a version-3 file reads with none of them (its
     # verdicts were decided on two-sided intervals, as it says)
-    MIGRATIONS: ClassVar[Migrations] = {2: stamp(3), 3: stamp(4)}
+    # version 5: the workload's summary is the workloads stage's own schema (a version-4 copy
+    # was its raw JSON, "version": 1 inside, or {} where there was none)
+    MIGRATIONS: ClassVar[Migrations] = {
+        2: stamp(3),
+        3: stamp(4),
+        4: stamp(5, nested=_workload_summary_v1),
+    }
 
-    schema_version: Literal[4] = version(4)
+    schema_version: Literal[5] = version(5)
     url: str
     engine: str
     model: str
     workload: dict[str, Any] = Field(description="The workload spec as validated (load.spec).")
     slo: str | None
     created_at: float = Field(description="Epoch seconds when the session ended.")
-    workload_summary: dict[str, Any] = Field(
-        default_factory=dict, description="What the traffic is made of (the workloads stage)."
+    workload_summary: WorkloadSummary | None = Field(
+        None, description="What the traffic is made of (the workloads stage's summary)."
     )
     points: list[PointResult]
 

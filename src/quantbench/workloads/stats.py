@@ -14,11 +14,11 @@ that was served from it, beside this one.)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from quantbench.load.plan import Conversation
+from quantbench.schemas.workloads import Spread, WorkloadSummary
 
 Count = Callable[[str], int]
 
@@ -27,17 +27,17 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def _describe(values: Sequence[float]) -> dict[str, float]:
+def _describe(values: Sequence[float]) -> Spread | None:
     if not values:
-        return {}
+        return None
     xs = np.asarray(values, dtype=float)
-    return {
-        "count": int(xs.size),
-        "mean": float(xs.mean()),
-        "p50": float(np.percentile(xs, 50)),
-        "p90": float(np.percentile(xs, 90)),
-        "max": float(xs.max()),
-    }
+    return Spread(
+        count=int(xs.size),
+        mean=float(xs.mean()),
+        p50=float(np.percentile(xs, 50)),
+        p90=float(np.percentile(xs, 90)),
+        max=float(xs.max()),
+    )
 
 
 def prompt_lengths(conv: Conversation, count: Count) -> list[tuple[int, int]]:
@@ -59,7 +59,7 @@ def prompt_lengths(conv: Conversation, count: Count) -> list[tuple[int, int]]:
 
 def summarize(
     conversations: Sequence[Conversation], count: Count = words, context: int | None = None
-) -> dict[str, Any]:
+) -> WorkloadSummary:
     """Length statistics, think times and the prefix-reuse share of a workload."""
     inputs: list[float] = []
     outputs: list[float] = []
@@ -83,20 +83,18 @@ def summarize(
             if k > 0:
                 thinks.append(turn.think_s)
     turns = [len(c.turns) for c in conversations]
-    out: dict[str, Any] = {
-        "conversations": len(conversations),
-        "requests": len(inputs),
-        "turns": _describe(turns),
-        "input_tokens": _describe(inputs),
-        "output_tokens": _describe(outputs),
-        "think_s": _describe(thinks),
-        "prefix_reuse_share": (reusable / prompt_tokens) if prompt_tokens else 0.0,
-        "counted_with": "tokenizer" if count is not words else "words",
-    }
-    if context is not None:
-        out["context"] = context
-        out["longest_request"] = int(max(totals, default=0))
-    return out
+    return WorkloadSummary(
+        conversations=len(conversations),
+        requests=len(inputs),
+        turns=_describe(turns),
+        input_tokens=_describe(inputs),
+        output_tokens=_describe(outputs),
+        think_s=_describe(thinks),
+        prefix_reuse_share=(reusable / prompt_tokens) if prompt_tokens else 0.0,
+        counted_with="tokenizer" if count is not words else "words",
+        context=context,
+        longest_request=int(max(totals, default=0)) if context is not None else None,
+    )
 
 
 def fit_to_context(

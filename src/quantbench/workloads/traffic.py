@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import ValidationError
 
 from quantbench.load.plan import Conversation, Turn
 from quantbench.load.spec import (
@@ -24,10 +25,11 @@ from quantbench.load.spec import (
     TracePrompts,
     WorkloadSpec,
 )
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.io import MissingOutputError, StageOutputError
+from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
 from quantbench.workloads import stats
 from quantbench.workloads.generate import Corpus, conversations
-
-TRAFFIC_VERSION = 1
 
 
 @dataclass
@@ -37,43 +39,53 @@ class Traffic:
     name: str
     conversations: list[Conversation]
     schedule: list[float] | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: WorkloadSummary | None = None
+    """What it is made of (None: a traffic file whose summary is missing)."""
 
     def write(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / f"{self.name}.jsonl", "w", encoding="utf-8") as out:
             for i, conv in enumerate(self.conversations):
-                row = asdict(conv)
-                if self.schedule is not None:
-                    row["arrival_s"] = self.schedule[i]
-                out.write(json.dumps(row, sort_keys=True) + "\n")
-        (folder / f"{self.name}.json").write_text(
-            json.dumps({"version": TRAFFIC_VERSION, **self.summary}, indent=2, sort_keys=True)
-            + "\n",
-            encoding="utf-8",
-        )
+                line = TrafficLine.model_validate(
+                    {**asdict(conv), "arrival_s": self.schedule[i] if self.schedule else None}
+                )
+                out.write(json.dumps(line.model_dump(mode="json"), sort_keys=True) + "\n")
+        if self.summary is not None:
+            schema_io.write(folder / f"{self.name}.json", self.summary)
 
     @classmethod
     def read(cls, folder: Path, name: str) -> Traffic:
+        """The workload's conversations (each line a :class:`TrafficLine`) and summary."""
         path = folder / f"{name}.jsonl"
         if not path.is_file():
-            from quantbench.errors import UserError
-
-            raise UserError(
+            raise MissingOutputError(
                 f"{path} is missing: the workloads stage writes it (dvc repro workloads)"
             )
         convs: list[Conversation] = []
         schedule: list[float] = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, text in enumerate(lines, start=1):
+            if not text.strip():
                 continue
-            row = json.loads(line)
-            if "arrival_s" in row:
-                schedule.append(float(row.pop("arrival_s")))
-            row["turns"] = [Turn(**t) for t in row["turns"]]
-            convs.append(Conversation(**row))
+            try:
+                line = TrafficLine.model_validate_json(text)
+            except ValidationError as exc:
+                raise StageOutputError(
+                    f"{path}:{number}: not a conversation of the workloads stage "
+                    f"({exc.errors()[0]['msg']}); rerun `dvc repro workloads`"
+                ) from None
+            if line.arrival_s is not None:
+                schedule.append(line.arrival_s)
+            turns = [Turn(t.content, t.max_tokens, t.think_s) for t in line.turns]
+            convs.append(
+                Conversation(line.prompt_id, line.scenario, turns, line.system, line.raw_prompt)
+            )
         summary_path = folder / f"{name}.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+        summary = (
+            schema_io.read(summary_path, WorkloadSummary, name=name)
+            if summary_path.is_file()
+            else None
+        )
         return cls(name, convs, schedule or None, summary)
 
 
@@ -199,8 +211,9 @@ def materialize(
             f"workload {spec.name!r}: no request fits the context of {context} tokens; "
             "lower length_scale or the output lengths, or raise the context"
         )
-    summary = stats.summarize(convs, counter, context)
-    summary.update(name=spec.name, source=provenance, turns_dropped_to_fit=dropped)
+    summary = stats.summarize(convs, counter, context).model_copy(
+        update={"name": spec.name, "source": provenance, "turns_dropped_to_fit": dropped}
+    )
     return Traffic(spec.name, convs, schedule, summary)
 
 
