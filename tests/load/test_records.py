@@ -7,7 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from quantbench.load.records import RequestRecord, read_records, write_records
+from quantbench.schemas.io import StageOutputError
+from quantbench.schemas.records import RecordLine
 
 
 def _record(chunks: int) -> RequestRecord:
@@ -21,9 +25,32 @@ def _record(chunks: int) -> RequestRecord:
 
 def test_a_record_is_read_back_as_written(tmp_path: Path) -> None:
     rec = _record(24)
-    assert RequestRecord.from_dict(json.loads(rec.to_json())) == rec
+    assert RequestRecord.from_dict(rec.as_dict()) == rec  # a load worker's message
     write_records(tmp_path / "r.jsonl", [rec, _record(1)])
     assert read_records(tmp_path / "r.jsonl") == [rec, _record(1)]
+    # each line is a versioned RecordLine: the schema's fields are the record's, one for one
+    line = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert line["schema_version"] == RecordLine.current_version()
+    assert set(RecordLine.model_fields) == {"schema_version", *rec.as_dict()}
+
+
+def test_older_lines_read_and_a_broken_one_names_its_line(tmp_path: Path) -> None:
+    """Lines written before the schema had no version, and the first ones a flag `warmup` where
+    later ones have the request's phase; a line that is not JSON names its file, line and the
+    stage to rerun."""
+    data = _record(3).as_dict()
+    old = {k: v for k, v in data.items() if k != "phase"} | {"warmup": True}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(data) + "\n" + json.dumps(old) + "\n")
+    current, oldest = read_records(path)
+    assert (
+        current == _record(3)
+        and oldest.phase == "warmup"
+        and oldest.chunk_times == data["chunk_times"]
+    )
+    path.write_text(json.dumps(data) + "\n{not json\n")
+    with pytest.raises(StageOutputError, match=r"records.jsonl:2: not valid JSON.*bench@"):
+        read_records(path)
 
 
 def _python_calls(fn) -> int:  # type: ignore[no-untyped-def]

@@ -70,6 +70,7 @@ from quantbench.schemas.quality import (
     WorkerMemory,
 )
 from quantbench.schemas.quantize import QuantizeTiming
+from quantbench.schemas.records import RecordLine
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import Calibration, VariantRecord, VariantSource
@@ -553,6 +554,12 @@ def confirm_file() -> ConfirmFile:
     )  # fmt: skip
 
 
+def record_line() -> RecordLine:
+    """One line of records.jsonl: a measured request of the c4 point."""
+    (rec,) = [r for r in records(random.Random(5), "c4", {"concurrency": 4}) if r.index == 3]
+    return RecordLine.model_validate(rec.as_dict())
+
+
 def every_output(root: Path) -> list[StageOutput]:
     """One example of every stage output (``root`` is scratch space for the estimate stage)."""
     shape = {"kind": "concurrency", "concurrency": 4}
@@ -571,6 +578,7 @@ def every_output(root: Path) -> list[StageOutput]:
         machine_calibration(),
         pair_calibration(),
         estimates_file(root),
+        record_line(),
         session_summary([point]),
         pair_summary(),
         confirm_file(),

@@ -295,6 +295,7 @@ PINNED: dict[str, str] = {
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
     "SessionSummary": "v5:b26c7d94469144a3",  # v5: the workload's summary typed
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
+    "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
     "PairSummary": "v7:84d4a7dac89d6c27",  # v6: the fine-tune's task served (task)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }

@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/schemas/io.py", "read"): "the schema reader itself",
+    ("src/quantbench/schemas/io.py", "parse_line"): "the schema reader itself (JSON Lines)",
     ("src/quantbench/bench/resume.py", "PartialStore.row"): "the bench stage's own resume state",
     ("src/quantbench/bench/resume.py", "PartialStore.server"): "the bench stage's resume state",
     ("src/quantbench/bench/resume.py", "PartialStore.task"): "the bench stage's resume state",
@@ -58,8 +59,6 @@ NOT_A_STAGE_OUTPUT = {
 }
 
 STAGE_OUTPUT_STILL_RAW = {
-    ("src/quantbench/load/records.py", "iter_records"): "records.jsonl (the request records: a "
-    "dataclass with its own migration, no schema version)",
     ("src/quantbench/gather/machines.py", "_json"): "best_config.json and report_metrics.json "
     "(env.json and estimates.json go on through their schemas)",
 }

@@ -20,13 +20,16 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["completed", "failed", "incomplete", "unsent"]
-"""completed: streamed to its end; failed: an error (the reason in `error`); incomplete: still
-streaming when the point stopped; unsent: arrived (open loop) but never sent before the stop."""
-Phase = Literal["warmup", "measured", "cooldown"]
-TokenSource = Literal["usage", "tokenizer", "chunks", "none"]
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.base import VERSION_KEY
+from quantbench.schemas.records import Phase, RecordLine, Status, TokenSource
+
+# Status: completed: streamed to its end; failed: an error (the reason in `error`); incomplete:
+# still streaming when the point stopped; unsent: arrived (open loop) but never sent before the
+# stop. Each line of the file is a RecordLine (schemas.records): these fields and its version.
+LINE_VERSION = RecordLine.current_version()
 
 
 @dataclass(slots=True)
@@ -121,13 +124,13 @@ class RequestRecord:
         return {name: getattr(self, name) for name in _FIELD_NAMES}
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), separators=(",", ":"))
+        """The record as one line of ``records.jsonl`` (a :class:`RecordLine`, versioned)."""
+        return json.dumps({VERSION_KEY: LINE_VERSION, **self.as_dict()}, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> RequestRecord:
-        if "warmup" in data and "phase" not in data:  # records written before phases existed
-            data = dict(data)
-            data["phase"] = "warmup" if data.pop("warmup") else "measured"
+        """A record a load worker sent its master (``as_dict``, current fields only); files are
+        read through their schema (:func:`iter_records`)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -152,15 +155,13 @@ def write_records(path: Path, records: Iterable[RequestRecord]) -> int:
 
 
 def iter_records(path: Path) -> Iterator[RequestRecord]:
+    """The records of ``path``, each line read as a :class:`RecordLine` (older lines migrated;
+    an unreadable one is a StageOutputError naming the file, the line and the stage)."""
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if line.strip():
-                where = f"{path}:{lineno}"
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
-                yield RequestRecord.from_dict(data, where)
+                parsed = schema_io.parse_line(line, RecordLine, f"{path}:{lineno}")
+                yield RequestRecord(**{name: getattr(parsed, name) for name in _FIELD_NAMES})
 
 
 def read_records(path: Path) -> list[RequestRecord]:

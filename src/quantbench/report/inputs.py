@@ -26,6 +26,7 @@ from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile, PairPrediction, VariantEstimate
 from quantbench.schemas.finetune import FinetuneReport
+from quantbench.schemas.io import StageOutputError
 from quantbench.schemas.merge import MergeReport
 from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
@@ -252,7 +253,7 @@ def load_point_records(
             continue
         try:
             records = list(iter_records(path))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, StageOutputError) as exc:
             problems.append(f"{path.as_posix()}: unreadable ({exc})")
             continue
         repeats.append(RepeatRecords(k, records, _session(path.parent, key, k, problems)))

@@ -17,6 +17,7 @@ from quantbench.schemas.merge import MergeReport
 from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.quantize import QuantizeTiming
+from quantbench.schemas.records import RecordLine
 from quantbench.schemas.session import SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import VariantRecord
@@ -36,6 +37,7 @@ STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     MachineCalibration,
     PairCalibration,
     EstimatesFile,
+    RecordLine,
     SessionSummary,
     PairSummary,
     ConfirmFile,

@@ -114,6 +114,17 @@ def read(path: str | Path, model: type[M], **names: Any) -> M:
     return parse(data, model, where, **names)
 
 
+def parse_line(text: str, model: type[M], where: str, **names: Any) -> M:
+    """One line of a JSON Lines stage output into ``model`` (``where``: the file and line)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StageOutputError(
+            f"{where}: not valid JSON ({exc.msg}); rerun `{model.rerun(**names)}`"
+        ) from None
+    return parse(data, model, where, **names)
+
+
 def first_error(exc: ValidationError) -> str:
     """The first problem pydantic found, as ``at <location>: <message>``."""
     first = exc.errors(include_url=False)[0]
@@ -129,6 +140,7 @@ __all__ = [
     "first_error",
     "migrate",
     "parse",
+    "parse_line",
     "read",
     "version_of",
     "write",
