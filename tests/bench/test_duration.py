@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.bench.duration import SERVER_CHECK_S, TaskShape, TrafficShape, plan_pair
+from quantbench.bench.duration import (
+    SERVER_CHECK_S,
+    ProbeShape,
+    TaskShape,
+    TrafficShape,
+    plan_pair,
+)
 from quantbench.bench.preview import profile_overrides, with_overrides
 from quantbench.bench.spec import BenchSettings
 from quantbench.config import parse_config
@@ -84,6 +90,26 @@ def test_the_served_task_is_timed_once_per_pair_at_its_concurrency_pace():
     unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "",
                         startup_s=1.0, task=TaskShape(13, 32, 1))  # fmt: skip
     assert unknown.task_s is None and unknown.seconds is None
+
+
+def test_the_probe_is_timed_on_its_setting_and_added_to_the_pair():
+    """The bench probes its server for the estimate before its points: 7 requests of 32 tokens
+    alone (TTFT 100 ms + 32 x 20 ms each), then 2, 3 and 4 together, each group as long as one
+    request at the pace predicted for its streams (2 and 3: one stream's, the highest predicted
+    not above them; 4: TPOT 40 ms), on the setting it probes; no probe asked costs nothing."""
+    default = _prediction([_point(1, 2.0), _point(4, 4.0, itl_ms=40.0)])
+    slow = _prediction([_point(1, 9.0, itl_ms=90.0)]).model_copy(update={"server_point": "one"})
+    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [slow, default], BenchSettings(), "")
+    without = plan_pair("p-e", ["one", "default"], *args, startup_s=30.0)
+    probe = ProbeShape(alone=7, batch=4, output_tokens=32, server_point="default")
+    probed = plan_pair("p-e", ["one", "default"], *args, startup_s=30.0, probe=probe)
+    alone, four = 0.1 + 32 * 0.02, 0.1 + 32 * 0.04
+    assert probed.probe_s == pytest.approx(7 * alone + 2 * alone + four)
+    assert probed.seconds == pytest.approx(without.seconds + probed.probe_s)
+    assert without.probe_s == 0.0
+    unknown = plan_pair("p-e", ["x"], {"chat": CHAT}, {}, [], BenchSettings(), "",
+                        startup_s=1.0, probe=probe)  # fmt: skip
+    assert unknown.probe_s is None and unknown.seconds is None
 
 
 def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():

@@ -63,16 +63,19 @@ class PairPlan:
     server_points: int = 1
     task_s: float | None = 0.0
     """The served task's time (0: not asked; None: no prediction to time it by)."""
+    probe_s: float | None = 0.0
+    """The estimate's probe of the pair's server, made by its bench (0: not asked)."""
 
     @property
     def seconds(self) -> float | None:
         each = [p.seconds for p in self.points]
-        if any(s is None for s in each) or self.task_s is None:
+        if any(s is None for s in each) or self.task_s is None or self.probe_s is None:
             return None
         return (
             sum(s for s in each if s is not None)
             + self.server_points * (self.startup_s + SERVER_CHECK_S)
             + self.task_s
+            + self.probe_s
         )
 
 
@@ -84,6 +87,44 @@ class TaskShape:
     questions: int = 0
     max_new_tokens: int = 0
     concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class ProbeShape:
+    """The estimate's probe a pair's bench sends its server before its points
+    (:mod:`quantbench.estimate.pair_probe`): ``alone`` requests one at a time, then 2, 3, ...
+    ``batch`` together, each answer ``output_tokens`` long, on the setting ``server_point``
+    (``alone`` 0: no probe)."""
+
+    alone: int = 0
+    batch: int = 1
+    output_tokens: int = 32
+    server_point: str = ""
+
+
+def _request_s(prediction: PairPrediction, concurrency: int, tokens: int) -> float | None:
+    """One request's time at the highest predicted concurrency not above ``concurrency``."""
+    below = [p for p in prediction.points if p.concurrency <= concurrency]
+    if not below:
+        return None
+    point = max(below, key=lambda p: p.concurrency)
+    tpot_ms = point.itl_ms if point.itl_ms is not None else 0.0
+    return (point.ttft_ms + tokens * tpot_ms) / 1000
+
+
+def probe_s(prediction: PairPrediction | None, probe: ProbeShape) -> float | None:
+    """The probe's time: its requests alone one after the other, then each group of k sent
+    together, which ends with its slowest, timed at the pace predicted for k streams."""
+    if probe.alone == 0:
+        return 0.0
+    if prediction is None:
+        return None
+    times = [_request_s(prediction, 1, probe.output_tokens)]
+    times += [_request_s(prediction, k, probe.output_tokens) for k in range(2, probe.batch + 1)]
+    if any(t is None for t in times):
+        return None
+    alone, *groups = (t for t in times if t is not None)
+    return probe.alone * alone + sum(groups)
 
 
 def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
@@ -100,9 +141,8 @@ def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
     if not below:
         return None
     point = max(below, key=lambda p: p.concurrency)
-    tpot_ms = point.itl_ms if point.itl_ms is not None else 0.0
-    one = (point.ttft_ms + task.max_new_tokens * tpot_ms) / 1000
-    return task.questions * one / point.concurrency
+    one = _request_s(prediction, point.concurrency, task.max_new_tokens)
+    return None if one is None else task.questions * one / point.concurrency
 
 
 def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: TrafficShape):  # type: ignore[no-untyped-def]
@@ -190,12 +230,16 @@ def plan_pair(
     slo: str,
     startup_s: float,
     task: TaskShape = TaskShape(),
+    probe: ProbeShape = ProbeShape(),
 ) -> PairPlan:
     """Every point of one pair, timed (see the module docstring)."""
     plan = PairPlan(name, startup_s, server_points=len(server_points))
     first = next((p for p in predictions if p.pair == name and server_points
                   and p.server_point == server_points[0]), None)  # fmt: skip
     plan.task_s = task_s(first, task)
+    probed = next((p for p in predictions if p.pair == name
+                   and p.server_point == probe.server_point), first)  # fmt: skip
+    plan.probe_s = probe_s(probed, probe)
     for label in server_points:
         for workload, spec in workloads.items():
             spec = spec if spec.name else spec.model_copy(update={"name": workload})

@@ -109,13 +109,14 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from quantbench.bench.duration import TaskShape, TrafficShape, plan_pair, render
+    from quantbench.bench.duration import ProbeShape, TaskShape, TrafficShape, plan_pair, render
     from quantbench.bench.served_here import served_pairs
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
     from quantbench.estimate.arch import read_architecture
     from quantbench.estimate.calibrate import read_pair_fits
+    from quantbench.estimate.pair_probe import PROMPT_SENTENCES, probe_point
     from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
     from quantbench.estimate.pipeline import follow_pipeline
     from quantbench.estimate.served import served_prompt_profiles
@@ -180,13 +181,23 @@ def run_plan(args: argparse.Namespace) -> int:
             asked = min(asked, config.evaluate.heldout_limit)
         task = TaskShape(asked, config.evaluate.heldout_max_new_tokens,
                          config.served_task.concurrency)  # fmt: skip
+    asked = config.estimate.probe
     for name, pair in pairs.items():
         engine = get_engine(pair.engine)
         labels = [label for label, _ in pair.settings.sweep_points()]
+        probe = ProbeShape()
+        if bench.pairs[name].probe:  # the bench's probe for the estimate (estimate.pair_probe)
+            label, point = probe_point(engine, pair.settings)
+            limit = engine.max_batch(point)
+            probe = ProbeShape(
+                alone=asked.repeats * len(PROMPT_SENTENCES) + 1,
+                batch=min(asked.max_batch, limit) if limit is not None else asked.max_batch,
+                output_tokens=asked.output_tokens, server_point=label,
+            )  # fmt: skip
         plans.append(
             plan_pair(
                 name, labels, workloads, shapes, predictions, bench, slo,
-                _startup(args.bench, name, engine), task,
+                _startup(args.bench, name, engine), task, probe,
             )
         )  # fmt: skip
     print(render(plans))
