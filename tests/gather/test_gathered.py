@@ -87,3 +87,47 @@ def test_the_roofline_rows_leave_out_hardware_a_machine_measured() -> None:
     assert [(e.hardware, e.cost_per_million) for e in found.estimated] == [
         ("H100", cost_per_million(2.5, 1000.0))
     ]
+
+
+class _Files:
+    """An experiment whose only file is its best_config.json (ExperimentFiles' one method)."""
+
+    def __init__(self, best_config: str) -> None:
+        from quantbench.gather.experiments import Experiment
+
+        self.experiment = Experiment(name="exp-a", sha="0" * 40, baseline="0" * 40)
+        self.best_config = best_config
+
+    def text(self, path: str) -> str | None:
+        return self.best_config if path.endswith("best_config.json") else None
+
+
+def test_each_best_config_entry_is_read_through_its_schema() -> None:
+    """The recommendation's throughput and interval come from the typed entry; an entry of the
+    format before the schema (format_version 3, its tie's figure under the metric's name) is
+    migrated; an entry that is not one is a problem, named, and the others are kept."""
+    import json
+
+    from tests.schemas.examples import GOLDEN
+
+    from quantbench.gather.machines import read_run
+
+    data = json.loads((GOLDEN / "best_config.json").read_text())
+    old = dict(data["chat"])
+    del old["schema_version"]
+    old["format_version"] = 3
+    old["ties"] = [
+        {**{k: v for k, v in t.items() if k not in ("metric", "figure")}, t["metric"]: t["figure"]}
+        for t in old["ties"]
+    ]
+    broken = {**data["chat"], "pair": None}
+    text = json.dumps({"chat": data["chat"], "chat:old": old, "chat:strict": data["chat:strict"],
+                       "multi-turn": broken})  # fmt: skip
+    run = read_run(_Files(text))  # type: ignore[arg-type]
+    best = {b.workload: b for b in run.best}
+    good = data["chat"]["expected"]["good_output_throughput"]
+    assert best["chat"].tps == Interval(value=good["value"], low=good["low"], high=good["high"])
+    assert best["chat:old"] == best["chat"].model_copy(update={"workload": "chat:old"})
+    assert best["chat:strict"].status == "none" and best["chat:strict"].reason
+    assert "multi-turn" not in best
+    assert any("best_config.json [multi-turn]: not a valid Recommended" in p for p in run.problems)

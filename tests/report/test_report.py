@@ -458,9 +458,8 @@ def test_best_config_per_workload(files, inputs) -> None:
     assert chat["decided_by"].endswith("settled by quality")
     (tie,) = chat["ties"]
     assert (tie["pair"], tie["server_point"], tie["load_point"]) == (GGUF, "default", "c4")
-    assert (
-        tie["good_output_throughput"]["low"] <= chat["expected"]["good_output_throughput"]["high"]
-    )
+    assert tie["metric"] == chat["ranked_by"] == "good_output_throughput"
+    assert tie["figure"]["low"] <= chat["expected"]["good_output_throughput"]["high"]
     assert tie["perplexity_ratio"] == pytest.approx(16.894 / 16.0)
     assert multi["ties"] == [] and "separable" in multi["decided_by"]
     assert multi["quality"]["perplexity_ratio"] == pytest.approx(16.894 / 16.0)

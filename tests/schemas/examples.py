@@ -8,6 +8,7 @@ are small and plausible (SmolLM2-135M on a 2-core CPU); where a writer's own cod
 
 from __future__ import annotations
 
+import json
 import random
 import zlib
 from pathlib import Path
@@ -31,6 +32,7 @@ from quantbench.schemas.bench import (
     ServerReport,
     TriedLoad,
 )
+from quantbench.schemas.best_config import NoneFound, Recommended
 from quantbench.schemas.common import AdapterProvenance, HeldoutAnswer, HeldoutScore
 from quantbench.schemas.decide import (
     ConfirmFile,
@@ -560,6 +562,16 @@ def record_line() -> RecordLine:
     return RecordLine.model_validate(rec.as_dict())
 
 
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def best_config_entries() -> tuple[Recommended, NoneFound]:
+    """A recommendation and a workload with none, as the report stage wrote them for the report
+    tests' fixture tree (tests/schemas/golden/best_config.json)."""
+    data = json.loads((GOLDEN / "best_config.json").read_text(encoding="utf-8"))
+    return Recommended.model_validate(data["chat"]), NoneFound.model_validate(data["chat:strict"])
+
+
 def every_output(root: Path) -> list[StageOutput]:
     """One example of every stage output (``root`` is scratch space for the estimate stage)."""
     shape = {"kind": "concurrency", "concurrency": 4}
@@ -582,4 +594,5 @@ def every_output(root: Path) -> list[StageOutput]:
         session_summary([point]),
         pair_summary(),
         confirm_file(),
+        *best_config_entries(),
     ]

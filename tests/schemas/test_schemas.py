@@ -17,6 +17,7 @@ from quantbench.errors import UserError
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput, stamp, version
 from quantbench.schemas.bench import PairSummary
+from quantbench.schemas.best_config import NoneFound, Recommended
 from quantbench.schemas.catalog import STAGE_OUTPUTS
 from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.machine import MachineCalibration, PairCalibration
@@ -133,6 +134,8 @@ LEGACY_KEYS: dict[type[StageOutput], dict[str, Any]] = {
     QualityReport: {"report_version": 1},
     ValidationVerdict: {"version": 1},
     WorkloadSummary: {"version": 1},
+    Recommended: {"format_version": 3},
+    NoneFound: {"format_version": 3},
 }
 
 
@@ -141,6 +144,15 @@ def _version_zero(output: StageOutput) -> dict[str, Any]:
     data.update(LEGACY_KEYS.get(type(output), {}))
     if isinstance(output, QualityReport) and data.get("quantize"):
         data["quantize"].pop("schema_version")  # the copied timing report was version 0 too
+    if isinstance(output, Recommended):  # format 3: a tie's figure under the metric's own name
+        data["ties"] = [
+            {
+                **{k: v for k, v in t.items() if k not in ("metric", "figure")},
+                t["metric"]: t["figure"],
+            }
+            for t in data["ties"]
+        ]
+        data["decision"] = data["decision"] or {}
     return data
 
 
@@ -296,6 +308,8 @@ PINNED: dict[str, str] = {
     "SessionSummary": "v5:b26c7d94469144a3",  # v5: the workload's summary typed
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
+    "Recommended": "v1:0bf3b6e53f7bdb4e",  # a best_config.json entry (was format_version 3)
+    "NoneFound": "v1:452ae0124f087b6f",  # a best_config.json entry with nothing to recommend
     "PairSummary": "v7:84d4a7dac89d6c27",  # v6: the fine-tune's task served (task)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }

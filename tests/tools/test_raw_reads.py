@@ -59,8 +59,8 @@ NOT_A_STAGE_OUTPUT = {
 }
 
 STAGE_OUTPUT_STILL_RAW = {
-    ("src/quantbench/gather/machines.py", "_json"): "best_config.json and report_metrics.json "
-    "(env.json and estimates.json go on through their schemas)",
+    ("src/quantbench/gather/machines.py", "_json"): "report_metrics.json (env.json, "
+    "estimates.json and each best_config.json entry go on through their schemas)",
 }
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from quantbench.bench.cost import cost_per_million_tokens
 from quantbench.gather.experiments import ExperimentFiles
 from quantbench.schemas import io as schema_io
+from quantbench.schemas.best_config import Estimate, NoneFound, Recommended, entry_model
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile, EstimateSummaryRow
 
@@ -134,13 +135,10 @@ def cost_per_million(price: float | None, tps: float | None) -> float | None:
     return cost_per_million_tokens(price, tps)
 
 
-def _interval(figure: Any) -> Interval | None:
-    if isinstance(figure, dict) and isinstance(figure.get("value"), int | float):
-        low, high = figure.get("low"), figure.get("high")
-        return Interval(value=figure["value"], low=low, high=high)
-    if isinstance(figure, int | float):
-        return Interval(value=figure)
-    return None
+def _interval(figure: Estimate | None) -> Interval | None:
+    if figure is None or figure.value is None:
+        return None
+    return Interval(value=figure.value, low=figure.low, high=figure.high)
 
 
 def _cost(price: float | None, tps: Interval | None) -> Interval | None:
@@ -156,27 +154,46 @@ def _cost(price: float | None, tps: Interval | None) -> Interval | None:
     )
 
 
-def workload_best(key: str, entry: dict[str, Any], experiment: str, price: float | None
-                  ) -> WorkloadBest:  # fmt: skip
-    if entry.get("status") == "none" or not entry.get("pair"):
+def workload_best(
+    key: str, entry: Recommended | NoneFound, experiment: str, price: float | None
+) -> WorkloadBest:
+    if isinstance(entry, NoneFound):
         return WorkloadBest(workload=key, experiment=experiment, status="none",
-                            reason=entry.get("reason"))  # fmt: skip
-    expected = entry.get("expected") or {}
-    metric = entry.get("ranked_by")
+                            reason=entry.reason)  # fmt: skip
+    metric = entry.ranked_by
     if metric not in THROUGHPUTS:  # a latency-ranked profile: price the good tokens
-        metric = THROUGHPUTS[0] if THROUGHPUTS[0] in expected else THROUGHPUTS[1]
-    tps = _interval(expected.get(metric))
+        good = entry.expected.good_output_throughput
+        metric = THROUGHPUTS[0] if good is not None else THROUGHPUTS[1]
+    tps = _interval(getattr(entry.expected, metric))
     return WorkloadBest(
         workload=key,
         experiment=experiment,
         status="ranked",
-        pair=entry.get("pair"),
-        settings=entry.get("settings") or {},
+        pair=entry.pair,
+        settings=entry.settings,
         ranked_by=metric,
         tps=tps,
         cost_per_million=_cost(price, tps),
-        slo_verdict=entry.get("slo_verdict"),
+        slo_verdict=entry.slo_verdict,
     )
+
+
+def _best_config(files: ExperimentFiles, problems: list[str]) -> dict[str, Recommended | NoneFound]:
+    """The experiment's best_config.json, each entry read through its schema (an entry that
+    does not parse is a problem, the others are kept)."""
+    data = _json(files, BEST_CONFIG, problems)
+    if not isinstance(data, dict):
+        if data is not None:
+            problems.append(f"{files.experiment.name}:{BEST_CONFIG}: not a mapping of workloads")
+        return {}
+    out: dict[str, Recommended | NoneFound] = {}
+    for key, entry in sorted(data.items()):
+        where = f"{files.experiment.name}:{BEST_CONFIG} [{key}]"
+        try:
+            out[key] = schema_io.parse(entry, entry_model(entry), where)
+        except schema_io.StageOutputError as exc:
+            problems.append(str(exc))
+    return out
 
 
 def _json(files: ExperimentFiles, path: str, problems: list[str]) -> Any:
@@ -229,11 +246,10 @@ def read_run(files: ExperimentFiles) -> MachineRun:
     problems: list[str] = []
     price, currency = _price(files, problems)
     env = _parsed(files, ENV, EnvInfo, problems)
-    best_config = _json(files, BEST_CONFIG, problems) or {}
     metrics = _json(files, METRICS, problems) or {}
     estimates = _parsed(files, ESTIMATES, EstimatesFile, problems)
     best = [workload_best(key, entry, exp.name, price)
-            for key, entry in sorted(best_config.items()) if isinstance(entry, dict)]  # fmt: skip
+            for key, entry in _best_config(files, problems).items()]  # fmt: skip
     pairs = [
         PairFigure(
             pair=pair,

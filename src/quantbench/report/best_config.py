@@ -1,6 +1,8 @@
 """best_config.json: per workload (and per extra SLO profile), the configuration to deploy.
 
-``{"<workload>": {...}, "<workload>:<profile>": {...}}``: the winning variant and engine, the
+``{"<workload>": {...}, "<workload>:<profile>": {...}}``, each entry a versioned
+:class:`~quantbench.schemas.best_config.Recommended` or ``NoneFound`` (the schema validates what
+is written here and what ``quantbench gather`` reads): the winning variant and engine, the
 server settings, the exact command line and environment the bench stage started it with, the load
 it was measured at, its figures each with its confidence interval (or ``too_few``), the sample,
 the load it reached, its checks, each SLO constraint's verdict, memory, the quality given up
@@ -26,12 +28,13 @@ from quantbench.report.tables import (
     too_few_text,
 )
 from quantbench.schemas.bench import ServedTask
+from quantbench.schemas.best_config import CURRENT, NoneFound, Recommended
 
-FORMAT_VERSION = 3
-"""2: keyed by workload ('<workload>:<profile>' for extra profiles), figures with intervals,
-ties and the deciding rule; 3: the decision (each row against the leader with the interval on
-their ratio, trade-offs, stability over resamples, the status: separable, tie-break, not
-separable)."""
+# Entry versions: 2 keyed by workload ('<workload>:<profile>' for extra profiles), figures with
+# intervals, ties and the deciding rule; 3 the decision (each row against the leader with the
+# interval on their ratio, trade-offs, stability over resamples, the status); then the schema's
+# version 1 (schemas.best_config: schema_version for format_version, a tie's figure under
+# `figure`).
 
 
 def _quality(delta: QualityDelta) -> dict[str, Any]:
@@ -81,19 +84,21 @@ def _tie(judged: JudgedRow, metric: str) -> dict[str, Any]:
         "server_point": row.server_point,
         "load_point": row.load_point,
         "key": judged.key,
-        metric: iv.model_dump() if iv is not None else {"value": row.metric(metric)},
+        "metric": metric,
+        "figure": iv.model_dump() if iv is not None else {"value": row.metric(metric)},
         "perplexity_ratio": judged.perplexity_ratio,
         "peak_rss_bytes": judged.peak_rss_bytes,
         "e2e_p99_ms": row.metric("e2e_p99_ms"),
     }
 
 
-def decision_json(profile: Profile) -> dict[str, Any]:
+def decision_json(profile: Profile) -> dict[str, Any] | None:
     """How the decision was made: the status, each rankable row against the leader, what a
-    tie-break traded, and how often each configuration wins the resampled decision."""
+    tie-break traded, and how often each configuration wins the resampled decision (None: no
+    decision was made)."""
     d = profile.decision
     if d is None:
-        return {}
+        return None
     confidence = profile.how.settings.confidence if profile.how else 0.95
     comparisons = []
     for key, c in sorted(d.comparisons.items()):
@@ -131,7 +136,7 @@ def _winner(
     metric = profile.ranked_by
     return {
         "status": "ok",
-        "format_version": FORMAT_VERSION,
+        "schema_version": CURRENT,
         "workload": profile.workload,
         "profile": profile.name,
         "slo": profile.slo,
@@ -236,7 +241,7 @@ def _none(inputs: ReportInputs, profile: Profile, reference: QualityReference) -
         reason = "no measured configuration meets every constraint and every check"
     return {
         "status": "none",
-        "format_version": FORMAT_VERSION,
+        "schema_version": CURRENT,
         "workload": profile.workload,
         "profile": profile.name,
         "slo": profile.slo,
@@ -252,12 +257,17 @@ def _none(inputs: ReportInputs, profile: Profile, reference: QualityReference) -
 def best_config(
     inputs: ReportInputs, profiles: list[Profile], reference: QualityReference
 ) -> dict[str, Any]:
+    """Each profile's entry, validated by its schema (a field that drifts from it fails the
+    report stage, not the reader)."""
     out: dict[str, Any] = {}
     for profile in profiles:
         if profile.best is not None:
-            out[profile.key] = _winner(inputs, profile, profile.best, reference)
+            entry = Recommended.model_validate(
+                clean_json(_winner(inputs, profile, profile.best, reference))
+            )
         else:
-            out[profile.key] = _none(inputs, profile, reference)
+            entry = NoneFound.model_validate(clean_json(_none(inputs, profile, reference)))
+        out[profile.key] = entry.model_dump(mode="json")
     return clean_json(out)
 
 

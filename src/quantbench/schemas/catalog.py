@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import PairSummary
+from quantbench.schemas.best_config import NoneFound, Recommended
 from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile
@@ -41,6 +42,8 @@ STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     SessionSummary,
     PairSummary,
     ConfirmFile,
+    Recommended,
+    NoneFound,
 )
 
 

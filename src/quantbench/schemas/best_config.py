@@ -1,0 +1,333 @@
+"""``reports/best_config.json`` (stage ``report``): per workload (and per extra SLO profile,
+``<workload>:<profile>``), the configuration to deploy, each entry versioned on its own.
+
+The file maps each key to a :class:`Recommended` (``status: "ok"``: the winning variant and
+engine, its settings, the exact command the bench started and the deployable one, the load it was
+measured at, every headline figure with its interval, the sample, each SLO constraint's verdict,
+memory, the quality given up, the decision and its ties) or a :class:`NoneFound` (``status:
+"none"``: why, and each pair's nearest miss). Written by :mod:`quantbench.report.best_config`;
+read by ``quantbench gather`` (:func:`read_entry`) and by people deploying.
+
+Before the schema an entry carried ``format_version`` 3 and no ``schema_version`` (it reads as
+version 0): its ties named their figure by the ranking metric's own key, and an undecided
+profile's decision was ``{}``; the migration to version 1 rewrites both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from quantbench.schemas.base import Migrations, StageOutput, Strict, version
+from quantbench.schemas.bench import CacheSummary, LoadSummary, TaskAgreement
+
+CURRENT = 1
+
+
+class Estimate(Strict):
+    """A headline figure: its value, and its interval where the sample bounds it (an infinite
+    bound is written null), or ``too_few`` where it cannot."""
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"low", "high", "confidence", "n", "method", "too_few", "note"}
+    )
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    confidence: float | None = None
+    n: int | None = None
+    method: str | None = None
+    too_few: bool | None = Field(None, description="true: the sample cannot bound it")
+    note: str | None = None
+
+
+class Comparison(Strict):
+    """One rankable row against the leader: the ratio of their ranking figures and its interval."""
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {"ratio", "low", "high", "confidence", "how"}
+    )
+
+    key: str
+    verdict: str
+    source: str
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    confidence: float | None = None
+    how: str | None = None
+
+
+class Decision(Strict):
+    """How the decision was made (docs/BENCH.md, "How the decision is made")."""
+
+    status: str
+    rule: str
+    leader: str | None
+    contenders: list[str]
+    comparisons: list[Comparison]
+    tradeoffs: list[str]
+    stability: dict[str, float] = Field(description="share of resamples each configuration wins")
+    resamples: int
+    equivalence: float | None
+    drift: float | None
+
+
+class Tie(Strict):
+    """A configuration the winner is tied with on the ranking figure."""
+
+    pair: str
+    variant: str
+    engine: str
+    server_point: str
+    load_point: str
+    key: str
+    metric: str = Field(description="the ranking figure (the decision's ranked_by)")
+    figure: Estimate
+    perplexity_ratio: float | None
+    peak_rss_bytes: int | None
+    e2e_p99_ms: float | None
+
+
+class Deploy(Strict):
+    """The winning server as a deployment starts it, from the project's root."""
+
+    argv: list[str]
+    model_name: str | None
+    env: dict[str, str]
+    secret_env: list[str] = Field(description="variables to export yourself (never recorded)")
+    cwd: str
+    placeholders: dict[str, str | int]
+    command_line: str
+    left_out: list[str] = Field(description="the harness's own flags, not a deployment's")
+    engine: str
+    engine_version: str
+
+
+class MeasuredAt(Strict):
+    workload: str
+    load_point: str
+    shape: dict[str, Any] | None
+
+
+class Expected(Strict):
+    """Every headline figure of the winning row, and its cost."""
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "output_throughput", "good_output_throughput", "goodput", "request_throughput",
+            "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
+            "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "error_rate",
+        }
+    )  # fmt: skip
+
+    output_throughput: Estimate | None = None
+    good_output_throughput: Estimate | None = None
+    goodput: Estimate | None = None
+    request_throughput: Estimate | None = None
+    ttft_p50_ms: Estimate | None = None
+    ttft_p90_ms: Estimate | None = None
+    ttft_p99_ms: Estimate | None = None
+    tpot_p50_ms: Estimate | None = None
+    tpot_p90_ms: Estimate | None = None
+    tpot_p99_ms: Estimate | None = None
+    itl_p50_ms: Estimate | None = None
+    itl_p99_ms: Estimate | None = None
+    e2e_p50_ms: Estimate | None = None
+    e2e_p99_ms: Estimate | None = None
+    error_rate: Estimate | None = None
+    cost_per_million_tokens: float | None
+    currency: str
+    price_per_hour: float | None
+
+
+class Sample(Strict):
+    repeats: int
+    requests: int
+    completed: int
+    failed: int
+    incomplete: int
+    unsent: int
+    not_served: int
+
+
+class Checks(Strict):
+    lengths_ok: bool | None
+    harness_ok: bool | None
+    served_check: str | None
+    cache: CacheSummary | None
+
+
+class ServedScore(Strict):
+    """One task's accuracy through the chosen pair's server (its answers stay in the bench's
+    summary)."""
+
+    task: str
+    metric: str
+    correct: int | None
+    total: int
+    accuracy: float
+    interval: tuple[float, float] | None
+
+
+class ServedTaskBrief(Strict):
+    verdict: str
+    server_point: str | None
+    harness: str
+    scores: list[ServedScore]
+    against_offline: TaskAgreement | None
+    note: str
+
+
+class Memory(Strict):
+    peak_rss_bytes: int | None
+    peak_gpu_bytes: int | None
+    ready_seconds: float | None
+    size_on_disk_bytes: int | None
+
+
+class SloVerdict(Strict):
+    """One SLO constraint judged on the row (``constraint`` None: only its reason is known, as
+    a row judged before the verdicts were kept says)."""
+
+    constraint: str | None = None
+    metric: str | None = None
+    statistic: str | None = None
+    op: str | None = None
+    threshold: float | None = None
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    verdict: Literal["pass", "fail", "undecided"] | None = None
+    passed: bool | None = None
+    reason: str
+
+
+class KlHigh(Strict):
+    statistic: str
+    value: float | None
+
+
+class Quality(Strict):
+    """What the variant gives up against the merged model (``evaluated`` false: nothing else)."""
+
+    evaluated: bool
+    perplexity: float | None = None
+    reference_perplexity: float | None = None
+    perplexity_ratio: float | None = None
+    perplexity_delta: float | None = None
+    kl_divergence_mean: float | None = None
+    kl_divergence_high: KlHigh | None = None
+    top1_agreement: float | None = None
+    heldout_accuracy: float | None = None
+    reference_heldout_accuracy: float | None = None
+    reference_heldout_source: str | None = None
+    heldout_delta: float | None = None
+    summary: str | None = None
+
+
+def _from_format_3(data: dict[str, Any]) -> dict[str, Any]:
+    """format_version 3 (version 0) -> 1: the version key, a tie's figure under ``figure`` (it was under
+    the ranking metric's own name), an undecided profile's decision null (it was {})."""
+    out = {k: v for k, v in data.items() if k != "format_version"}
+    out["schema_version"] = CURRENT
+    if out.get("decision") == {}:
+        out["decision"] = None
+    metric = out.get("ranked_by")
+    ties = []
+    for tie in out.get("ties") or []:
+        tie = dict(tie)
+        tie["metric"] = metric
+        tie["figure"] = tie.pop(metric, {"value": None})
+        ties.append(tie)
+    if "ties" in out:
+        out["ties"] = ties
+    return out
+
+
+class Recommended(StageOutput):
+    """The configuration to deploy for one workload (or profile)."""
+
+    OUTPUT: ClassVar[str] = "reports/best_config.json"
+    STAGE: ClassVar[str] = "report"
+    MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3}
+
+    schema_version: Literal[1] = version(CURRENT)
+    status: Literal["ok"]
+    workload: str
+    profile: str
+    slo: str | None
+    ranked_by: str
+    decided_by: str
+    decision: Decision | None
+    ties: list[Tie]
+    pair: str
+    variant: str
+    format: str
+    recipe: dict[str, Any] | None = Field(description="the variant's recipe (variant.json)")
+    engine: str
+    engine_version: str
+    server_point: str
+    settings: dict[str, Any] = Field(description="the engine settings its sweep point changed")
+    command: list[str] = Field(description="the command the bench started (secrets redacted)")
+    command_line: str
+    env: dict[str, str]
+    deploy: Deploy
+    measured_at: MeasuredAt
+    expected: Expected
+    too_few: list[str]
+    sample: Sample
+    load: LoadSummary | None
+    checks: Checks
+    served_task: ServedTaskBrief | None
+    memory: Memory
+    slo_verdict: Literal["pass", "fail", "undecided"] | None
+    slo_passed: bool | None
+    slo_passes: str | None
+    slo_verdicts: list[SloVerdict]
+    judged_from: str
+    quality: Quality
+    not_recommended_for_quality: dict[str, str] = Field(
+        description="variants the quality gates exclude, and why"
+    )
+
+
+class Closest(Strict):
+    """A pair's nearest miss where nothing was recommended."""
+
+    pair: str
+    server_point: str | None
+    load_point: str | None
+    excluded_for_quality: str | None
+    reasons: list[str]
+
+
+class NoneFound(StageOutput):
+    """A workload (or profile) nothing may be recommended for, and why."""
+
+    OUTPUT: ClassVar[str] = "reports/best_config.json"
+    STAGE: ClassVar[str] = "report"
+    MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3}
+
+    schema_version: Literal[1] = version(CURRENT)
+    status: Literal["none"]
+    workload: str
+    profile: str
+    slo: str | None
+    ranked_by: str
+    variant: None = None
+    engine: None = None
+    reason: str
+    closest: list[Closest]
+    not_recommended_for_quality: dict[str, str]
+
+
+def entry_model(data: Any) -> type[Recommended] | type[NoneFound]:
+    """The model of one entry, by its status."""
+    status = data.get("status") if isinstance(data, dict) else None
+    return NoneFound if status == "none" else Recommended
+
+
+__all__ = ["CURRENT", "NoneFound", "Recommended", "entry_model"]
