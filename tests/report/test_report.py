@@ -644,7 +644,8 @@ def test_metrics_and_plot_data(files) -> None:
     assert metrics["recommended"]["chat"]["ties"] == 1
     assert metrics["recommended"]["multi-turn"]["pair"] == GGUF
     assert metrics["recommended"]["chat:strict"] == {"pair": None, "found": False}
-    low = metrics["recommended"]["chat"]["good_output_throughput_low"]
+    assert metrics["recommended"]["chat"]["ranked_by"] == "good_output_throughput"
+    low = metrics["recommended"]["chat"]["ranked_low"]
     assert low < metrics["recommended"]["chat"]["good_output_throughput"]
     assert metrics["counts"] == {
         "pairs": 3, "workloads": 2, "rows": 17, "rows_measured": 14, "rows_ranked": 4,

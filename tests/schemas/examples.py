@@ -73,6 +73,7 @@ from quantbench.schemas.quality import (
 )
 from quantbench.schemas.quantize import QuantizeTiming
 from quantbench.schemas.records import RecordLine
+from quantbench.schemas.report_metrics import ReportMetrics
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import Calibration, VariantRecord, VariantSource
@@ -572,6 +573,12 @@ def best_config_entries() -> tuple[Recommended, NoneFound]:
     return Recommended.model_validate(data["chat"]), NoneFound.model_validate(data["chat:strict"])
 
 
+def report_metrics() -> ReportMetrics:
+    """The report tests' fixture tree's DVC metrics (tests/schemas/golden/report_metrics.json)."""
+    text = (GOLDEN / "report_metrics.json").read_text(encoding="utf-8")
+    return ReportMetrics.model_validate_json(text)
+
+
 def every_output(root: Path) -> list[StageOutput]:
     """One example of every stage output (``root`` is scratch space for the estimate stage)."""
     shape = {"kind": "concurrency", "concurrency": 4}
@@ -595,4 +602,5 @@ def every_output(root: Path) -> list[StageOutput]:
         pair_summary(),
         confirm_file(),
         *best_config_entries(),
+        report_metrics(),
     ]

@@ -23,6 +23,7 @@ from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.model_info import BaseModelInfo
 from quantbench.schemas.quality import QualityReport
+from quantbench.schemas.report_metrics import ReportMetrics
 from quantbench.schemas.session import SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import VariantRecord
@@ -153,6 +154,12 @@ def _version_zero(output: StageOutput) -> dict[str, Any]:
             for t in data["ties"]
         ]
         data["decision"] = data["decision"] or {}
+    if isinstance(output, ReportMetrics):  # before: the interval under the metric's own name
+        for rec in data["recommended"].values():
+            if "ranked_by" in rec:
+                metric = rec.pop("ranked_by")
+                rec[f"{metric}_low"] = rec.pop("ranked_low")
+                rec[f"{metric}_high"] = rec.pop("ranked_high")
     return data
 
 
@@ -309,7 +316,8 @@ PINNED: dict[str, str] = {
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
     "Recommended": "v1:0bf3b6e53f7bdb4e",  # a best_config.json entry (was format_version 3)
-    "NoneFound": "v1:452ae0124f087b6f",  # a best_config.json entry with nothing to recommend
+    "NoneFound": "v1:452ae0124f087b6f",
+    "ReportMetrics": "v1:a409d1b8d6c2cb16",  # DVC's metrics; v1: ranked_low/_high  # a best_config.json entry with nothing to recommend
     "PairSummary": "v7:84d4a7dac89d6c27",  # v6: the fine-tune's task served (task)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }

@@ -23,6 +23,7 @@ from quantbench.schemas import io as schema_io
 from quantbench.schemas.best_config import Estimate, NoneFound, Recommended, entry_model
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile, EstimateSummaryRow
+from quantbench.schemas.report_metrics import ReportMetrics
 
 BEST_CONFIG = "reports/best_config.json"
 METRICS = "reports/report_metrics.json"
@@ -181,42 +182,36 @@ def workload_best(
 def _best_config(files: ExperimentFiles, problems: list[str]) -> dict[str, Recommended | NoneFound]:
     """The experiment's best_config.json, each entry read through its schema (an entry that
     does not parse is a problem, the others are kept)."""
-    data = _json(files, BEST_CONFIG, problems)
-    if not isinstance(data, dict):
-        if data is not None:
-            problems.append(f"{files.experiment.name}:{BEST_CONFIG}: not a mapping of workloads")
+    text = _text(files, BEST_CONFIG, problems)
+    if text is None:
         return {}
-    out: dict[str, Recommended | NoneFound] = {}
-    for key, entry in sorted(data.items()):
-        where = f"{files.experiment.name}:{BEST_CONFIG} [{key}]"
-        try:
-            out[key] = schema_io.parse(entry, entry_model(entry), where)
-        except schema_io.StageOutputError as exc:
-            problems.append(str(exc))
-    return out
+    try:
+        entries, bad = schema_io.parse_entries(
+            text, entry_model, f"{files.experiment.name}:{BEST_CONFIG}"
+        )
+    except schema_io.StageOutputError as exc:
+        problems.append(str(exc))
+        return {}
+    problems += bad
+    return dict(sorted(entries.items()))
 
 
-def _json(files: ExperimentFiles, path: str, problems: list[str]) -> Any:
+def _text(files: ExperimentFiles, path: str, problems: list[str]) -> str | None:
     text = files.text(path)
     if text is None:
         problems.append(f"{path}: not in experiment {files.experiment.name} (or not pulled)")
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        problems.append(f"{path}: not JSON ({exc})")
-        return None
+    return text
 
 
 def _parsed(
     files: ExperimentFiles, path: str, model: type[schema_io.M], problems: list[str]
 ) -> schema_io.M | None:
     """A stage output of the experiment read through its schema (migrated where older)."""
-    data = _json(files, path, problems)
-    if data is None:
+    text = _text(files, path, problems)
+    if text is None:
         return None
     try:
-        return schema_io.parse(data, model, f"{files.experiment.name}:{path}")
+        return schema_io.parse_text(text, model, f"{files.experiment.name}:{path}")
     except schema_io.StageOutputError as exc:
         problems.append(str(exc))
         return None
@@ -246,7 +241,7 @@ def read_run(files: ExperimentFiles) -> MachineRun:
     problems: list[str] = []
     price, currency = _price(files, problems)
     env = _parsed(files, ENV, EnvInfo, problems)
-    metrics = _json(files, METRICS, problems) or {}
+    metrics = _parsed(files, METRICS, ReportMetrics, problems)
     estimates = _parsed(files, ESTIMATES, EstimatesFile, problems)
     best = [workload_best(key, entry, exp.name, price)
             for key, entry in _best_config(files, problems).items()]  # fmt: skip
@@ -254,12 +249,11 @@ def read_run(files: ExperimentFiles) -> MachineRun:
         PairFigure(
             pair=pair,
             workload=workload,
-            good_tps=figures.get("good_output_throughput"),
-            ranked=bool(figures.get("ranked")),
+            good_tps=figures.good_output_throughput,
+            ranked=figures.ranked,
         )
-        for pair, per_workload in sorted((metrics.get("pairs") or {}).items())
+        for pair, per_workload in sorted((metrics.pairs if metrics else {}).items())
         for workload, figures in sorted(per_workload.items())
-        if isinstance(figures, dict)
     ]
     return MachineRun(
         experiment=exp.name,

@@ -160,7 +160,7 @@ def iter_records(path: Path) -> Iterator[RequestRecord]:
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if line.strip():
-                parsed = schema_io.parse_line(line, RecordLine, f"{path}:{lineno}")
+                parsed = schema_io.parse_text(line, RecordLine, f"{path}:{lineno}")
                 yield RequestRecord(**{name: getattr(parsed, name) for name in _FIELD_NAMES})
 
 

@@ -1,8 +1,9 @@
 """What DVC compares across experiments: a flat metrics file and CSV data for `dvc plots`.
 
-``report_metrics.json`` (``dvc metrics show/diff``, ``dvc exp show``): the recommendation per
-workload (and per extra profile, ``<workload>:<profile>``), each pair's rank and figures per
-workload, and counts. ``plots/points.csv`` has every measured row (a ``workload`` column tells
+``report_metrics.json`` (``dvc metrics show/diff``, ``dvc exp show``; its schema is
+:class:`quantbench.schemas.report_metrics.ReportMetrics`): the recommendation per workload (and
+per extra profile, ``<workload>:<profile>``), each pair's rank and figures per workload, and
+counts. ``plots/points.csv`` has every measured row (a ``workload`` column tells
 the workloads apart), ``plots/pairs.csv`` one row per workload and pair at its best point; the
 plot definitions in dvc.yaml draw from them.
 """
@@ -24,6 +25,7 @@ from quantbench.report.tables import (
     RankingRow,
     quality_value,
 )
+from quantbench.schemas.report_metrics import ReportMetrics
 
 PAIR_METRICS = (
     "good_output_throughput",
@@ -110,8 +112,9 @@ def metrics_json(
             "pair": best.pair,
             "found": True,
             "ties": len(profile.ties),
-            f"{metric}_low": iv.low if iv else None,
-            f"{metric}_high": iv.high if iv else None,
+            "ranked_by": metric,
+            "ranked_low": iv.low if iv else None,
+            "ranked_high": iv.high if iv else None,
             **pair_record(line, inputs, ranks.get((best.pair, profile.workload))),
         }
     pairs: dict[str, dict[str, Any]] = {name: {} for name in sorted(inputs.pairs)}
@@ -131,7 +134,11 @@ def metrics_json(
         "rows_flagged": sum(1 for r in rows if r.row.measured and not r.rankable),
         "points": len(points),
     }
-    return clean_json({"recommended": recommended, "pairs": pairs, "counts": counts})
+    # written through its schema: a figure that drifts from it fails the report stage
+    metrics = ReportMetrics.model_validate(
+        clean_json({"recommended": recommended, "pairs": pairs, "counts": counts})
+    )
+    return clean_json(metrics.model_dump(mode="json"))
 
 
 POINT_COLUMNS = (

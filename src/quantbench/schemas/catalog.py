@@ -19,6 +19,7 @@ from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.quantize import QuantizeTiming
 from quantbench.schemas.records import RecordLine
+from quantbench.schemas.report_metrics import ReportMetrics
 from quantbench.schemas.session import SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import VariantRecord
@@ -44,6 +45,7 @@ STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     ConfirmFile,
     Recommended,
     NoneFound,
+    ReportMetrics,
 )
 
 

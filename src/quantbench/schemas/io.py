@@ -11,6 +11,7 @@ for ``evaluate@{name}``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -114,8 +115,9 @@ def read(path: str | Path, model: type[M], **names: Any) -> M:
     return parse(data, model, where, **names)
 
 
-def parse_line(text: str, model: type[M], where: str, **names: Any) -> M:
-    """One line of a JSON Lines stage output into ``model`` (``where``: the file and line)."""
+def parse_text(text: str, model: type[M], where: str, **names: Any) -> M:
+    """A stage output's text (a file's, one line of a JSON Lines file's, or what DVC returned
+    for an experiment's file) into ``model``; ``where`` names it in errors."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -123,6 +125,28 @@ def parse_line(text: str, model: type[M], where: str, **names: Any) -> M:
             f"{where}: not valid JSON ({exc.msg}); rerun `{model.rerun(**names)}`"
         ) from None
     return parse(data, model, where, **names)
+
+
+def parse_entries(
+    text: str, model_of: Callable[[Any], type[M]], where: str, **names: Any
+) -> tuple[dict[str, M], list[str]]:
+    """A stage output that maps names to entries each versioned on its own (best_config.json):
+    (the entries that parse, each through ``model_of(entry)``; one problem per entry that does
+    not, naming it). A file that is not such a mapping is a StageOutputError."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StageOutputError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise StageOutputError(f"{where}: expected an object of named entries")
+    entries: dict[str, M] = {}
+    problems: list[str] = []
+    for key, entry in data.items():
+        try:
+            entries[key] = parse(entry, model_of(entry), f"{where} [{key}]", **names)
+        except StageOutputError as exc:
+            problems.append(str(exc))
+    return entries, problems
 
 
 def first_error(exc: ValidationError) -> str:
@@ -140,7 +164,8 @@ __all__ = [
     "first_error",
     "migrate",
     "parse",
-    "parse_line",
+    "parse_entries",
+    "parse_text",
     "read",
     "version_of",
     "write",
