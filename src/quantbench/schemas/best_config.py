@@ -247,19 +247,28 @@ def _from_format_3(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class Recommended(StageOutput):
-    """The configuration to deploy for one workload (or profile)."""
+class _Entry(StageOutput):
+    """What every entry of the file says: which workload and profile, judged by which SLO and
+    ranked by which figure, and the variants the quality gates exclude."""
 
     OUTPUT: ClassVar[str] = "reports/best_config.json"
     STAGE: ClassVar[str] = "report"
     MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3}
 
     schema_version: Literal[1] = version(CURRENT)
-    status: Literal["ok"]
     workload: str
     profile: str
     slo: str | None
     ranked_by: str
+    not_recommended_for_quality: dict[str, str] = Field(
+        description="variants the quality gates exclude, and why"
+    )
+
+
+class Recommended(_Entry):
+    """The configuration to deploy for one workload (or profile)."""
+
+    status: Literal["ok"]
     decided_by: str
     decision: Decision | None
     ties: list[Tie]
@@ -289,9 +298,6 @@ class Recommended(StageOutput):
     slo_verdicts: list[SloVerdict]
     judged_from: str
     quality: Quality
-    not_recommended_for_quality: dict[str, str] = Field(
-        description="variants the quality gates exclude, and why"
-    )
 
 
 class Closest(Strict):
@@ -304,24 +310,14 @@ class Closest(Strict):
     reasons: list[str]
 
 
-class NoneFound(StageOutput):
+class NoneFound(_Entry):
     """A workload (or profile) nothing may be recommended for, and why."""
 
-    OUTPUT: ClassVar[str] = "reports/best_config.json"
-    STAGE: ClassVar[str] = "report"
-    MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3}
-
-    schema_version: Literal[1] = version(CURRENT)
     status: Literal["none"]
-    workload: str
-    profile: str
-    slo: str | None
-    ranked_by: str
     variant: None = None
     engine: None = None
     reason: str
     closest: list[Closest]
-    not_recommended_for_quality: dict[str, str]
 
 
 def entry_model(data: Any) -> type[Recommended] | type[NoneFound]:
