@@ -549,7 +549,8 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     if job.task is not None and job.store is not None and (old := job.store.task()) is not None:
         task = ServedTask.model_validate(old)  # scored by the interrupted run: kept
     probed = job.store.probe(job.name) if job.probe and job.store is not None else None
-    probe_label = probe_point(job.engine, job.settings)[0] if job.probe and server_points else None
+    probe_at = probe_point(job.engine, job.settings) if job.probe and server_points else None
+    probe_label = probe_at[0] if probe_at is not None else None
     with load_processes():  # every point of the pair forked from one template load process
         for server_label, settings in server_points:
             ran = _run_server_point(
@@ -583,9 +584,9 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         decided[w] = rule
     if job.store is not None:
         job.store.copy_into(out_dir)
-    if probe_label is not None:  # the estimate's input (quantbench.estimate.calibrate)
+    if probe_at is not None:  # the estimate's input (quantbench.estimate.calibrate)
         if probed is None:  # its setting's points were all resumed, its server not started
-            label, point = probe_point(job.engine, job.settings)
+            label, point = probe_at
             probed = not_probed(job.name, job.artifact.name, job.engine, label, point, [],
                                 skipped="every point of the probed setting was resumed from an "
                                 "interrupted run; its server was not started again")  # fmt: skip
