@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from quantbench.load.session import build_traffic, plan_point, run_plan
-from quantbench.load.spec import RandomPrompts, WorkloadSpec
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
+from quantbench.workloads.spec import RandomPrompts, WorkloadSpec
 
 DELAY_BUDGET_MS = 5.0
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from quantbench.load.forkserver import FORK_ENV
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
+from quantbench.workloads.spec import WorkloadSpec
 
 
 def children_cpu_s() -> float:

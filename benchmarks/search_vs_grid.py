@@ -31,12 +31,12 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import load_artifact
 from quantbench.engines.registry import get_engine
 from quantbench.fidelity import ReferenceAnswer
-from quantbench.load.spec import ClosedLoop, workloads_section
 from quantbench.params import overlay, read_params, section
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import BenchRow, PairSummary
 from quantbench.schemas.quality import QualityReport
 from quantbench.slo import slo_section
+from quantbench.workloads.spec import ClosedLoop, workloads_section
 from quantbench.workloads.traffic import Traffic
 
 

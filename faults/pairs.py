@@ -19,9 +19,9 @@ from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
 from quantbench.load.records import RequestRecord, read_records
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour
 from quantbench.schemas import io as schema_io
+from quantbench.workloads.spec import WorkloadSpec
 
 # A per-request limit (every answer within 5 s): decided from any sample size, a failed request
 # counting as infinitely late.

@@ -30,8 +30,8 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact, load_artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
-from quantbench.engines.ports import free_port
 from quantbench.load.requests import RequestProfile
+from quantbench.ports import free_port
 from quantbench.schemas import io as schema_io
 
 

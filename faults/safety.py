@@ -83,7 +83,7 @@ def bind_loopback(ctx: Context) -> Outcome:
             chk.that("--trust-remote-code" not in argv, f"{engine.name} trusts remote code")
     # a live server: which addresses does it listen on?
     engine = StandinEngine(ctx.dir / "engine")
-    from quantbench.engines.ports import free_port
+    from quantbench.ports import free_port
 
     spec = engine.launch(artifact, StandinSettings(), LOOPBACK, free_port(LOOPBACK))
     with ctx.tagged(), Server(spec, ctx.dir / "server.log") as server:
@@ -129,7 +129,7 @@ def no_shell(ctx: Context) -> Outcome:
         f"&& touch {markers[3]}",
     )
     engine = StandinEngine(ctx.dir / "engine", Fault(extra_args=hostile))
-    from quantbench.engines.ports import free_port
+    from quantbench.ports import free_port
 
     spec = engine.launch(
         Artifact("tiny", "bf16", ctx.dir), StandinSettings(faulty=True), LOOPBACK, free_port()

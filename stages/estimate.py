@@ -24,12 +24,12 @@ from quantbench.estimate.served import served_prompt_profiles
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variants_from_params
-from quantbench.load.spec import workloads_section
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.machine import MachineCalibration
 from quantbench.slo import slo_section
+from quantbench.workloads.spec import workloads_section
 from quantbench.workloads.traffic import Traffic
 
 

@@ -12,13 +12,13 @@ from pydantic import ValidationError
 from quantbench.bench.spec import BenchSettings
 from quantbench.errors import run_main
 from quantbench.estimate.spec import EstimateSettings
-from quantbench.load.spec import WorkloadSpec
 from quantbench.params import ConfigError, describe_errors, read_params, section
 from quantbench.progress import setup_logging
 from quantbench.report.build import build_report
 from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 from quantbench.slo import slo_section
+from quantbench.workloads.spec import WorkloadSpec
 
 
 def configured_workloads(raw: dict[str, Any]) -> dict[str, WorkloadSpec]:

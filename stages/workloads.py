@@ -17,11 +17,11 @@ from quantbench.data import DataSettings
 from quantbench.engines.registry import pair_settings, smallest_context
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
-from quantbench.load.spec import workloads_section
 from quantbench.load.tokens import load_counter
 from quantbench.model import model_context as read_model_context
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
+from quantbench.workloads.spec import workloads_section
 from quantbench.workloads.traffic import materialize
 
 

@@ -37,7 +37,7 @@ def test_an_unquoted_on_is_named_with_the_fix() -> None:
 
 
 def test_union_tags_stay_out_of_the_key() -> None:
-    from quantbench.load.spec import WorkloadSpec
+    from quantbench.workloads.spec import WorkloadSpec
 
     raw = {"workload": {"prompts": {"source": "random", "input_len": 4, "output_len": 4},
                         "load": [{"kind": "concurrency", "concurrency": 1, "label": "a/b"}],

@@ -134,7 +134,7 @@ def owner(params: dict[str, Any], key: Key) -> tuple[type[BaseModel] | None, str
             elif part == "engines":
                 model = get_engine(str(name)).settings_model
             else:
-                from quantbench.load.spec import WorkloadSpec
+                from quantbench.workloads.spec import WorkloadSpec
 
                 model = WorkloadSpec
             i += 2

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.set_defaults(handler=_mock_server)
 
-    from quantbench.bench.preview import add_plan_arguments, run_plan
+    from quantbench.bench.cli import add_plan_arguments, run_plan
 
     plan = sub.add_parser(
         "plan",

@@ -2,7 +2,7 @@
 
 Each section's settings model lives in the package that uses it (`runtime.py`, `model.py`,
 `data.py`, `lora/spec.py`, `formats/<format>.py`, `quality/spec.py`, `engines/<engine>.py`,
-`load/spec.py`, `bench/spec.py`, `estimate/spec.py`, `report/spec.py`, `slo.py`); this module only
+`workloads/spec.py`, `bench/spec.py`, `estimate/spec.py`, `report/spec.py`, `slo.py`); this module only
 composes them and checks what spans sections (a pair's engine must serve its variant's format).
 `quantbench validate` (which `make repro` runs first) and the one-off commands use it; each DVC
 stage reads only its own sections (`quantbench.params.section`), so its code dependencies stay
@@ -25,7 +25,6 @@ from quantbench.estimate.spec import EstimateSettings
 from quantbench.formats.base import Recipe, VariantSpecError, validate_name
 from quantbench.formats.registry import get_format
 from quantbench.formats.registry import recipe as parse_recipe
-from quantbench.load.spec import SAFE_LABEL, WorkloadSpec
 from quantbench.lora.spec import LoraSettings, MergeSettings
 from quantbench.model import ModelSettings
 from quantbench.params import (
@@ -41,6 +40,7 @@ from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.report.spec import ReportSettings
 from quantbench.runtime import RuntimeSettings
 from quantbench.settings import Settings
+from quantbench.workloads.spec import SAFE_LABEL, WorkloadSpec
 
 __all__ = ["DEFAULT_PARAMS", "Config", "ConfigError", "load_config", "parse_config"]
 

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from quantbench.schemas.base import Strict
+from quantbench.strict import Strict
 
 Verdict = Literal["pass", "fail", "undecided"]
 # Time slices the window is cut into for the batch-means interval of a rate.

@@ -166,7 +166,7 @@ DATA_FILES: tuple[tuple[str, str, Any], ...] = (
 def _corpus_used(config: Config) -> bool:
     """Whether a workload cuts its prompts from data.corpus: the named ones (``use:``) and a
     trace's; random prompts, datasets and conversation files do not."""
-    from quantbench.load.spec import TracePrompts
+    from quantbench.workloads.spec import TracePrompts
 
     return any(
         spec.use is not None or isinstance(spec.prompts, TracePrompts)

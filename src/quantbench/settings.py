@@ -2,7 +2,7 @@
 
 Unknown keys are errors (a typo must not silently become a default), and settings are immutable
 once validated (nothing downstream can change what was validated). Each package declares its own
-section on this base (`lora/spec.py`, `engines/<engine>.py`, `load/spec.py`, ...); `config.py`
+section on this base (`lora/spec.py`, `engines/<engine>.py`, `workloads/spec.py`, ...); `config.py`
 composes them into the whole file.
 """
 

@@ -72,7 +72,7 @@ _KIND = {
     "error_rate": "fraction",
 }
 _DISPLAY_UNIT = {"latency": "ms", "requests": "req/s", "tokens": "tok/s", "fraction": ""}
-# The power a point is sized for when the workload does not say (load.spec.PrecisionSpec.power).
+# The power a point is sized for when the workload does not say (workloads.spec.PrecisionSpec.power).
 DEFAULT_POWER = 0.8
 # The design alternative a verdict's power is stated against: this share of the allowance (the
 # requests a percentile limit lets beyond it, or the errors an error-rate limit allows) beyond

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from quantbench.bench.cli import profile_overrides, with_overrides
 from quantbench.bench.duration import (
     SERVER_CHECK_S,
     ProbeShape,
@@ -14,13 +15,12 @@ from quantbench.bench.duration import (
     TrafficShape,
     plan_pair,
 )
-from quantbench.bench.preview import profile_overrides, with_overrides
 from quantbench.bench.spec import BenchSettings
 from quantbench.config import parse_config
 from quantbench.errors import UserError
 from quantbench.estimate.pairs import PairPrediction
 from quantbench.estimate.serving import ConcurrencyPoint
-from quantbench.load.spec import WorkloadSpec
+from quantbench.workloads.spec import WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.base import EngineSettings
 from quantbench.load.session import build_traffic
-from quantbench.load.spec import WorkloadSpec
+from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
 

@@ -12,10 +12,10 @@ from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
 from quantbench.load.session import build_traffic
-from quantbench.load.spec import WorkloadSpec
 from quantbench.qa import load_qa
 from quantbench.quality.spec import ServedTaskSettings
 from quantbench.schemas.common import HeldoutAnswer
+from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
 

@@ -134,7 +134,7 @@ def test_no_duel_starts_that_its_first_round_would_overrun() -> None:
 
 def test_a_round_measures_for_a_time_not_a_count() -> None:
     from quantbench.bench.remeasure import timed
-    from quantbench.load.spec import WorkloadSpec
+    from quantbench.workloads.spec import WorkloadSpec
 
     spec = WorkloadSpec.model_validate(
         {"use": "chat", "name": "chat", "load": [{"kind": "concurrency", "concurrency": 1},

@@ -13,9 +13,8 @@ from typing import ClassVar
 from pydantic import Field
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.base import Engine, EngineSettings, KernelEfficiency, LaunchSpec
 from quantbench.engines.registry import register_engine
-from quantbench.estimate.hardware import KernelEfficiency
 from quantbench.load.requests import RequestProfile
 
 

@@ -16,11 +16,11 @@ import psutil
 import pytest
 
 from quantbench.engines.artifact import load_artifact
-from quantbench.engines.ports import free_port
 from quantbench.engines.registry import get_engine
 from quantbench.engines.server import Server
 from quantbench.engines.transformers import TransformersSettings
 from quantbench.fidelity import GENERAL_PROMPTS, check_served
+from quantbench.ports import free_port
 from quantbench.qa import QAItem
 from quantbench.quality.served_task import score_endpoint
 

@@ -156,8 +156,8 @@ def test_readiness_from_a_stranger_on_our_port_is_refused(tmp_path: Path) -> Non
     """A 200 on the health URL proves nothing if another process holds the port: the check looks
     at who is listening."""
     from quantbench.engines.base import LaunchSpec
-    from quantbench.engines.ports import free_port
     from quantbench.engines.server import ServerError
+    from quantbench.ports import free_port
 
     port = free_port()
     never_binds = [sys.executable, "-c", "import time; time.sleep(60)"]

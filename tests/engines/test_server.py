@@ -15,7 +15,6 @@ import pytest
 from tests.engines.stranger import serve as serve_stranger
 
 from quantbench.engines.base import LaunchSpec
-from quantbench.engines.ports import PortInUseError, check_port_free, free_port
 from quantbench.engines.server import (
     PortLostError,
     Server,
@@ -23,6 +22,7 @@ from quantbench.engines.server import (
     ServerExitedError,
     ServerTimeoutError,
 )
+from quantbench.ports import PortInUseError, check_port_free, free_port
 
 FAKE = Path(__file__).with_name("fake_engine.py")
 

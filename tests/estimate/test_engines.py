@@ -11,9 +11,9 @@ from quantbench.estimate.engines import resolve_engine, step_overhead
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.hardware import EngineOverhead
 from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.schemas.hardware import EngineOverhead
 
 from .conftest import fake_cpu
 

@@ -95,7 +95,7 @@ def test_workload_shapes_take_each_workload_s_generated_means():
         "chat": examples.workload_means(40.4, 31.6),
         "rag": examples.workload_means(1460.0, 48.2),
     }
-    from quantbench.load.spec import WorkloadSpec
+    from quantbench.workloads.spec import WorkloadSpec
 
     def spec(*streams: int) -> WorkloadSpec:
         return WorkloadSpec.model_validate(
@@ -110,7 +110,7 @@ def test_workload_shapes_take_each_workload_s_generated_means():
 
 
 def test_workload_shapes_add_the_template_and_carry_reuse_and_think_time():
-    from quantbench.load.spec import WorkloadSpec
+    from quantbench.workloads.spec import WorkloadSpec
 
     summaries = {  # no think before a conversation's first turn: 559 of its 815 requests
         "multi-turn": examples.workload_means(115.0, 21.0, 815, think_s=(1.0, 559), reuse=0.93)

@@ -7,7 +7,7 @@ from tests.schemas import examples
 
 from quantbench.estimate.pipeline import follow_pipeline, slo_targets, traffic_workload
 from quantbench.estimate.spec import EstimateSettings
-from quantbench.load.spec import WorkloadSpec
+from quantbench.workloads.spec import WorkloadSpec
 
 SUMMARY = examples.workload_means(23.9, 33.4)
 

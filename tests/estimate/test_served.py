@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from quantbench.estimate.served import EXAMPLE_TAG, template_tokens
-from quantbench.load.plan import Conversation, Turn
-from quantbench.load.prompts import PromptItem
 from quantbench.load.tokens import load_counter
+from quantbench.workloads.plan import Conversation, Turn
+from quantbench.workloads.prompts import PromptItem
 
 
 def _conv(turns: int, system: str | None = None) -> Conversation:

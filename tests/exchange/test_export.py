@@ -13,8 +13,8 @@ import pytest
 from quantbench.cli import main
 from quantbench.exchange.cli import read_file
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
+from quantbench.workloads.spec import WorkloadSpec
 
 SCHEMA = json.loads(
     Path(__file__).with_name("data").joinpath("llm-d_br_v0_2_json_schema.json").read_text()

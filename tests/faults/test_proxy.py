@@ -19,7 +19,7 @@ from aiohttp import ClientSession, web
 from faults.proxy import Proxy, ends_stream, main
 from tests.engines.stranger import serve as serve_stranger
 
-from quantbench.engines.ports import free_port
+from quantbench.ports import free_port
 
 # What llama-server streamed for a forced-length answer of 8 tokens in CI (2026-11-25): the
 # tokens past EOS carry no text, so two content chunks, then the finish reason and [DONE]

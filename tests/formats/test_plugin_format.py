@@ -10,7 +10,7 @@ import pytest
 
 from quantbench.formats import registry
 from quantbench.formats.base import Format, Recipe
-from quantbench.quantize.common import BuildRequest, BuildResult
+from quantbench.formats.build import BuildRequest, BuildResult
 
 
 class TinySpec(Recipe):

@@ -12,8 +12,8 @@ import pytest
 
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.session import SessionSummary, Target, run_session
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import MockServerProcess, Script
+from quantbench.workloads.spec import WorkloadSpec
 
 
 @dataclass

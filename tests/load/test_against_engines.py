@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from quantbench.engines.artifact import load_artifact
-from quantbench.engines.ports import free_port
 from quantbench.engines.registry import get_engine
 from quantbench.engines.server import Server
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import WorkloadSpec
+from quantbench.ports import free_port
+from quantbench.workloads.spec import WorkloadSpec
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -11,10 +11,10 @@ import pytest
 from quantbench.load.cli import add_load_arguments, main, workload_from_args
 from quantbench.load.export import to_vllm_result
 from quantbench.load.metrics import summarize
-from quantbench.load.prompts import PromptItem
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.tokens import fill_token_counts, load_counter
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
+from quantbench.workloads.prompts import PromptItem
 
 
 def _args(*argv: str) -> argparse.Namespace:

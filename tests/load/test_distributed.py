@@ -46,9 +46,9 @@ def test_a_process_without_the_token_gets_no_plan(tmp_path) -> None:
     without the run's token must not receive it, and the master refuses to run."""
     import subprocess
 
-    from quantbench.engines.ports import free_port
-    from quantbench.load.plan import BodyRules, Conversation, LoadPlan, Turn
     from quantbench.load.procs import TOKEN_ENV, child_env, spawn_module, stop_group
+    from quantbench.ports import free_port
+    from quantbench.workloads.plan import BodyRules, Conversation, LoadPlan, Turn
 
     plan = LoadPlan(
         url="http://127.0.0.1:9", path="/v1/chat/completions", api="chat", point="c1",

@@ -21,8 +21,8 @@ from quantbench.load import forkserver
 from quantbench.load.forkserver import FORK_ENV, load_processes
 from quantbench.load.procs import stop_group
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
+from quantbench.workloads.spec import WorkloadSpec
 
 pytestmark = pytest.mark.server
 
@@ -182,7 +182,7 @@ def test_a_parent_killed_mid_point_leaves_no_load_process(
     script = textwrap.dedent(f"""
         from pathlib import Path
         from quantbench.load.session import Target, run_session
-        from quantbench.load.spec import WorkloadSpec
+        from quantbench.workloads.spec import WorkloadSpec
         spec = WorkloadSpec.model_validate({{"prompts": {RANDOM!r}, "num_requests": 5000,
             "load": [{{"kind": "concurrency", "concurrency": 2}}]}})
         run_session(spec, Target(url={server.url!r}, engine="mock"), Path({str(tmp_path)!r}) / "o")

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.load.plan import LoadPlan
 from quantbench.load.procs import TOKEN_ENV, child_env, stop_group
 from quantbench.load.records import read_records
 from quantbench.load.session import build_traffic, plan_point
-from quantbench.load.spec import WorkloadSpec
 from quantbench.mock_server import Behaviour, Script, read_log
+from quantbench.workloads.plan import LoadPlan
+from quantbench.workloads.spec import WorkloadSpec
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

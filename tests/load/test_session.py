@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quantbench.load.session import build_traffic, plan_point
-from quantbench.load.spec import WorkloadSpec
+from quantbench.workloads.spec import WorkloadSpec
 
 
 def _spec(**kw: object) -> WorkloadSpec:
@@ -73,7 +73,7 @@ def test_a_precision_sized_point_measures_what_its_slo_needs() -> None:
 def test_precision_targets_may_each_have_their_own_width() -> None:
     from pydantic import ValidationError
 
-    from quantbench.load.spec import PrecisionSpec
+    from quantbench.workloads.spec import PrecisionSpec
 
     spec = PrecisionSpec(
         targets=["ttft:p50 ±15%", "tpot:p50", "e2e:p90 +-10%"], rel_half_width=0.05

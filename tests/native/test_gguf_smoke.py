@@ -73,8 +73,8 @@ def tiny_hf(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_ggufs(tiny_hf: Path) -> dict[str, Path]:
     """One GGUF per default type, made by the project's own converter and quantizer."""
+    from quantbench.formats.build import BuildRequest
     from quantbench.formats.gguf import GgufSpec, build_gguf
-    from quantbench.quantize.common import BuildRequest
 
     files = {}
     for gguf_type in TYPES:
@@ -129,9 +129,9 @@ def test_llama_server_serves_every_default_type(
 ) -> None:
     from quantbench.engines.artifact import load_artifact
     from quantbench.engines.llamacpp import LlamaCppSettings
-    from quantbench.engines.ports import free_port
     from quantbench.engines.registry import get_engine
     from quantbench.engines.server import Server, ServerError
+    from quantbench.ports import free_port
 
     artifact = load_artifact(tiny_ggufs[gguf_type])
     settings = LlamaCppSettings(parallel=1, ctx_size=256, startup_timeout_s=120)

@@ -484,9 +484,9 @@ def test_quantized_formats_serve_correct_answers(pipeline: Path, tmp_path, varia
         return
     from quantbench.bench.run import served_check
     from quantbench.engines.artifact import load_artifact
-    from quantbench.engines.ports import free_port
     from quantbench.engines.server import Server
     from quantbench.fidelity import ReferenceAnswer
+    from quantbench.ports import free_port
 
     # the evaluate stage's greedy answers of this variant in its own backend, with their
     # margins: what a bench stage checks each server it starts against (computing them again
@@ -513,7 +513,7 @@ def test_best_config_deploys_as_written(pipeline: Path, tmp_path: Path) -> None:
 
     from openai import OpenAI
 
-    from quantbench.engines.ports import free_port
+    from quantbench.ports import free_port
     from quantbench.report.deploy import fill
 
     best = json.loads((pipeline / "reports/best_config.json").read_text())

@@ -290,7 +290,8 @@ def env_info() -> EnvInfo:
 
 def machine_calibration() -> MachineCalibration:
     """A calibration of a 2-core CPU for the embedded model, every probe given."""
-    from quantbench.estimate.hardware import CpuMeasurement, EngineOverhead, HardwareSpec
+    from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
+    from quantbench.schemas.hardware import EngineOverhead
 
     measurement = CpuMeasurement(
         threads=2,

@@ -40,9 +40,9 @@ NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/linear_names.py", "_linear_names"): "the machine's cache",
     ("src/quantbench/load/cli.py", "workload_from_args"): "a command-line value",
     ("src/quantbench/load/forkserver.py", "_recv_request"): "the fork server's protocol",
-    ("src/quantbench/load/plan.py", "LoadPlan.load"): "the request plan a load process gets "
+    ("src/quantbench/workloads/plan.py", "LoadPlan.load"): "the request plan a load process gets "
     "from its parent, inside one stage",
-    ("src/quantbench/load/prompts.py", "load_dataset"): "a user's prompt dataset",
+    ("src/quantbench/workloads/prompts.py", "load_dataset"): "a user's prompt dataset",
     ("src/quantbench/load/session.py", "first_model"): "a server's /v1/models answer",
     ("src/quantbench/load/session.py", "read_meta"): "a load process's note to its session, "
     "inside one stage",

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantbench.load.spec import WorkloadSpec
 from quantbench.workloads import stats
 from quantbench.workloads.builtin import NAMED
 from quantbench.workloads.generate import Corpus, LengthDist, conversations
+from quantbench.workloads.spec import WorkloadSpec
 from quantbench.workloads.traffic import materialize
 
 REPO = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from quantbench.bench.search import find_edge
 from quantbench.bench.spec import BenchSettings
 from quantbench.estimate.pairs import PairPrediction
 from quantbench.estimate.pipeline import slo_targets
-from quantbench.load.spec import ClosedLoop, OpenLoop, WorkloadSpec
+from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
 SERVER_CHECK_S = 15.0
 """Warm-up and the served check of one server start (a dozen short greedy answers)."""

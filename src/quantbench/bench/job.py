@@ -19,13 +19,13 @@ from quantbench.engines.registry import check_pair, get_engine, pair_settings, u
 from quantbench.errors import UserError
 from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer
-from quantbench.load.spec import workloads_section
 from quantbench.params import section
 from quantbench.qa import load_qa
 from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quality import QualityReport
 from quantbench.slo import slo_section
+from quantbench.workloads.spec import workloads_section
 from quantbench.workloads.traffic import Traffic
 
 

@@ -20,12 +20,12 @@ from typing import Any
 from quantbench.bench.results import checks, fold_repeats, row_figure
 from quantbench.bench.run import PairJob
 from quantbench.engines.base import EngineSettings, LaunchSpec
-from quantbench.engines.ports import free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.load.forkserver import load_processes
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import WorkloadSpec
+from quantbench.ports import free_port
 from quantbench.precision import Figure
+from quantbench.workloads.spec import WorkloadSpec
 
 log = logging.getLogger(__name__)
 

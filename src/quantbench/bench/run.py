@@ -35,7 +35,6 @@ from quantbench.bench.task import TaskJob, score_on
 from quantbench.bench.task import mismatch as task_mismatch
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
-from quantbench.engines.ports import PortInUseError, free_port
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.estimate.pair_probe import not_probed, probe_on, probe_point
 from quantbench.estimate.spec import ProbeSettings
@@ -43,7 +42,7 @@ from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
 from quantbench.load.session import Target, run_session
-from quantbench.load.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
+from quantbench.ports import PortInUseError, free_port
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import (
     BenchRow,
@@ -57,6 +56,7 @@ from quantbench.schemas.bench import (
     TriedLoad,
 )
 from quantbench.schemas.machine import PairCalibration
+from quantbench.workloads.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
 from quantbench.workloads.traffic import Traffic
 
 log = logging.getLogger(__name__)

@@ -140,7 +140,7 @@ class BenchSettings(Settings):
 
     @model_validator(mode="after")
     def _loopback_unless_asked(self) -> BenchSettings:
-        from quantbench.engines.ports import is_loopback
+        from quantbench.ports import is_loopback
 
         if not is_loopback(self.host) and not self.allow_non_loopback:
             raise ValueError(

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
-from quantbench.estimate.hardware import EngineOverhead, KernelEfficiency
 from quantbench.load.requests import RequestProfile
 from quantbench.runtime import thread_env
+from quantbench.schemas.hardware import EngineOverhead
 from quantbench.secrets import (
     REDACTED,
     is_secret_name,
@@ -41,6 +41,16 @@ from quantbench.settings import Settings
 
 # Flags with which extra_args could move a server off the address quantbench chose for it.
 HOST_PORT_FLAGS = frozenset({"--host", "--port", "--bind", "--listen"})
+
+
+@dataclass(frozen=True)
+class KernelEfficiency:
+    """An engine's kernel efficiencies relative to a device's (measured) figures: where its
+    kernels cannot be probed through torch (llama.cpp's quantised dot products on a CPU)."""
+
+    compute: float
+    bandwidth: float
+    source: str
 
 
 @dataclass(frozen=True)

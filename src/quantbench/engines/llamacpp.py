@@ -13,11 +13,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.base import Engine, EngineSettings, KernelEfficiency, LaunchSpec
 from quantbench.engines.memory import Need, gguf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
-from quantbench.estimate.hardware import KernelEfficiency
 from quantbench.load.requests import RequestProfile
 
 CONTEXT_ROUNDING = 256

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from quantbench.engines.artifact import Artifact, load_artifact
 from quantbench.engines.base import EngineSettings, LaunchSpec
-from quantbench.engines.ports import free_port
 from quantbench.engines.registry import check_pair, get_engine
 from quantbench.engines.server import Server, sigterm_as_interrupt
+from quantbench.ports import free_port
 
 VARIANTS_DIR = Path("models/variants")
 

@@ -34,10 +34,10 @@ from types import TracebackType
 from typing import Any
 
 from quantbench.engines.base import LaunchSpec
-from quantbench.engines.ports import check_port_free
 from quantbench.errors import UserError
 from quantbench.load.records import RequestRecord
 from quantbench.load.streaming import StreamError, StreamParser
+from quantbench.ports import check_port_free
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -23,11 +24,11 @@ from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.memory import Need, hf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
-from quantbench.estimate.hardware import EngineOverhead
 from quantbench.fsutil import tree_size
 from quantbench.hfconfig import read_hf_config
 from quantbench.load.requests import RequestProfile
 from quantbench.native.dtype import serving_dtype
+from quantbench.schemas.hardware import EngineOverhead
 
 
 class TransformersSettings(EngineSettings):
@@ -70,13 +71,43 @@ PROBE_NEW_TOKENS = 33
 PROBE_REPEATS = 3
 
 
+def decode_timing(
+    model: Any, prompt: Any, pad_token_id: int, new_tokens: int, repeats: int
+) -> tuple[float, float]:
+    """(seconds for one token, seconds per further token) of greedy `generate` at batch 1.
+
+    Best of `repeats` after a warm-up; forcing the length (min_new_tokens) so every run decodes
+    exactly as many steps. Shared by the transformers overhead probe and the estimator's generate proxy
+    (:mod:`quantbench.estimate.proxy`).
+    """
+    import torch
+
+    mask = torch.ones_like(prompt)
+
+    def generate(tokens: int) -> float:
+        start = time.perf_counter()
+        model.generate(
+            prompt,
+            attention_mask=mask,
+            max_new_tokens=tokens,
+            min_new_tokens=tokens,
+            do_sample=False,
+            pad_token_id=pad_token_id,
+        )
+        return time.perf_counter() - start
+
+    with torch.inference_mode():
+        generate(2)  # warm-up
+        first = min(generate(1) for _ in range(repeats))
+        whole = min(generate(new_tokens) for _ in range(repeats))
+    return first, (whole - first) / (new_tokens - 1)
+
+
 def measure_overhead(threads: int) -> EngineOverhead:
     """Time greedy decoding of a tiny Llama at two depths; fit per-step and per-layer costs."""
     import torch
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from quantbench.estimate.proxy import decode_timing
 
     def decode_ms(layers: int) -> float:
         config = LlamaConfig(

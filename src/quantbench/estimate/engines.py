@@ -20,9 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quantbench.engines.base import KernelEfficiency
 from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.hardware import HardwareSpec, KernelEfficiency
+from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.spec import AUTO, EstimatedVariant, engine_choices
 
 if TYPE_CHECKING:

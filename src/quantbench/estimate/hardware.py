@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.roofline import Rates
+from quantbench.schemas.hardware import EngineOverhead
 
 # Fraction of a datasheet's dense tensor peak that serving engines reach on the large GEMMs
 # of prefill. Assumption: published vLLM/TensorRT-LLM prefill runs sit at roughly 50-70 %
@@ -36,31 +36,6 @@ MEASURED_COMPUTE_EFFICIENCY = 0.8
 MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY = 0.8
 # Compute dtype used when a hardware entry has no figure for the one a format needs.
 FALLBACK_COMPUTE_DTYPE = "bf16"
-
-
-@dataclass(frozen=True)
-class KernelEfficiency:
-    """An engine's kernel efficiencies relative to a device's (measured) figures: where its
-    kernels cannot be probed through torch (llama.cpp's quantised dot products on a CPU)."""
-
-    compute: float
-    bandwidth: float
-    source: str
-
-
-class EngineOverhead(BaseModel):
-    """Fixed cost per forward step of a serving engine, measured on this machine.
-
-    ``per_step_ms + layers * per_layer_ms`` is what a step costs beyond its roofline time:
-    Python, op dispatch, sampling. Measured with a tiny model whose matmuls cost nothing.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    per_layer_ms: float = Field(ge=0)
-    per_step_ms: float = Field(ge=0)
-    version: str = Field(description="engine (library) version measured")
-    method: str
 
 
 class CpuMeasurement(BaseModel):

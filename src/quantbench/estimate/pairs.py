@@ -42,8 +42,8 @@ from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.serving import ConcurrencyPoint, ServingModel
 from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
 from quantbench.estimate.step_fit import StepFit
-from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.schemas.workloads import WorkloadSummary
+from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
 
 SEARCH_RANGE = range(1, 17)
 """Concurrencies predicted beside the measured ones: where an SLO-edge search may probe."""

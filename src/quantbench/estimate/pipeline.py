@@ -15,9 +15,9 @@ from typing import Any
 
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.spec import EstimateSettings, EstimateWorkload, SloSpec
-from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.schemas.workloads import WorkloadSummary
 from quantbench.slo import Constraint, parse_slo
+from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
 
 BESIDE = (1, 2, 4, 8, 16)
 """Concurrencies the estimate reports beside the measured ones: where the next points would be."""

@@ -8,47 +8,15 @@ concurrency 1, not the engine's figure: no server, no HTTP, no scheduler, no str
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
+from quantbench.engines.transformers import decode_timing
 from quantbench.estimate.compare import MeasuredPoint
 from quantbench.estimate.errors import EstimateInputError
 
 PROXY_ENGINE = "hf-generate-proxy"
 # Seed of the random prompt, so repeated runs time the same work.
 PROMPT_SEED = 0
-
-
-def decode_timing(
-    model: Any, prompt: Any, pad_token_id: int, new_tokens: int, repeats: int
-) -> tuple[float, float]:
-    """(seconds for one token, seconds per further token) of greedy `generate` at batch 1.
-
-    Best of `repeats` after a warm-up; forcing the length (min_new_tokens) so every run decodes
-    exactly as many steps. Shared by the generate proxy and the transformers overhead probe.
-    """
-    import torch
-
-    mask = torch.ones_like(prompt)
-
-    def generate(tokens: int) -> float:
-        start = time.perf_counter()
-        model.generate(
-            prompt,
-            attention_mask=mask,
-            max_new_tokens=tokens,
-            min_new_tokens=tokens,
-            do_sample=False,
-            pad_token_id=pad_token_id,
-        )
-        return time.perf_counter() - start
-
-    with torch.inference_mode():
-        generate(2)  # warm-up
-        first = min(generate(1) for _ in range(repeats))
-        whole = min(generate(new_tokens) for _ in range(repeats))
-    return first, (whole - first) / (new_tokens - 1)
 
 
 def measure_hf_generate(

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantbench.load.plan import Conversation
-from quantbench.load.prompts import PromptItem
-from quantbench.load.spec import WorkloadSpec
 from quantbench.load.tokens import load_counter
+from quantbench.workloads.plan import Conversation
+from quantbench.workloads.prompts import PromptItem
+from quantbench.workloads.spec import WorkloadSpec
 from quantbench.workloads.traffic import Traffic
 
 PLACEHOLDER = "x"

@@ -27,15 +27,15 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
-from quantbench.formats.registry import register_format
-from quantbench.native.dtype import compute_dtype, torch_dtype
-from quantbench.quantize.common import (
+from quantbench.formats.build import (
     BuildRequest,
     BuildResult,
     copy_tokenizer,
     hf_weights_file,
     tokenize_calibration,
 )
+from quantbench.formats.registry import register_format
+from quantbench.native.dtype import compute_dtype, torch_dtype
 
 
 class AwqSpec(Recipe):

@@ -26,7 +26,7 @@ from quantbench.errors import UserError
 from quantbench.settings import Settings
 
 if TYPE_CHECKING:
-    from quantbench.quantize.common import BuildRequest, BuildResult
+    from quantbench.formats.build import BuildRequest, BuildResult
 
 
 class VariantSpecError(UserError, ValueError):

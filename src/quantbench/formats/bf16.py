@@ -13,14 +13,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from quantbench.formats.base import Format, Recipe
-from quantbench.formats.registry import register_format
-from quantbench.hfconfig import read_hf_config
-from quantbench.quantize.common import (
+from quantbench.formats.build import (
     BuildRequest,
     BuildResult,
     copy_file,
     hf_weights_file,
 )
+from quantbench.formats.registry import register_format
+from quantbench.hfconfig import read_hf_config
 
 WEIGHT_SUFFIXES = (".safetensors", ".json", ".jinja", ".txt", ".model")
 _DTYPE_FORMATS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -22,9 +22,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from quantbench.formats.base import Format, Recipe
+from quantbench.formats.build import BuildRequest, BuildResult
 from quantbench.formats.registry import register_format
 from quantbench.native import llama_build as llamacpp
-from quantbench.quantize.common import BuildRequest, BuildResult
 from quantbench.runtime import thread_env
 
 # llama.cpp file types that `llama_model_quantize` writes from an F16/BF16/F32 GGUF without an

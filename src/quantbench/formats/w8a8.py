@@ -39,15 +39,15 @@ from pydantic import Field, field_validator
 
 from quantbench.formats.awq import Awq, _no_pinning_without_accelerator, compressed_weights
 from quantbench.formats.base import CalibrationSpec, Format, Recipe
-from quantbench.formats.registry import register_format
-from quantbench.native.dtype import compute_dtype, torch_dtype
-from quantbench.quantize.common import (
+from quantbench.formats.build import (
     BuildRequest,
     BuildResult,
     copy_tokenizer,
     hf_weights_file,
     tokenize_calibration,
 )
+from quantbench.formats.registry import register_format
+from quantbench.native.dtype import compute_dtype, torch_dtype
 
 # llm-compressor's observer names for the observers offered here (weights are observed once,
 # so the memoryless variants: same result, less memory).

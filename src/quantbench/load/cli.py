@@ -21,11 +21,11 @@ from pydantic import ValidationError
 from quantbench.errors import UserError
 from quantbench.load.export import to_vllm_result
 from quantbench.load.profiles import profile_names
-from quantbench.load.prompts import DatasetError
 from quantbench.load.records import read_records
 from quantbench.load.session import SessionSummary, Target, run_session
-from quantbench.load.spec import WorkloadSpec
 from quantbench.slo import SLOParseError
+from quantbench.workloads.prompts import DatasetError
+from quantbench.workloads.spec import WorkloadSpec
 
 API_KEY_ENV = "QUANTBENCH_API_KEY"
 

@@ -30,10 +30,10 @@ from gevent.queue import Queue
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from quantbench.load.plan import Conversation, LoadPlan, Ticket
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import turn_body
 from quantbench.load.streaming import StreamError, StreamParser
+from quantbench.workloads.plan import Conversation, LoadPlan, Ticket
 
 # After the stop, in-flight requests get this long to notice the interruption and be recorded.
 STOP_GRACE_S = 30.0

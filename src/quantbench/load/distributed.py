@@ -25,8 +25,8 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from quantbench.engines.ports import free_port
 from quantbench.load.procs import TOKEN_ENV, child_env, spawn_module, stop_group
+from quantbench.ports import free_port
 
 
 def run_distributed(

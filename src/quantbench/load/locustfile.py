@@ -22,7 +22,7 @@ from locust import User, constant, task
 from locust.exception import StopUser
 
 from quantbench.load.dispatch import Dispatcher
-from quantbench.load.plan import LoadPlan
+from quantbench.workloads.plan import LoadPlan
 
 # A keep-alive connection idle this long may have been closed by the server (uvicorn closes
 # after 5 s); a POST on it would fail without being retried, so such a user reconnects first.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quantbench.errors import UserError
-from quantbench.load.prompts import PromptItem
+from quantbench.workloads.prompts import PromptItem
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def body_rules(
     fixed_output_length: bool,
     request_fields: dict[str, Any],
 ) -> Any:
-    from quantbench.load.plan import BodyRules
+    from quantbench.workloads.plan import BodyRules
 
     check_fixed_length(profile, fixed_output_length, request_fields)
     return BodyRules(

@@ -44,9 +44,9 @@ from locust.env import Environment
 
 from quantbench.load.dispatch import Dispatcher
 from quantbench.load.locustfile import StreamingUser, set_dispatcher
-from quantbench.load.plan import LoadPlan
 from quantbench.load.procs import TOKEN_ENV
 from quantbench.load.records import RequestRecord
+from quantbench.workloads.plan import LoadPlan
 
 # Delay between "everyone is ready" and the first request, so all processes start together.
 START_DELAY_S = 0.1

@@ -31,15 +31,15 @@ from quantbench import slo as slo_mod
 from quantbench.load.distributed import run_distributed
 from quantbench.load.forkserver import load_processes, start_local
 from quantbench.load.metrics import PointResult, summarize
-from quantbench.load.plan import LoadPlan, Precision
 from quantbench.load.procs import stop_group
 from quantbench.load.profiles import get_profile
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.requests import body_rules, check_fixed_length, endpoint_path
-from quantbench.load.spec import ClosedLoop, WorkloadSpec
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.session import SessionSummary
+from quantbench.workloads.plan import LoadPlan, Precision
+from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
 from quantbench.workloads.traffic import Traffic, materialize, shuffled
 
 # Exit codes of a process stopped by SIGINT or SIGTERM (by the signal, or by a handler's exit).

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from quantbench.load.prompts import PromptItem
 from quantbench.load.records import RequestRecord
+from quantbench.workloads.prompts import PromptItem
 
 
 class TokenCounter(Protocol):

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from quantbench.formats.base import VariantSpecError, validate_name
+from quantbench.formats.build import BuildRequest
+from quantbench.formats.calibration import load_calibration
 from quantbench.formats.registry import get_format
 from quantbench.hfconfig import read_hf_config
 from quantbench.progress import step
-from quantbench.quantize.calibration import load_calibration
-from quantbench.quantize.common import BuildRequest
 from quantbench.quantize.variant import (
     VariantInfo,
     library_versions,

@@ -46,12 +46,12 @@ from quantbench.decision.rules import (
 )
 from quantbench.decision.stability import stability
 from quantbench.load.metrics import PointResult, summarize
-from quantbench.load.spec import DEFAULT_PERCENTILES
 from quantbench.precision import Figure
 from quantbench.report.inputs import PointKey, ReportInputs, workload_slos
 from quantbench.report.spec import DEFAULT_PROFILE, ReportSettings
 from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
 from quantbench.schemas.quality import QualityReport
+from quantbench.workloads.spec import DEFAULT_PERCENTILES
 
 JudgedFrom = Literal["bench", "records", "aggregates", "not measured"]
 NO_RECORDS_FLAG = (
@@ -698,7 +698,7 @@ def stale_slos(inputs: ReportInputs, configured: dict[str, str] | None) -> list[
 def exposed_servers(inputs: ReportInputs) -> list[str]:
     """A note per pair whose servers bound a non-loopback address (bench.allow_non_loopback):
     reachable from other machines while they ran, which a reader of the figures should know."""
-    from quantbench.engines.ports import is_loopback
+    from quantbench.ports import is_loopback
 
     notes = []
     for name, summary in sorted(inputs.pairs.items()):

@@ -21,13 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+from pydantic import Field
+
+# the strict base of every schema's parts, below the schemas (quantbench.precision's figures are
+# such parts, and the schemas store them)
+from quantbench.strict import Strict
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 Migrations = Mapping[int, Migration]
@@ -35,28 +33,6 @@ Migrations = Mapping[int, Migration]
 VERSION_KEY = "schema_version"
 UNVERSIONED = 0
 """The version of a file that has no ``schema_version`` (written before the schemas)."""
-
-
-class Strict(BaseModel):
-    """A part of a stage output: unknown fields are refused.
-
-    ``OMIT_WHEN_NONE`` names optional fields that the file leaves out, rather than writing null,
-    when they do not apply (an adopted adapter has no training losses).
-    """
-
-    # "constants": an infinite figure (a percentile over requests that were never answered) is
-    # written as Infinity and read back as such, never turned into null.
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
-
-    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset()
-
-    @model_serializer(mode="wrap")
-    def _omit_when_none(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        for key in self.OMIT_WHEN_NONE:
-            if key in data and data[key] is None:
-                del data[key]
-        return data
 
 
 class _Names(dict[str, str]):

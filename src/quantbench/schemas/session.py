@@ -333,7 +333,7 @@ class SessionSummary(StageOutput):
     url: str
     engine: str
     model: str
-    workload: dict[str, Any] = Field(description="The workload spec as validated (load.spec).")
+    workload: dict[str, Any] = Field(description="The workload spec as validated (workloads.spec).")
     slo: str | None
     created_at: float = Field(description="Epoch seconds when the session ended.")
     workload_summary: WorkloadSummary | None = Field(

@@ -34,7 +34,7 @@ class VariantSource(Strict):
 
 
 class Calibration(Strict):
-    """The calibration text a recipe used (quantbench.quantize.calibration)."""
+    """The calibration text a recipe used (quantbench.formats.calibration)."""
 
     path: str
     sha256: str

@@ -1,6 +1,6 @@
 """Traffic like production: named workloads, user conversation files and traces, as conversations.
 
-Every workload becomes a list of :class:`quantbench.load.plan.Conversation` (one or more turns,
+Every workload becomes a list of :class:`quantbench.workloads.plan.Conversation` (one or more turns,
 each with its output length and think time; open-loop traces also with arrival times), written
 by the `workloads` stage to ``reports/workloads/<name>.jsonl`` with a summary of its lengths and of
 the share of prompt tokens a prefix cache could serve. The bench stages send exactly those.

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.errors import UserError
-from quantbench.load.plan import Conversation, Turn
 from quantbench.textfile import read_utf8
 from quantbench.workloads.generate import Corpus
+from quantbench.workloads.plan import Conversation, Turn
 
 
 class WorkloadFileError(UserError, ValueError):

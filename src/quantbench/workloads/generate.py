@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantbench.errors import UserError
-from quantbench.load.plan import Conversation, Turn
 from quantbench.textfile import read_utf8
+from quantbench.workloads.plan import Conversation, Turn
 
 Cut = Callable[[str, int], str]
 """(text, n_tokens) -> the first n_tokens tokens of text, as text."""

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from quantbench.load.plan import Conversation
 from quantbench.schemas.workloads import Spread, WorkloadSummary
+from quantbench.workloads.plan import Conversation
 
 Count = Callable[[str], int]
 

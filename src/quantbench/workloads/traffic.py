@@ -17,19 +17,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from quantbench.load.plan import Conversation, Turn
-from quantbench.load.spec import (
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.io import MissingOutputError, StageOutputError
+from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
+from quantbench.workloads import stats
+from quantbench.workloads.generate import Corpus, conversations
+from quantbench.workloads.plan import Conversation, Turn
+from quantbench.workloads.spec import (
     ConversationsFile,
     DatasetPrompts,
     RandomPrompts,
     TracePrompts,
     WorkloadSpec,
 )
-from quantbench.schemas import io as schema_io
-from quantbench.schemas.io import MissingOutputError, StageOutputError
-from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
-from quantbench.workloads import stats
-from quantbench.workloads.generate import Corpus, conversations
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Traffic:
 
 
 def _dataset(spec: DatasetPrompts, scenario: str) -> list[Conversation]:
-    from quantbench.load.prompts import load_dataset
+    from quantbench.workloads.prompts import load_dataset
 
     out = []
     for item in load_dataset(spec):
@@ -118,7 +118,7 @@ def _dataset(spec: DatasetPrompts, scenario: str) -> list[Conversation]:
 def _random(
     spec: RandomPrompts, seed: int, cut: Callable[[str, int], str] | None
 ) -> list[Conversation]:
-    from quantbench.load.prompts import random_prompts
+    from quantbench.workloads.prompts import random_prompts
 
     return [
         Conversation(

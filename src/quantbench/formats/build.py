@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantbench.quantize.calibration import Calibration
+from quantbench.formats.calibration import Calibration
 
 # Files a transformers model folder needs besides its weights (copied into HF-format variants so
 # each folder loads on its own, chat template included).

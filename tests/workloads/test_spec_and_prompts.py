@@ -9,9 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 from quantbench.load.profiles import get_profile
-from quantbench.load.prompts import DatasetError, PromptItem, load_dataset, ordered, random_prompts
 from quantbench.load.requests import build_body
-from quantbench.load.spec import DatasetPrompts, RandomPrompts, WorkloadSpec
+from quantbench.workloads.prompts import (
+    DatasetError,
+    PromptItem,
+    load_dataset,
+    ordered,
+    random_prompts,
+)
+from quantbench.workloads.spec import DatasetPrompts, RandomPrompts, WorkloadSpec
 
 RANDOM = {"source": "random", "input_len": 8, "output_len": 6}
 

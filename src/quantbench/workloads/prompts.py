@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from quantbench.load.spec import DatasetPrompts, RandomPrompts
+from quantbench.workloads.spec import DatasetPrompts, RandomPrompts
 
 # Short, frequent words: single tokens (with their leading space) in GPT-2, Llama and Qwen BPEs.
 _WORD_TEXT = (

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from quantbench.load.arrivals import arrival_offsets
-from quantbench.load.plan import BodyRules, Conversation, LoadPlan, Turn
+from quantbench.workloads.arrivals import arrival_offsets
+from quantbench.workloads.plan import BodyRules, Conversation, LoadPlan, Turn
 
 
 def _gaps(offsets: list[float]) -> list[float]:
@@ -38,7 +38,7 @@ def test_count_until_and_seed() -> None:
 
 
 def test_a_ramp_rises_to_the_rate() -> None:
-    from quantbench.load.arrivals import arrival_stream
+    from quantbench.workloads.arrivals import arrival_stream
 
     it = arrival_stream(20.0, 1.0, seed=4, ramp_s=10.0)
     offsets = [next(it) for _ in range(400)]
@@ -107,14 +107,14 @@ def test_shares_partition_the_conversations() -> None:
 
 
 def test_a_share_never_stops_on_precision() -> None:
-    from quantbench.load.plan import Precision
+    from quantbench.workloads.plan import Precision
 
     plan = _plan(precision=Precision([("ttft", 50.0, 0.05)], 0.05, 0.95, 12))
     assert plan.adaptive and not plan.share(0, 2).adaptive
 
 
 def test_plan_round_trips_through_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from quantbench.load.plan import Precision
+    from quantbench.workloads.plan import Precision
 
     plan = _plan(mode="open", rate=2.0, headers={"a": "b"},
                  precision=Precision([("ttft", 50.0, 0.05)], 0.05, 0.95, 12))  # fmt: skip

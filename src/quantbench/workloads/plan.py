@@ -148,7 +148,7 @@ class LoadPlan:
         """Open loop: the arrival offsets (seconds from the start): a trace's, or endless."""
         if self.schedule is not None:
             return iter(self.schedule)
-        from quantbench.load.arrivals import arrival_stream
+        from quantbench.workloads.arrivals import arrival_stream
 
         assert self.rate is not None
         return arrival_stream(self.rate, self.burstiness, self.arrival_seed, ramp_s=self.ramp_s)

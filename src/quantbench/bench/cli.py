@@ -122,12 +122,12 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.estimate.served import served_prompt_profiles
     from quantbench.estimate.spec import EstimateSettings
     from quantbench.estimate.variants import variants_from_params
-    from quantbench.load.spec import workloads_section
     from quantbench.params import section
     from quantbench.schemas import io as schema_io
     from quantbench.schemas.machine import MachineCalibration
     from quantbench.schemas.workloads import WorkloadSummary
     from quantbench.slo import slo_section
+    from quantbench.workloads.spec import workloads_section
     from quantbench.workloads.traffic import Traffic
 
     overrides = [*profile_overrides(args.profile), *args.overrides]

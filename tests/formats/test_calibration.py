@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from quantbench.formats.base import CalibrationSpec, VariantSpecError
-from quantbench.quantize.calibration import load_calibration, split_passages
+from quantbench.formats.calibration import load_calibration, split_passages
 
 
 def test_passages_split_at_blank_lines() -> None:
