@@ -35,14 +35,12 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.load.procs import spawn_module, stop_group
-from quantbench.load.requests import RequestProfile
+from quantbench.load.requests import MOCK
 
 LAG_TICK_S = 0.01  # how often the server times its own event loop's lateness
 
 # What to send it: it honours vLLM's optional fields (ignore_eos, min_tokens, stream_options).
-PROFILE = RequestProfile(
-    "mock", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
-)
+PROFILE = MOCK
 
 STANDARD_FIELDS = frozenset(
     {"model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream",

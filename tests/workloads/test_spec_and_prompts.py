@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from quantbench.engines.registry import get_engine
 from quantbench.load.profiles import get_profile
 from quantbench.load.requests import build_body
 from quantbench.workloads.prompts import (
@@ -146,7 +147,7 @@ ITEM = PromptItem(id="a", max_tokens=7, messages=[{"role": "user", "content": "h
 
 
 def test_bodies_per_engine() -> None:
-    body = build_body(ITEM, api="chat", model="m", profile=get_profile("vllm"),
+    body = build_body(ITEM, api="chat", model="m", profile=get_engine("vllm").profile,
                       fixed_output_length=True, request_fields={"temperature": 0})  # fmt: skip
     assert body == {
         "model": "m", "stream": True, "max_tokens": 7,
@@ -154,15 +155,15 @@ def test_bodies_per_engine() -> None:
         "stream_options": {"include_usage": True}, "ignore_eos": True, "min_tokens": 7,
         "temperature": 0,
     }  # fmt: skip
-    llama = build_body(ITEM, api="completions", model="m", profile=get_profile("llamacpp"),
+    llama = build_body(ITEM, api="completions", model="m", profile=get_engine("llamacpp").profile,
                        fixed_output_length=True, request_fields={})  # fmt: skip
     assert (
         llama["prompt"] == "hi there" and llama["ignore_eos"] is True and "min_tokens" not in llama
     )
-    plain = build_body(ITEM, api="chat", model="m", profile=get_profile("transformers"),
+    plain = build_body(ITEM, api="chat", model="m", profile=get_engine("transformers").profile,
                        fixed_output_length=False, request_fields={})  # fmt: skip
     assert set(plain) == {"model", "stream", "max_tokens", "messages"}
-    fixed = build_body(ITEM, api="chat", model="m", profile=get_profile("transformers"),
+    fixed = build_body(ITEM, api="chat", model="m", profile=get_engine("transformers").profile,
                        fixed_output_length=True, request_fields={})  # fmt: skip
     assert set(fixed) == {"model", "stream", "max_tokens", "messages", "generation_config"}
     # Continuous batching ignored min_new_tokens (answers ended at 12-18 of 32 tokens); an end
@@ -185,10 +186,10 @@ def test_engine_errors() -> None:
     body = build_body(ITEM, api="chat", model="m", profile=get_profile("openai"),
                       fixed_output_length=True, request_fields={"ignore_eos": True})  # fmt: skip
     assert body["ignore_eos"] is True
-    with pytest.raises(
-        ValueError, match="unknown server profile 'tgi'; choose one of openai, mock"
-    ):
+    with pytest.raises(ValueError, match="unknown server profile 'tgi'; known now: openai, mock"):
         get_profile("tgi")
+    # an engine's profile is known by name once the engine is loaded (registered with it)
+    assert get_profile("llamacpp") is get_engine("llamacpp").profile
 
 
 def test_a_named_workload_without_a_size_measures_to_its_default_precision() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from quantbench.errors import UserError
+from quantbench.load.profiles import register_profile
 
 if TYPE_CHECKING:
     from quantbench.engines.base import Engine, EngineSettings
@@ -33,6 +34,8 @@ def register_engine(engine: Engine) -> Engine:
     if not isinstance(engine, Engine):
         raise TypeError(f"register_engine takes an Engine instance, got {type(engine).__name__}")
     _REGISTERED[engine.name] = engine
+    # the load harness finds the engine's request profile by name (Target.engine)
+    register_profile(engine.profile)
     return engine
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from quantbench.engines.registry import engine_names, get_engine
 from quantbench.errors import UserError
 from quantbench.load.export import to_vllm_result
 from quantbench.load.profiles import profile_names
@@ -63,7 +64,7 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--engine",
-        choices=profile_names(),
+        choices=[*profile_names(), *(n for n in engine_names() if n not in profile_names())],
         default="openai",
         help="which optional request fields the server accepts (default: openai)",
     )
@@ -320,6 +321,8 @@ def run_load(args: argparse.Namespace) -> int:
     """Run ``quantbench load``; 0 when the run completed, 2 on bad input or no server."""
     try:
         spec, slo = workload_from_args(args)
+        if args.engine in engine_names():
+            get_engine(args.engine)  # loaded: its request profile is registered with it
         target = Target(
             url=args.url,
             engine=args.engine,

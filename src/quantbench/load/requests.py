@@ -7,7 +7,9 @@ generation config: an ``eos_token_id`` of -1 means EOS never stops the answer be
 ``max_new_tokens``). A generic OpenAI-compatible server gets only the standard ``stream_options``.
 
 Each engine declares its profile in its own module (``quantbench.engines.<engine>``); this module
-holds the generic one (``quantbench.load.profiles`` finds any of them by name). It imports nothing heavy: the load harness uses it.
+holds the generic one and that of the harness's own scripted server (``quantbench.mock_server``);
+``quantbench.load.profiles`` finds any of them by name. It imports nothing heavy: the load
+harness uses it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class RequestProfile:
 
 
 GENERIC = RequestProfile("openai", {"stream_options": {"include_usage": True}}, ())
+# The scripted server (quantbench.mock_server) honours vLLM's optional fields.
+MOCK = RequestProfile(
+    "mock", {"stream_options": {"include_usage": True}}, ("ignore_eos", "min_tokens")
+)
 
 
 # Request fields that force an answer's length on some server: a user's own request_fields
