@@ -11,7 +11,8 @@ The two registries load built-in engines and formats by name; that is handled ex
 * a ``foreach`` stage keyed by one engine (``${item.engine}``) or one format (``${item.format}``)
   depends on that one module, plus what any of them imports.
 
-    python tools/dag.py --check     # exit 1 and show the differences (make check-dag)
+    python tools/dag.py --check     # exit 1 and show the differences (make check-dag), and
+                                    # the layers' problems (tools/layers.py)
     python tools/dag.py --write     # rewrite the code entries of each stage's deps
 
 Only entries under ``stages/`` and ``src/`` are managed; data, model and report deps are kept as
@@ -28,6 +29,9 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import layers
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -296,8 +300,19 @@ def main(argv: list[str] | None = None) -> int:
             "run `make dag-deps` (python tools/dag.py --write) and review the diff",
             file=sys.stderr,
         )
+    else:
+        print("dvc.yaml: every stage's code dependencies match its imports")
+    layer_problems = layers.check(args.repo / "src")
+    for line in layer_problems:
+        print(line)
+    if layer_problems:
+        print(
+            f"\n{len(layer_problems)} problem(s) with the layers (tools/layers.py)", file=sys.stderr
+        )
+    else:
+        print("src/quantbench: every import goes down the layers (tools/layers.py)")
+    if problems or layer_problems:
         return 1
-    print("dvc.yaml: every stage's code dependencies match its imports")
     return 0
 
 
