@@ -472,7 +472,7 @@ CLI_CASES = [
 
 def check_flags(case: BadFlags) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
-        from quantbench.load.cli import main
+        from quantbench.cli.load import main
 
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -256,7 +256,7 @@ def api_key_remote(ctx: Context) -> Outcome:
             argv = [
                 sys.executable,
                 "-m",
-                "quantbench.load.cli",
+                "quantbench.cli.load",
                 "--url",
                 server.url,
                 "--engine",

@@ -27,7 +27,7 @@ def test_the_load_test_of_a_running_server_is_quantbench_load() -> None:
     """`quantbench bench` ran a load test, not the pipeline's bench stages (one word, two
     ideas): it is `quantbench load` now, and `bench` is kept as an alias for old scripts."""
     from quantbench.cli import build_parser
-    from quantbench.load.cli import run_load
+    from quantbench.cli.load import run_load
 
     parser = build_parser()
     for word in ("load", "bench"):

@@ -1,8 +1,7 @@
 """The layers of ``src/quantbench``: which package may import which, and a check that holds them.
 
 A *unit* is a package of ``quantbench`` (``quantbench.load``) or a module at its top
-(``quantbench.slo``); a package's command line (its module ``cli``) is an entry point and
-counts as the top unit. ``LAYERS`` orders every unit from the bottom (what everything builds
+(``quantbench.slo``). ``LAYERS`` orders every unit from the bottom (what everything builds
 on) to the top (the command line): a unit may import only units below it, anywhere in its code
 (an import inside a function is an import: moving one there to break a cycle hides the cycle,
 it does not remove it). A total order has no cycle between units; the check also refuses a
@@ -32,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 PACKAGE = "quantbench"
 ROOT = "quantbench"  # the package's own __init__ (its version)
-# A package's command line (``quantbench/load/cli.py``: `quantbench load`) is an entry point:
+# A package's command line (``quantbench/cli/load.py``: `quantbench load`) is an entry point:
 # it counts as the top unit, whichever package holds it
 ENTRY_MODULE = "cli"
 ENTRY_UNIT = "cli"
@@ -100,23 +99,9 @@ LAYERS: list[tuple[str, str, list[str]]] = [
 ]
 
 
-# Imports against the order still in the tree ("importer -> imported" modules), and why. The
-# estimate stage's file and the machine profile hold the estimator's own models (its result,
-# the hardware spec, a pair's step fit), defined in the estimator beside the code that builds
-# them: the schemas import them, and so schemas and estimate form one cycle at import time.
-# Removing it means moving those models (with the validated variant spec and the GGUF type
-# table they carry) below the schemas, or a pure roofline package out of the estimator.
-_ESTIMATOR_MODELS = (
-    "the schema holds the estimator's own models; they move below the schemas (issue 31)"
-)
-KNOWN: dict[str, str] = {
-    f"quantbench.schemas.{schema} -> quantbench.estimate.{module}": _ESTIMATOR_MODELS
-    for schema, modules in (
-        ("estimate", ("compare", "estimator", "formats", "pairs", "serving")),
-        ("machine", ("hardware", "step_fit")),
-    )
-    for module in modules
-}
+# Imports against the order still in the tree ("importer -> imported" modules), each with what
+# removing it takes. Empty: none is left, and the check keeps it so.
+KNOWN: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -138,12 +123,8 @@ def order() -> list[str]:
 
 
 def unit_of(module: str) -> str:
-    """The unit a module belongs to: its package below ``quantbench``, or ``cli`` for a
-    package's command line (a module named ``cli``: an entry point, which may import any layer,
-    and which nothing but the command line imports)."""
+    """The unit a module belongs to: its package below ``quantbench``, or itself at the top."""
     parts = module.split(".")
-    if len(parts) > 2 and parts[-1] == ENTRY_MODULE:
-        return ENTRY_UNIT
     return ROOT if len(parts) == 1 else parts[1]
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.bench.cli import profile_overrides, with_overrides
 from quantbench.bench.duration import (
     SERVER_CHECK_S,
     ProbeShape,
@@ -16,10 +15,10 @@ from quantbench.bench.duration import (
     plan_pair,
 )
 from quantbench.bench.spec import BenchSettings
+from quantbench.cli.plan import profile_overrides, with_overrides
 from quantbench.config import parse_config
 from quantbench.errors import UserError
-from quantbench.estimate.pairs import PairPrediction
-from quantbench.estimate.serving import ConcurrencyPoint
+from quantbench.schemas.roofline import ConcurrencyPoint, PairPrediction
 from quantbench.workloads.spec import WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]

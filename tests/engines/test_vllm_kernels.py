@@ -194,7 +194,7 @@ def test_the_plan_prices_the_pairs_that_run_here_and_names_the_others(
 
     import yaml
 
-    from quantbench.bench.cli import add_plan_arguments, run_plan
+    from quantbench.cli.plan import add_plan_arguments, run_plan
 
     python, answer = fake_vllm
     params = yaml.safe_load(Path("params.yaml").read_text())

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from quantbench.estimate.arch import ModelShape, architecture_from_config
-from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
+from quantbench.estimate.arch import architecture_from_config
+from quantbench.schemas.hardware import CpuMeasurement, HardwareSpec
+from quantbench.schemas.roofline import ModelShape
 
 # hidden 8, MLP 16 (gated), 2 layers, 2 heads of 4, 1 KV head, vocab 32, tied embeddings.
 TINY_CONFIG: dict[str, Any] = {

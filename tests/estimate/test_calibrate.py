@@ -14,9 +14,9 @@ from quantbench.engines import transformers as transformers_engine
 from quantbench.estimate import calibrate, machine, stage
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.hardware import shape_key
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
-from quantbench.schemas.hardware import EngineOverhead
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import EngineOverhead, shape_key
 
 from .conftest import fake_cpu
 

@@ -12,8 +12,8 @@ from quantbench.estimate.checkpoint import (
     variant_weight_bytes,
 )
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.spec import EstimatedVariant
 from quantbench.formats.gguf import gguf_file_type
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 
 def test_safetensors_bytes_match_the_nominal_bf16_layout(tiny_folder):

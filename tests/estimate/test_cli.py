@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from quantbench.estimate.cli import main
+from quantbench.cli.estimate import main
 
 
 def test_prints_the_analysis_and_writes_json(tiny_folder, tmp_path, capsys):

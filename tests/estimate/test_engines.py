@@ -12,7 +12,8 @@ from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
 from quantbench.estimate.lookup import resolve_hardware
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 from quantbench.schemas.hardware import EngineOverhead
 
 from .conftest import fake_cpu

@@ -7,7 +7,8 @@ import pytest
 from quantbench.estimate.estimator import build_estimate
 from quantbench.estimate.formats import nominal_weight_bytes
 from quantbench.estimate.lookup import resolve_hardware
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 
 def estimate(arch, variant, hardware, **settings):

@@ -6,7 +6,7 @@ import pytest
 
 from quantbench.estimate.arch import architecture_from_config
 from quantbench.estimate.formats import group_quant_bytes, nominal_weight_bytes
-from quantbench.estimate.spec import EstimatedVariant
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 from .conftest import TINY_CONFIG
 
@@ -55,7 +55,7 @@ def test_awq_zero_points_only_when_asymmetric(tiny):
 
 
 def test_group_formula_on_a_large_matrix():
-    from quantbench.estimate.arch import WeightTensor
+    from quantbench.schemas.roofline import WeightTensor
 
     t = WeightTensor(role="attn_q", layer=0, rows=4096, cols=4096)
     bits = group_quant_bytes(t, bits=4, group_size=128, zeros=True) * 8 / t.elements

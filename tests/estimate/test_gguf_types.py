@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from quantbench.estimate import gguf_types
-from quantbench.estimate.arch import WeightTensor
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.spec import EstimatedVariant
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.roofline import WeightTensor
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,12 @@ from quantbench.estimate.hardware import (
     DATASHEET_BANDWIDTH_EFFICIENCY,
     DATASHEET_COMPUTE_EFFICIENCY,
     GPU_TABLE,
-    HardwareSpec,
     check_hardware_name,
-    interpolate_log2,
+    hardware_rates,
     known_hardware,
 )
 from quantbench.estimate.lookup import resolve_hardware
+from quantbench.schemas.hardware import HardwareSpec, interpolate_log2
 
 from .conftest import fake_cpu
 
@@ -54,13 +54,15 @@ def test_saved_json_round_trip(tmp_path):
 
 
 def test_rates_fall_back_to_bf16_and_say_so():
-    rates = resolve_hardware("A100").rates("fp8")
+    rates = hardware_rates(resolve_hardware("A100"), "fp8")
     assert rates.compute_dtype == "bf16" and rates.peak_flops == 312e12
     assert "no fp8" in rates.notes[0]
 
 
 def test_overrides_replace_the_entry_efficiencies():
-    rates = resolve_hardware("H100").rates("bf16", compute_efficiency=0.5, bandwidth_efficiency=0.9)
+    rates = hardware_rates(
+        resolve_hardware("H100"), "bf16", compute_efficiency=0.5, bandwidth_efficiency=0.9
+    )
     assert rates.flops == pytest.approx(989.4e12 * 0.5)
     assert rates.bandwidth == pytest.approx(3350e9 * 0.9)
 

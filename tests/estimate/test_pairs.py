@@ -9,10 +9,11 @@ from tests.schemas import examples
 
 from quantbench.engines.llamacpp import LlamaCppSettings
 from quantbench.engines.transformers import TransformersSettings
-from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs, workload_shapes
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
-from quantbench.estimate.step_fit import StepFit
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.step_fit import StepFit
 
 CPU = HardwareSpec.model_validate(examples.CPU_2CORE)
 VARIANTS = {

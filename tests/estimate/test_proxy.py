@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import estimate_variant
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 
 @pytest.mark.slow

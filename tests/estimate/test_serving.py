@@ -170,7 +170,7 @@ def test_slots_cap_the_batch_and_below_them_nothing_changes(tiny):
 def test_think_times_keep_clients_away_and_the_cycle_counts_them(tiny):
     from dataclasses import replace
 
-    from quantbench.estimate.step_fit import StepFit
+    from quantbench.schemas.step_fit import StepFit
 
     fit = StepFit(
         request_ms=20.0, prefill_ms_per_token=0.0, shared_step_ms=10.0, own_step_ms=10.0,

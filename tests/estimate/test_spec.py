@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant, EstimateWorkload
 
 
 def test_group_quant_defaults():

@@ -8,7 +8,8 @@ import pytest
 
 from quantbench.estimate import machine, stage
 from quantbench.estimate.compare import MeasuredPoint
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 from .conftest import fake_cpu
 

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from quantbench.estimate.step_fit import ProbeError, ProbeRequest, StepFit, fit_steps
+from quantbench.estimate.step_fit import ProbeError, fit_steps
+from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 OUT = 32
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from quantbench.engines.vllm import MIN_BATCHED_TOKENS as VLLM_MIN_BATCHED_TOKENS
-from quantbench.estimate.serving import ConcurrencyLimits
 from quantbench.estimate.suggest import suggest_grids
+from quantbench.schemas.roofline import ConcurrencyLimits
 
 
 def limits(kv=1000, prefill=500, decode=23):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from tests.schemas import examples
 
-from quantbench.estimate.spec import EstimatedVariant
 from quantbench.estimate.variants import parse_variant, variant_from_quantization_config
 from quantbench.schemas import io as schema_io
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 from .conftest import TINY_CONFIG
 

@@ -11,8 +11,9 @@ from pydantic import ValidationError
 from quantbench.estimate.arch import architecture_from_config, read_architecture
 from quantbench.estimate.checkpoint import safetensors_weight_bytes, variant_weight_bytes
 from quantbench.estimate.formats import nominal_weight_bytes
-from quantbench.estimate.spec import EstimatedVariant
+from quantbench.estimate.hardware import hardware_rates
 from quantbench.estimate.variants import parse_variant, variant_from_quantization_config
+from quantbench.schemas.estimate_inputs import EstimatedVariant
 
 from .conftest import TINY_CONFIG, fake_cpu
 
@@ -104,10 +105,12 @@ def test_real_file_bytes_match_the_nominal_layout(tiny_folder):
 
 def test_int8_rate_used_where_measured_else_bf16(tiny):
     cpu = fake_cpu()
-    assert cpu.rates("int8").compute_dtype == "bf16"  # no int8 figure: falls back, and says so
-    assert "no int8" in cpu.rates("int8").notes[0]
+    assert (
+        hardware_rates(cpu, "int8").compute_dtype == "bf16"
+    )  # no int8 figure: falls back, and says so
+    assert "no int8" in hardware_rates(cpu, "int8").notes[0]
     measured = cpu.model_copy(update={"matmul_tflops": {**cpu.matmul_tflops, "int8": 0.8}})
-    assert measured.rates("int8").peak_flops == pytest.approx(0.8e12)
+    assert hardware_rates(measured, "int8").peak_flops == pytest.approx(0.8e12)
 
 
 def test_architecture_is_unchanged_by_the_quantization_config():

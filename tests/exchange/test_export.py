@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from quantbench.cli import main
-from quantbench.exchange.cli import read_file
+from quantbench.cli.exchange import read_file
 from quantbench.load.session import Target, run_session
 from quantbench.mock_server import Behaviour, MockServerProcess, Script
 from quantbench.workloads.spec import WorkloadSpec

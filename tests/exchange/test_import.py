@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from quantbench.cli import main
+from quantbench.cli.exchange import read_file
 from quantbench.errors import UserError
-from quantbench.exchange.cli import read_file
 from quantbench.exchange.figures import ImportedRuns
 from quantbench.report import foreign
 

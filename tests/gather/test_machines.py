@@ -31,7 +31,7 @@ from tests.report.conftest import (
 )
 from tests.schemas import examples
 
-from quantbench.gather.cli import run_gather
+from quantbench.cli.gather import run_gather
 from quantbench.gather.experiments import GatherError
 from quantbench.gather.machines import cost_per_million
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.load.cli import add_load_arguments, main, workload_from_args
+from quantbench.cli.load import add_load_arguments, main, workload_from_args
 from quantbench.load.export import to_vllm_result
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord, read_records

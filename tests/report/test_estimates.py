@@ -12,14 +12,15 @@ from tests.schemas import examples
 from quantbench.engines.transformers import TransformersSettings
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.compare import ProbeSpan
-from quantbench.estimate.hardware import HardwareSpec
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
 from quantbench.report.estimates import EstimateRow, band_summary, edge_rows, estimate_rows
 from quantbench.report.inputs import load_inputs
 from quantbench.report.profiles import judge_profiles
 from quantbench.report.spec import ReportSettings
 from quantbench.schemas import io as schema_io
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
 from quantbench.schemas.machine import PairCalibration
 
 from .conftest import FIXTURE_SLO, FIXTURE_WORKLOADS, WORKLOADS
@@ -178,7 +179,8 @@ def test_only_in_sample_figures_say_there_is_no_out_of_sample_check():
 
 
 def test_rows_are_judged_against_their_pairs_probe_file(inputs, tmp_path):
-    from quantbench.estimate.step_fit import ProbeRequest, fit_steps
+    from quantbench.estimate.step_fit import fit_steps
+    from quantbench.schemas.step_fit import ProbeRequest
 
     (chat,) = [
         p

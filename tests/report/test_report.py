@@ -966,7 +966,7 @@ def test_the_served_task_accuracy_is_a_quality_axis_of_the_pareto_charts(inputs)
 def test_runs_imported_from_other_tools_are_shown_beside_ours_and_never_ranked(
     tmp_path: Path, fixture_tree: Path
 ) -> None:
-    from quantbench.exchange.cli import read_file
+    from quantbench.cli.exchange import read_file
 
     tree = tmp_path / "tree"
     shutil.copytree(fixture_tree, tree)

@@ -290,8 +290,7 @@ def env_info() -> EnvInfo:
 
 def machine_calibration() -> MachineCalibration:
     """A calibration of a 2-core CPU for the embedded model, every probe given."""
-    from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
-    from quantbench.schemas.hardware import EngineOverhead
+    from quantbench.schemas.hardware import CpuMeasurement, EngineOverhead, HardwareSpec
 
     measurement = CpuMeasurement(
         threads=2,
@@ -330,7 +329,8 @@ def machine_calibration() -> MachineCalibration:
 
 def pair_calibration() -> PairCalibration:
     """A llama.cpp pair probed with 4 slots: alone at three lengths, then 2-4 together."""
-    from quantbench.estimate.step_fit import ProbeRequest, fit_steps
+    from quantbench.estimate.step_fit import fit_steps
+    from quantbench.schemas.step_fit import ProbeRequest
 
     requests = [
         ProbeRequest(concurrency=1, prompt_tokens=p, cached_tokens=26, output_tokens=32,
@@ -362,8 +362,9 @@ CPU_2CORE: dict[str, Any] = {
 def estimates_file(root: Path, also: tuple[str, ...] = ()) -> EstimatesFile:
     """The estimate stage's own output for three variants on a 2-core CPU entry (and on the
     hardware table's entries named in ``also``, e.g. "L4"), under root."""
-    from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload
+    from quantbench.estimate.spec import EstimateSettings
     from quantbench.estimate.stage import write_estimates
+    from quantbench.schemas.estimate_inputs import EstimatedVariant, EstimateWorkload
 
     write_json(root / "models" / "merged" / "config.json", SMOL_CONFIG)
     hardware = root / "reports" / "estimate" / "cpu-2core.json"

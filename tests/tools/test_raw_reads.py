@@ -32,13 +32,13 @@ NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/estimate/lookup.py", "resolve_hardware"): "a hardware file, validated as "
     "HardwareSpec",
     ("src/quantbench/estimate/machine.py", "_load_cache"): "the machine probe's cache",
-    ("src/quantbench/exchange/cli.py", "read_file"): "another tool's result file (vllm bench "
+    ("src/quantbench/cli/exchange.py", "read_file"): "another tool's result file (vllm bench "
     "serve, AIPerf, GuideLLM), parsed by its importer",
     ("src/quantbench/fingerprint.py", "other_python_versions"): "a subprocess's answer",
     ("src/quantbench/fingerprint.py", "torch_kernels"): "a subprocess's answer",
     ("src/quantbench/hfconfig.py", "read_hf_config"): "a Hugging Face config.json",
     ("src/quantbench/linear_names.py", "_linear_names"): "the machine's cache",
-    ("src/quantbench/load/cli.py", "workload_from_args"): "a command-line value",
+    ("src/quantbench/cli/load.py", "workload_from_args"): "a command-line value",
     ("src/quantbench/load/forkserver.py", "_recv_request"): "the fork server's protocol",
     ("src/quantbench/workloads/plan.py", "LoadPlan.load"): "the request plan a load process gets "
     "from its parent, inside one stage",

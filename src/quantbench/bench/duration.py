@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from quantbench.bench.search import find_edge
 from quantbench.bench.spec import BenchSettings
-from quantbench.estimate.pairs import PairPrediction
 from quantbench.estimate.pipeline import slo_targets
+from quantbench.schemas.roofline import PairPrediction
 from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
 SERVER_CHECK_S = 15.0

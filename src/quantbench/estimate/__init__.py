@@ -6,6 +6,6 @@ ITL and throughput per concurrency, three concurrency limits, suggested sweep gr
 engine, and (when measurements exist) the estimate beside the measurement.
 
 The entry points are :func:`quantbench.estimate.stage.estimate_variant` (a JSON-ready dict
-for the DVC stage) and :mod:`quantbench.estimate.cli` (the ``quantbench estimate`` command).
+for the DVC stage) and :mod:`quantbench.cli.estimate` (the ``quantbench estimate`` command).
 See ``docs/ESTIMATE.md`` for the method.
 """

@@ -21,9 +21,9 @@ from quantbench.estimate import machine
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.engines import add_engine_overhead
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.hardware import HardwareSpec, shape_key
 from quantbench.estimate.machine import PROBED_GEMV_DTYPES, add_shape_probes
-from quantbench.estimate.step_fit import StepFit
+from quantbench.schemas.hardware import HardwareSpec, shape_key
+from quantbench.schemas.step_fit import StepFit
 
 log = logging.getLogger(__name__)
 

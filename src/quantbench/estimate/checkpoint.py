@@ -13,16 +13,15 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
-from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError, MissingInputError
 from quantbench.estimate.formats import (
     W8A8_COMPUTE,
-    WeightBytes,
     activation_dtype,
     gguf_compute_dtype,
     nominal_weight_bytes,
 )
-from quantbench.estimate.spec import EstimatedVariant
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.roofline import ModelShape, WeightBytes
 
 SAFETENSORS_DTYPE_BYTES = {
     "F64": 8,

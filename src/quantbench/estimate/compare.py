@@ -31,7 +31,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantbench.estimate.serving import ServingModel
-from quantbench.estimate.step_fit import ProbeRequest, StepFit
+from quantbench.schemas.roofline import ComparisonRow, FittedEfficiency
+from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 # A comparison point is "within 2x" when every available ratio lies in [1/2, 2].
 AGREEMENT_FACTOR = 2.0
@@ -67,47 +68,6 @@ class MeasuredPoint(BaseModel):
                 "ttft_ms, tpot_ms, output_tps"
             )
         return self
-
-
-class ComparisonRow(BaseModel):
-    """Estimate and measurement at one point; ratios > 1 mean the estimate was optimistic."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    variant: str
-    engine: str
-    hardware: str
-    setting: str | None
-    concurrency: int
-    proxy: bool
-    estimated_ttft_ms: float
-    measured_ttft_ms: float | None
-    ttft_ratio: float | None = Field(description="measured / estimated")
-    estimated_tpot_ms: float | None
-    measured_tpot_ms: float | None
-    tpot_ratio: float | None = Field(description="measured / estimated")
-    estimated_output_tps: float
-    measured_output_tps: float | None
-    output_tps_ratio: float | None = Field(description="estimated / measured")
-    within_2x: bool
-
-
-class FittedEfficiency(BaseModel):
-    """Effective figures that would make the roofline reproduce a set of measurements."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    variant: str
-    engine: str
-    hardware: str
-    decode_points: int
-    effective_bandwidth_gbs: float | None
-    bandwidth_efficiency: float | None = Field(description="of the peak (GPU) or copy (CPU)")
-    step_overhead_ms: float | None
-    prefill_points: int
-    effective_tflops: float | None
-    compute_efficiency: float | None
-    explanation: str
 
 
 # Builds the serving model a measured point is compared with (its lengths, its engine).

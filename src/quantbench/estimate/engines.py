@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quantbench.engines.base import KernelEfficiency
-from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.hardware import HardwareSpec
-from quantbench.estimate.spec import AUTO, EstimatedVariant, engine_choices
+from quantbench.estimate.spec import AUTO, engine_choices
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.roofline import ModelShape
 
 if TYPE_CHECKING:
     from quantbench.engines.base import Engine
-    from quantbench.estimate.formats import WeightBytes
+    from quantbench.schemas.roofline import WeightBytes
 
 
 def canonical(engine: str) -> str:

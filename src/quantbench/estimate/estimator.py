@@ -2,77 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.engines import kernel_efficiency, step_overhead
-from quantbench.estimate.formats import WeightBytes
-from quantbench.estimate.hardware import CpuMeasurement, HardwareSpec
+from quantbench.estimate.hardware import hardware_rates
 from quantbench.estimate.kvcache import kv_bytes_per_token, resolve_kv_dtype
 from quantbench.estimate.roofline import Rates, StepCosts
-from quantbench.estimate.serving import (
-    MAX_SEARCH_CONCURRENCY,
-    ConcurrencyLimits,
-    ConcurrencyPoint,
-    PhaseEstimate,
-    ServingModel,
+from quantbench.estimate.serving import MAX_SEARCH_CONCURRENCY, ServingModel
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.estimate.suggest import suggest_grids
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.roofline import (
+    EstimateResult,
+    HardwareUsed,
+    KvCacheUsed,
+    ModelShape,
+    WeightBytes,
 )
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings, EstimateWorkload, SloSpec
-from quantbench.estimate.suggest import SuggestedGrids, suggest_grids
-
-
-class HardwareUsed(BaseModel):
-    """The device figures an estimate used, efficiencies applied."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    kind: str
-    source: str
-    memory_gb: float
-    compute_dtype: str
-    peak_tflops: float
-    compute_efficiency: float
-    peak_bandwidth_gbs: float
-    bandwidth_efficiency: float
-    step_overhead_ms: float
-    peak_ops_per_byte: float = Field(description="datasheet ridge point")
-    ops_per_byte: float = Field(description="ridge point after efficiencies")
-    measurement: CpuMeasurement | None = None
-
-
-class KvCacheUsed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    dtype: str
-    bytes_per_token: float
-
-
-class EstimateResult(BaseModel):
-    """Everything ``quantbench estimate`` reports for one variant on one device."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str
-    architecture: ModelShape
-    variant: EstimatedVariant
-    engine: str = Field(description="engine whose per-step overhead is included ('none': none)")
-    weights: WeightBytes
-    kv_cache: KvCacheUsed
-    hardware: HardwareUsed
-    workload: EstimateWorkload
-    slo: SloSpec
-    memory_utilization: float
-    prefill: PhaseEstimate
-    decode: PhaseEstimate | None
-    points: list[ConcurrencyPoint]
-    best_latency: ConcurrencyPoint
-    best_throughput: ConcurrencyPoint | None = Field(
-        description="highest output rate within all three limits; None if none is met"
-    )
-    limits: ConcurrencyLimits
-    grids: SuggestedGrids
-    notes: list[str]
 
 
 def overhead_ms(
@@ -101,7 +46,8 @@ def variant_rates(
     """
     shares = arch.streamed_shape_shares()
     kernels = kernel_efficiency(engine, hardware)
-    return hardware.rates(
+    return hardware_rates(
+        hardware,
         weights.compute_dtype,
         compute_efficiency=settings.efficiency.compute or (kernels.compute if kernels else None),
         bandwidth_efficiency=settings.efficiency.bandwidth

@@ -22,11 +22,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
-
 from quantbench.estimate import gguf_types
-from quantbench.estimate.arch import ModelShape, WeightTensor
-from quantbench.estimate.spec import EstimatedVariant
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.roofline import ModelShape, WeightBytes, WeightTensor
 
 # Bytes per element of the dense formats.
 DENSE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0}
@@ -47,29 +45,6 @@ GGUF_FLOAT_COMPUTE = {"F32": "fp32", "F16": "fp16", "BF16": "bf16"}
 GGUF_QUANT_COMPUTE = "int8"
 # compute dtype for weight-only quantised formats: the activation dtype of the checkpoint.
 _ACTIVATION_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-
-
-class WeightBytes(BaseModel):
-    """Memory footprint and per-step traffic of a variant's weights."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    stored_bytes: float = Field(ge=0, description="resident weight bytes")
-    streamed_bytes: float = Field(ge=0, description="bytes read once per forward step")
-    gathered_bytes_per_token: float = Field(ge=0, description="embedding row per input token")
-    weight_count: int = Field(gt=0, description="logical weights (matrices and norms)")
-    compute_dtype: str = Field(description="dtype the matmuls run in (hardware table key)")
-    source: str = Field(description="'file' (read from the artefact) or 'nominal' (tables)")
-    detail: str = Field(description="the file read, or the rule used")
-    bytes_by_type: dict[str, float] = Field(
-        default_factory=dict, description="stored bytes per tensor type"
-    )
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def bits_per_weight(self) -> float:
-        """Stored bits over logical weights (embedding and norms included)."""
-        return self.stored_bytes * 8 / self.weight_count
 
 
 def activation_dtype(arch: ModelShape) -> str:

@@ -20,30 +20,10 @@ from __future__ import annotations
 
 from functools import cache
 
-from quantbench.estimate.arch import ModelShape, WeightTensor
 from quantbench.estimate.errors import EstimateInputError
+from quantbench.schemas.estimate_inputs import GGUF_MIXES, MIX_BASE_TYPE
+from quantbench.schemas.roofline import ModelShape, WeightTensor
 
-# File type (mix) -> the tensor type used for most matrices.
-MIX_BASE_TYPE: dict[str, str] = {
-    "F32": "F32",
-    "F16": "F16",
-    "BF16": "BF16",
-    "Q8_0": "Q8_0",
-    "Q4_0": "Q4_0",
-    "Q4_1": "Q4_1",
-    "Q5_0": "Q5_0",
-    "Q5_1": "Q5_1",
-    "Q2_K": "Q2_K",
-    "Q3_K_S": "Q3_K",
-    "Q3_K_M": "Q3_K",
-    "Q3_K_L": "Q3_K",
-    "Q4_K_S": "Q4_K",
-    "Q4_K_M": "Q4_K",
-    "Q5_K_S": "Q5_K",
-    "Q5_K_M": "Q5_K",
-    "Q6_K": "Q6_K",
-}
-GGUF_MIXES = tuple(MIX_BASE_TYPE)
 # Unquantised file types keep every matrix in the base type, head included.
 _UNQUANTISED = frozenset({"F32", "F16", "BF16"})
 # Type llama.cpp gives the output matrix (or the tied embedding acting as it) in quantised

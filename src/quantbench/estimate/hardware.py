@@ -10,15 +10,9 @@ figures come from measuring the machine (``--hardware this``, see
 
 from __future__ import annotations
 
-import itertools
-import math
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.roofline import Rates
-from quantbench.schemas.hardware import EngineOverhead
+from quantbench.schemas.hardware import HardwareSpec
 
 # Fraction of a datasheet's dense tensor peak that serving engines reach on the large GEMMs
 # of prefill. Assumption: published vLLM/TensorRT-LLM prefill runs sit at roughly 50-70 %
@@ -38,134 +32,34 @@ MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY = 0.8
 FALLBACK_COMPUTE_DTYPE = "bf16"
 
 
-class CpuMeasurement(BaseModel):
-    """What measuring a CPU found, kept beside the figures derived from it."""
+def hardware_rates(
+    hardware: HardwareSpec,
+    compute_dtype: str,
+    compute_efficiency: float | None = None,
+    bandwidth_efficiency: float | None = None,
+    step_overhead_ms: float = 0.0,
+    shape_bytes: dict[tuple[int, int], float] | None = None,
+) -> Rates:
+    """Effective machine rates of ``hardware`` for a format computing in ``compute_dtype``.
 
-    model_config = ConfigDict(extra="forbid")
-
-    threads: int = Field(ge=1, description="torch threads used by every probe")
-    copy_gbs: float = Field(gt=0, description="large-buffer copy, (read + write) bytes / s")
-    read_gbs: float = Field(gt=0, description="large-buffer read-only reduction, bytes / s")
-    gemv_gbs: dict[str, dict[int, float]] = Field(
-        description="matrix-vector product over a matrix larger than the caches, weight bytes/s, "
-        "per dtype and row length (input features)"
+    Explicit efficiencies override the entry's; ``None`` keeps the entry's. ``shape_bytes``
+    (streamed weight bytes per matrix shape) refines measured CPUs.
+    """
+    notes: list[str] = []
+    dtype = compute_dtype
+    if dtype not in hardware.matmul_tflops:
+        notes.append(f"{hardware.name} has no {dtype} matmul figure; {FALLBACK_COMPUTE_DTYPE} used")
+        dtype = FALLBACK_COMPUTE_DTYPE
+    bw_eff = bandwidth_efficiency or hardware.streaming_efficiency(compute_dtype, shape_bytes)
+    return Rates(
+        compute_dtype=dtype,
+        peak_flops=hardware.matmul_tflops[dtype] * 1e12,
+        peak_bandwidth=hardware.memory_bandwidth_gbs * 1e9,
+        compute_efficiency=compute_efficiency or hardware.compute_efficiency,
+        bandwidth_efficiency=bw_eff,
+        step_overhead_s=step_overhead_ms / 1e3,
+        notes=tuple(notes),
     )
-    gemv_shape_gbs: dict[str, dict[str, float]] = Field(
-        default_factory=dict,
-        description="matrix-vector products over many distinct matrices of one shape "
-        "('ROWSxCOLS'), weight bytes/s per dtype: a model's own shapes, per-call costs included",
-    )
-    gemm_tflops: dict[str, float] = Field(description="large square product, best repeat")
-    engine_overheads: dict[str, EngineOverhead] = Field(
-        default_factory=dict, description="per engine, added when an estimate first needs it"
-    )
-    load_average: float = Field(description="1-minute load average when measured")
-    cpu_model: str
-    torch_version: str
-    measured_at: str
-    seconds: float = Field(description="how long the measurement took")
-
-
-class HardwareSpec(BaseModel):
-    """Peak figures of one device and the efficiencies applied to them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    kind: Literal["gpu", "cpu"]
-    memory_gb: float = Field(gt=0, description="device memory (GPU) or RAM (CPU), 1e9 bytes")
-    memory_bandwidth_gbs: float = Field(gt=0, description="peak (GPU) or copy (CPU), 1e9 B/s")
-    matmul_tflops: dict[str, float] = Field(description="dense peak per compute dtype, 1e12/s")
-    compute_efficiency: float = Field(gt=0, le=1)
-    bandwidth_efficiency: dict[str, float] = Field(
-        description="per compute dtype, with a 'default' entry for the others"
-    )
-    source: str = Field(description="where the figures come from")
-    measurement: CpuMeasurement | None = None
-
-    def gemv_rate(self, compute_dtype: str, rows: int, cols: int) -> float | None:
-        """Measured GEMV streaming rate (GB/s) for a shape, or None if not probed.
-
-        An exact shape probe wins; otherwise the row-length probes are interpolated.
-        """
-        if self.measurement is None:
-            return None
-        exact = self.measurement.gemv_shape_gbs.get(compute_dtype, {}).get(shape_key(rows, cols))
-        if exact is not None:
-            return exact
-        by_length = self.measurement.gemv_gbs.get(compute_dtype)
-        return interpolate_log2(by_length, cols) if by_length else None
-
-    def streaming_efficiency(
-        self, compute_dtype: str, shape_bytes: dict[tuple[int, int], float] | None = None
-    ) -> float:
-        """Bandwidth efficiency of weight streaming in ``compute_dtype``.
-
-        Where GEMV probes measured this dtype, each shape's rate is weighted by the bytes the
-        model streams in that shape (a harmonic mean, as times add up) and divided by the
-        copy bandwidth. Otherwise the table's factor.
-        """
-        by_length = self.measurement.gemv_gbs.get(compute_dtype) if self.measurement else None
-        if not by_length:
-            return self.bandwidth_efficiency.get(
-                compute_dtype, self.bandwidth_efficiency["default"]
-            )
-        if not shape_bytes:
-            shape_bytes = {(max(by_length), max(by_length)): 1.0}
-        seconds = 0.0
-        for (rows, cols), nbytes in shape_bytes.items():
-            rate = self.gemv_rate(compute_dtype, rows, cols)
-            assert rate is not None  # the row-length probes exist for this dtype
-            seconds += nbytes / rate
-        return min(1.0, sum(shape_bytes.values()) / seconds / self.memory_bandwidth_gbs)
-
-    def rates(
-        self,
-        compute_dtype: str,
-        compute_efficiency: float | None = None,
-        bandwidth_efficiency: float | None = None,
-        step_overhead_ms: float = 0.0,
-        shape_bytes: dict[tuple[int, int], float] | None = None,
-    ) -> Rates:
-        """Effective machine rates for a format computing in ``compute_dtype``.
-
-        Explicit efficiencies override this entry's; ``None`` keeps the entry's.
-        ``shape_bytes`` (streamed weight bytes per matrix shape) refines measured CPUs.
-        """
-        notes: list[str] = []
-        dtype = compute_dtype
-        if dtype not in self.matmul_tflops:
-            notes.append(f"{self.name} has no {dtype} matmul figure; {FALLBACK_COMPUTE_DTYPE} used")
-            dtype = FALLBACK_COMPUTE_DTYPE
-        bw_eff = bandwidth_efficiency or self.streaming_efficiency(compute_dtype, shape_bytes)
-        return Rates(
-            compute_dtype=dtype,
-            peak_flops=self.matmul_tflops[dtype] * 1e12,
-            peak_bandwidth=self.memory_bandwidth_gbs * 1e9,
-            compute_efficiency=compute_efficiency or self.compute_efficiency,
-            bandwidth_efficiency=bw_eff,
-            step_overhead_s=step_overhead_ms / 1e3,
-            notes=tuple(notes),
-        )
-
-
-def shape_key(rows: int, cols: int) -> str:
-    """How a matrix shape is keyed in measurements: ``"ROWSxCOLS"``."""
-    return f"{rows}x{cols}"
-
-
-def interpolate_log2(points: dict[int, float], x: float) -> float:
-    """Piecewise-linear interpolation in log2(x), clamped to the end points."""
-    xs = sorted(points)
-    if x <= xs[0]:
-        return points[xs[0]]
-    if x >= xs[-1]:
-        return points[xs[-1]]
-    for lo, hi in itertools.pairwise(xs):
-        if lo <= x <= hi:
-            t = (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
-            return points[lo] + t * (points[hi] - points[lo])
-    raise AssertionError("unreachable: x lies within the probed range")
 
 
 def _datasheet_gpu(

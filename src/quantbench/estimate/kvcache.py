@@ -8,8 +8,8 @@ in 34 bytes.
 
 from __future__ import annotations
 
-from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.errors import EstimateInputError
+from quantbench.schemas.roofline import ModelShape
 
 # Bytes per cached element, per cache dtype name (vLLM and llama.cpp spellings).
 KV_CACHE_BYTES_PER_ELEMENT: dict[str, float] = {

@@ -10,12 +10,8 @@ import json
 from pathlib import Path
 
 from quantbench.estimate.errors import MissingInputError
-from quantbench.estimate.hardware import (
-    GPU_TABLE,
-    THIS_MACHINE,
-    HardwareSpec,
-    check_hardware_name,
-)
+from quantbench.estimate.hardware import GPU_TABLE, THIS_MACHINE, check_hardware_name
+from quantbench.schemas.hardware import HardwareSpec
 
 
 def resolve_hardware(

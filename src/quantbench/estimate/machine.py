@@ -34,11 +34,9 @@ from pathlib import Path
 from quantbench.estimate.hardware import (
     MEASURED_COMPUTE_EFFICIENCY,
     MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY,
-    CpuMeasurement,
-    HardwareSpec,
-    shape_key,
 )
 from quantbench.fsutil import write_json
+from quantbench.schemas.hardware import CpuMeasurement, HardwareSpec, shape_key
 
 DEFAULT_CACHE_DIR = Path("~/.cache/quantbench")
 # Copy buffers must stream from DRAM: at least this many bytes and 8x the last-level cache.

@@ -23,9 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from quantbench.estimate.spec import ProbeSettings
-from quantbench.estimate.step_fit import ProbeError, ProbeRequest, StepFit, fit_steps
+from quantbench.estimate.step_fit import ProbeError, fit_steps
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import body_rules, turn_body
+from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 if TYPE_CHECKING:
     from quantbench.engines.base import Engine, EngineSettings

@@ -30,18 +30,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from quantbench.engines.base import EngineSettings
 from quantbench.engines.registry import get_engine, pair_settings
-from quantbench.estimate.arch import ModelShape
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.engines import canonical, held_weights
 from quantbench.estimate.estimator import serving_model
-from quantbench.estimate.hardware import HardwareSpec
-from quantbench.estimate.serving import ConcurrencyPoint, ServingModel
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
-from quantbench.estimate.step_fit import StepFit
+from quantbench.estimate.serving import ServingModel
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.roofline import ConcurrencyPoint, ModelShape, PairPrediction
+from quantbench.schemas.step_fit import StepFit
 from quantbench.schemas.workloads import WorkloadSummary
 from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
 
@@ -108,26 +107,6 @@ class WorkloadShape:
         own = self.input_len - self.template_tokens
         template = max(self.template_tokens - cached_template, 0.0)
         return max(1.0, own * (1 - self.reuse_share) + template)
-
-
-class PairPrediction(BaseModel):
-    """The estimate for one pair, server setting and workload, at each concurrency."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    pair: str
-    variant: str
-    engine: str
-    server_point: str = Field(description="the setting's label, as the bench names it")
-    workload: str
-    hardware_name: str
-    max_batch: int | None = Field(description="requests the engine runs at once (None: all)")
-    input_len: int
-    output_len: int
-    points: list[ConcurrencyPoint]
-
-    def at(self, concurrency: int) -> ConcurrencyPoint | None:
-        return next((p for p in self.points if p.concurrency == concurrency), None)
 
 
 def _point(

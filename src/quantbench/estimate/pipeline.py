@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.spec import EstimateSettings, EstimateWorkload, SloSpec
+from quantbench.estimate.spec import EstimateSettings
+from quantbench.schemas.estimate_inputs import EstimateWorkload, SloSpec
 from quantbench.schemas.workloads import WorkloadSummary
 from quantbench.slo import Constraint, parse_slo
 from quantbench.workloads.spec import ClosedLoop, WorkloadSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantbench.estimate.estimator import EstimateResult
+from quantbench.schemas.roofline import EstimateResult
 
 
 def si(value: float, unit: str = "") -> str:

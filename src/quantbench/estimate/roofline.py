@@ -21,16 +21,14 @@ once, which is how KV-cache growth over the output is averaged in rather than ig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from quantbench.estimate.arch import ModelShape
+from quantbench.schemas.roofline import ModelShape
 
 Number = float | NDArray[np.float64]
-Bound = Literal["compute", "memory"]
 
 
 class Rates(BaseModel):

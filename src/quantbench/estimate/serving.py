@@ -40,67 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from quantbench.estimate.roofline import Bound, Cost, Rates, StepCosts
-from quantbench.estimate.step_fit import StepFit
+from quantbench.estimate.roofline import Cost, Rates, StepCosts
+from quantbench.schemas.roofline import Bound, ConcurrencyLimits, ConcurrencyPoint, PhaseEstimate
+from quantbench.schemas.step_fit import StepFit
 
 # Largest concurrency the limit searches consider.
 MAX_SEARCH_CONCURRENCY = 1 << 20
-
-
-class PhaseEstimate(BaseModel):
-    """One phase for a single request (concurrency 1)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    flops: float = Field(description="per prompt (prefill) or per decode step, mean over output")
-    bytes: float
-    intensity: float = Field(description="FLOPs per byte")
-    bound: Bound
-    time_ms: float
-
-
-class ConcurrencyPoint(BaseModel):
-    """Estimated steady-state figures at one concurrency."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    concurrency: int
-    ttft_ms: float
-    itl_ms: float | None = Field(description="mean over the output (= TPOT); None if O == 1")
-    itl_first_ms: float | None = Field(description="first decode step (shortest context)")
-    itl_last_ms: float | None = Field(description="last decode step (longest context)")
-    itl_decode_only_ms: float | None = Field(description="mean ITL without prompts mixed in")
-    e2e_s: float
-    output_tps: float = Field(description="output tokens per second, all requests")
-    input_tps: float
-    request_rate: float = Field(description="requests per second")
-    running: int | None = Field(
-        None, description="requests the engine runs at once (the rest wait in its queue)"
-    )
-    queue_wait_ms: float = Field(0.0, description="mean wait in the engine's queue, in TTFT")
-    decode_bound: Bound | None
-    decode_intensity: float | None
-    kv_cache_gb: float = Field(description="KV cache the running requests hold at most")
-    fits_memory: bool
-    meets_ttft_slo: bool
-    meets_itl_slo: bool
-
-
-class ConcurrencyLimits(BaseModel):
-    """The three limits on concurrency, and the one that binds."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kv_memory: int = Field(description="requests whose full KV cache fits beside the weights")
-    prefill_compute: int = Field(description="largest concurrency with estimated TTFT <= SLO")
-    decode: int = Field(description="largest concurrency with estimated ITL <= SLO")
-    overall: int
-    binding: str = Field(description="which limit is the smallest")
-    decode_compute_bound_from: int | None = Field(
-        description="concurrency from which a decode step turns compute-bound (None: never)"
-    )
 
 
 @dataclass(frozen=True)

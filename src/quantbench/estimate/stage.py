@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quantbench.estimate.arch import ModelShape, read_architecture
+from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.compare import (
     MeasuredPoint,
@@ -25,16 +25,18 @@ from quantbench.estimate.engines import (
     resolve_engine,
     with_engine_overhead,
 )
-from quantbench.estimate.estimator import EstimateResult, build_estimate, serving_model
-from quantbench.estimate.formats import WeightBytes
-from quantbench.estimate.hardware import THIS_MACHINE, HardwareSpec
+from quantbench.estimate.estimator import build_estimate, serving_model
+from quantbench.estimate.hardware import THIS_MACHINE
 from quantbench.estimate.lookup import resolve_hardware
 from quantbench.estimate.machine import with_shape_probes
-from quantbench.estimate.pairs import BenchPair, PairPrediction, WorkloadShape, predict_pairs
+from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs
 from quantbench.estimate.serving import ServingModel
-from quantbench.estimate.spec import EstimatedVariant, EstimateSettings
+from quantbench.estimate.spec import EstimateSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.estimate import EstimatesFile, EstimateSummaryRow, VariantEstimate
+from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.roofline import EstimateResult, ModelShape, PairPrediction, WeightBytes
 
 
 def _hardware(name: str, settings: EstimateSettings, remeasure: bool) -> HardwareSpec:

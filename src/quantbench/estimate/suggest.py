@@ -8,23 +8,7 @@ cache can hold.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from quantbench.estimate.serving import ConcurrencyLimits
-
-
-class SuggestedGrids(BaseModel):
-    """Client load points and per-engine server settings to sweep."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    concurrency: list[int] = Field(description="client concurrency levels to load-test")
-    engines: dict[str, dict[str, list[Any]]] = Field(
-        description="per engine: setting -> values, ready for params.yaml"
-    )
-    rationale: list[str]
+from quantbench.schemas.roofline import ConcurrencyLimits, SuggestedGrids
 
 
 def _next_pow2(n: int) -> int:

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
-from quantbench.estimate.arch import ModelShape, read_architecture
+from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.estimate.gguf_types import GGUF_MIXES
-from quantbench.estimate.spec import EstimatedVariant, WeightFormat
 from quantbench.formats.base import VariantSpecError
 from quantbench.formats.registry import all_formats, detect, get_format
 from quantbench.hfconfig import maybe_hf_config
+from quantbench.schemas.estimate_inputs import GGUF_MIXES, EstimatedVariant, WeightFormat
+from quantbench.schemas.roofline import ModelShape
 
 _SETTING_KEYS = ("bits", "group_size", "sym")
 

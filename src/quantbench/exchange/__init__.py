@@ -10,7 +10,7 @@ the one of ours that measures the same (:mod:`quantbench.exchange.figures`).
 * :mod:`~quantbench.exchange.vllm_bench`, :mod:`~quantbench.exchange.aiperf`,
   :mod:`~quantbench.exchange.guidellm`: read those tools' result files into
   :class:`~quantbench.exchange.figures.ForeignRun` rows;
-* :mod:`~quantbench.exchange.cli`: ``quantbench export`` and ``quantbench import``.
+* :mod:`~quantbench.cli.exchange`: ``quantbench export`` and ``quantbench import``.
 
 (``vllm bench serve``'s own JSON is written by :mod:`quantbench.load.export`.)
 """

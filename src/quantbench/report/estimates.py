@@ -34,11 +34,11 @@ from typing import Any
 
 from quantbench.estimate.compare import ProbeSpan, SampleCheck
 from quantbench.estimate.pipeline import slo_targets
-from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.report.inputs import PointKey, ReportInputs, read_output
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.schemas.estimate import VariantEstimate
 from quantbench.schemas.machine import PairCalibration
+from quantbench.schemas.roofline import ConcurrencyPoint
 
 PREFERRED_HARDWARE = "this"
 BAND = 0.25

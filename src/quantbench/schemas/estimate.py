@@ -15,12 +15,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from quantbench.estimate.compare import ComparisonRow, FittedEfficiency
-from quantbench.estimate.estimator import EstimateResult
-from quantbench.estimate.formats import WeightBytes
-from quantbench.estimate.pairs import PairPrediction
-from quantbench.estimate.serving import ConcurrencyPoint
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
+from quantbench.schemas.roofline import (
+    ComparisonRow,
+    ConcurrencyPoint,
+    EstimateResult,
+    FittedEfficiency,
+    PairPrediction,
+    WeightBytes,
+)
 
 
 class StoredWeightBytes(WeightBytes):

@@ -4,7 +4,7 @@
 (The machine's calibration; the quantizers' calibration data is :mod:`quantbench.schemas.variant`'s.)
 
 Written by ``stages/calibrate.py`` from :func:`quantbench.estimate.calibrate.calibrate`: the
-measured :class:`~quantbench.estimate.hardware.HardwareSpec` (its ``measurement`` holds every
+measured :class:`~quantbench.schemas.hardware.HardwareSpec` (its ``measurement`` holds every
 probe, the thread count, the CPU model and the torch version), and what it was measured for.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from quantbench.estimate.hardware import HardwareSpec
-from quantbench.estimate.step_fit import ProbeRequest, StepFit
 from quantbench.schemas.base import Migrations, StageOutput, stamp, version
+from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 
 class MachineCalibration(StageOutput):

@@ -22,16 +22,14 @@ from quantbench.estimate.proxy import PROXY_ENGINE, measure_hf_generate
 from quantbench.estimate.render import render, render_comparison
 from quantbench.estimate.spec import (
     EfficiencyOverrides,
-    EstimatedVariant,
     EstimateSettings,
-    EstimateWorkload,
     MeasureSettings,
-    SloSpec,
     engine_choices,
 )
 from quantbench.estimate.stage import comparison, estimate_result
 from quantbench.estimate.variants import parse_variant
 from quantbench.fsutil import write_json
+from quantbench.schemas.estimate_inputs import EstimatedVariant, EstimateWorkload, SloSpec
 
 _DEFAULT_WORKLOAD = EstimateWorkload()
 _DEFAULT_SLO = SloSpec()
@@ -172,7 +170,7 @@ def run_estimate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``estimate`` on its own (``python -m quantbench.estimate.cli``)."""
+    """Run ``estimate`` on its own (``python -m quantbench.cli.estimate``)."""
     parser = argparse.ArgumentParser(prog="quantbench estimate", description=__doc__)
     add_estimate_arguments(parser)
     return run_estimate(parser.parse_args(argv))

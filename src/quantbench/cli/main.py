@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--params", default="params.yaml")
     serve.set_defaults(handler=_serve)
 
-    from quantbench.load.cli import add_load_arguments, run_load
+    from quantbench.cli.load import add_load_arguments, run_load
 
     # `load`, not `bench`: the pipeline's bench stages (quantbench.bench) start servers and run
     # many points; this tests one server that is already running. `bench` stays as an alias.
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.set_defaults(handler=_mock_server)
 
-    from quantbench.bench.cli import add_plan_arguments, run_plan
+    from quantbench.cli.plan import add_plan_arguments, run_plan
 
     plan = sub.add_parser(
         "plan",
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_arguments(plan)
     plan.set_defaults(handler=run_plan)
 
-    from quantbench.exchange.cli import (
+    from quantbench.cli.exchange import (
         add_export_arguments,
         add_import_arguments,
         run_export,
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_arguments(imported)
     imported.set_defaults(handler=run_import)
 
-    from quantbench.gather.cli import add_gather_arguments, run_gather
+    from quantbench.cli.gather import add_gather_arguments, run_gather
 
     gathered = sub.add_parser(
         "gather",
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_gather_arguments(gathered)
     gathered.set_defaults(handler=run_gather)
 
-    from quantbench.estimate.cli import add_estimate_arguments, run_estimate
+    from quantbench.cli.estimate import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(
         "estimate", help="roofline estimate of a variant on a device (see docs/ESTIMATE.md)"
