@@ -15,6 +15,7 @@ from typing import Any
 
 from faults.engine import Fault, Launch, StandinEngine, StandinSettings
 from faults.scenario import Context
+from quantbench.bench.job import workloads_job
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.artifact import Artifact
@@ -32,18 +33,7 @@ def job_for(
     engine: Any, artifact: Artifact, settings: Any, spec: WorkloadSpec, bench: BenchSettings
 ) -> PairJob:
     """A pair job running one workload (its traffic built here, as the workloads stage would)."""
-    from quantbench.load.session import build_traffic
-
-    return PairJob(
-        name="tiny-fake",
-        artifact=artifact,
-        engine=engine,
-        settings=settings,
-        workloads={spec.name: spec},
-        traffic={spec.name: build_traffic(spec, None)},
-        slo=SLO,
-        bench=bench,
-    )
+    return workloads_job("tiny-fake", artifact, engine, settings, {spec.name: spec}, SLO, bench)
 
 
 def workload(**update: Any) -> WorkloadSpec:

@@ -2,8 +2,9 @@
 next `dvc repro` runs only what did not finish.
 
 The scenario builds a two-stage DVC project in a temporary folder: `first` writes a small result,
-`second` is a benchmark stage shaped exactly like `stages/bench.py` (`sigterm_as_interrupt()`
-around `atomic_dir()` around `run_pair()`), here on the stand-in engine. It starts `dvc repro` in
+`second` is a benchmark stage written exactly as `stages/bench.py` writes its folder
+(`quantbench.bench.stage.run_pair_to`: SIGTERM as an interrupt, around the atomic folder, around
+`run_pair()`), here on the stand-in engine. It starts `dvc repro` in
 a process group of its own, as a terminal would, waits until the benchmark's server is answering
 load, and sends SIGINT (what Ctrl-C sends to the foreground group) or SIGTERM to that group.
 
@@ -29,15 +30,12 @@ from faults.engine import StandinEngine, StandinSettings
 from faults.pairs import job_for, workload
 from faults.scenario import Checks, Context, Outcome, describe, kill_leftovers
 from faults.standin import count_lines
-from quantbench.bench.run import run_pair
 from quantbench.bench.spec import BenchSettings
+from quantbench.bench.stage import run_pair_to
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.errors import run_main
-from quantbench.fsutil import atomic_dir
 from quantbench.load.records import read_records
 from quantbench.progress import setup_logging
-from quantbench.schemas import io as schema_io
 
 DVC_YAML = """\
 stages:
@@ -74,9 +72,7 @@ def stage_main() -> None:
         ),
         BenchSettings(),
     )
-    with sigterm_as_interrupt(), atomic_dir(args.out) as tmp:
-        summary = run_pair(job, tmp)
-        schema_io.write(tmp / "summary.json", summary)
+    summary = run_pair_to(job, args.out)  # as the bench stage writes its folder
     print(f"second: {len(summary.rows)} rows")
 
 

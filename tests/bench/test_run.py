@@ -9,10 +9,10 @@ from typing import ClassVar
 import psutil
 import pytest
 
+from quantbench.bench.job import workloads_job
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.base import EngineSettings
-from quantbench.load.session import build_traffic
 from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
@@ -35,18 +35,11 @@ WORKLOAD = WorkloadSpec.model_validate(
 
 
 def job(engine, artifact, settings, *, slo="", bench=None, workloads=None) -> PairJob:
-    workloads = workloads or {"chat": WORKLOAD}
-    return PairJob(
-        name="tiny-fake",
-        artifact=artifact,
-        engine=engine,
-        settings=settings,
-        workloads=workloads,
-        traffic={name: build_traffic(spec, None) for name, spec in workloads.items()},
-        slo=slo,
-        # every point of every setting: the race across settings skips some, and has its own
-        # tests (test_the_grid_races_*)
-        bench=bench or BenchSettings(price_per_hour=3.6, race=False),
+    # every point of every setting: the race across settings skips some, and has its own
+    # tests (test_the_grid_races_*)
+    bench = bench or BenchSettings(price_per_hour=3.6, race=False)
+    return workloads_job(
+        "tiny-fake", artifact, engine, settings, workloads or {"chat": WORKLOAD}, slo, bench
     )
 
 

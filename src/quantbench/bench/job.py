@@ -1,7 +1,9 @@
-"""Resolve one bench pair from params into what running it needs (:class:`PairJob`): its
-variant's artifact, engine and settings, workloads and their traffic, the served check's
-reference answers. The bench stage runs the whole pair from it; the decide stage measures some
-of its rows again."""
+"""Resolve one bench pair into what running it needs (:class:`PairJob`): from params
+(:func:`pair_job`: its variant's artifact, engine and settings, workloads and the traffic the
+workloads stage wrote, the served check's reference answers), or from objects in memory
+(:func:`workloads_job`: the fault suite's stand-in engines, the harness's tests, benchmarks).
+The bench stage runs the whole pair from it (:mod:`quantbench.bench.stage`); the decide stage
+measures some of its rows again."""
 
 from __future__ import annotations
 
@@ -14,18 +16,20 @@ from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
 from quantbench.data import DataSettings
-from quantbench.engines.artifact import load_artifact
+from quantbench.engines.artifact import Artifact, load_artifact
+from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
 from quantbench.errors import UserError
 from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer
+from quantbench.load.session import build_traffic
 from quantbench.params import section
 from quantbench.qa import load_qa
 from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quality import QualityReport
 from quantbench.slo import slo_section
-from quantbench.workloads.spec import workloads_section
+from quantbench.workloads.spec import WorkloadSpec, workloads_section
 from quantbench.workloads.traffic import Traffic
 
 
@@ -104,4 +108,30 @@ def _task_job(params: dict[str, Any], quality: QualityReport | None) -> TaskJob 
         max_new_tokens=evaluate.heldout_max_new_tokens,
         confidence=evaluate.confidence,
         settings=served,
+    )
+
+
+def workloads_job(
+    name: str,
+    artifact: Artifact,
+    engine: Engine,
+    settings: EngineSettings,
+    workloads: dict[str, WorkloadSpec],
+    slo: str,
+    bench: BenchSettings,
+    **extra: Any,
+) -> PairJob:
+    """A pair job over workloads given in memory (not read from params): their traffic built
+    here, as the workloads stage builds it (random prompts need no tokenizer). ``extra``: the
+    job's other fields (references, task, probe, store)."""
+    return PairJob(
+        name=name,
+        artifact=artifact,
+        engine=engine,
+        settings=settings,
+        workloads=workloads,
+        traffic={w: build_traffic(spec, None) for w, spec in workloads.items()},
+        slo=slo,
+        bench=bench,
+        **extra,
     )
