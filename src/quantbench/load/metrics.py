@@ -263,135 +263,20 @@ def summarize(
 
     rps_interval = _count_rate_interval(done, rate(len(done)), start, end, confidence)
 
-    per_request = slo_mod.per_request(constraints)
-    goodput = good_tps = None
-    good_interval = goodput_interval = None
-    if per_request:
-        good = [r for r in done if slo_mod.request_meets(per_request, r)]
-        goodput = rate(len(good))
-        goodput_interval = _count_rate_interval(good, goodput, start, end, confidence)
-        good_tokens = sum(r.output_tokens or 0 for r in good)
-        # the share of every token the measured requests delivered (a failed or cut request's
-        # partial answer included) that went to requests users would call good
-        delivered_measured = sum(
-            r.output_tokens if r.output_tokens is not None else sum(r.chunk_tokens)
-            for r in measured
-        )
-        share = good_tokens / delivered_measured if delivered_measured else 0.0
-        good_tps = out_tps * share
-        good_interval = _good_tps_interval(
-            events, measured, good, share, good_tps, (start, end), confidence
-        )
+    goodput, goodput_interval, good_tps, good_interval = _goodput(
+        constraints, measured, done, events, out_tps, (start, end), confidence
+    )
 
     not_served = len(incomplete) + len(unsent)
     bad = len(failed) + not_served
     errors = Counter((r.error or "unknown error")[:200] for r in [*failed, *incomplete, *unsent])
 
-    kind = "rate" if shape.get("kind") == "rate" else "concurrency"
-    offered = float(shape.get(kind, 0) or 0)
-    in_flight = _mean_in_flight(records, start, end)
     lag_stats = LatencyStats.of(lags, pcts, confidence)
-    if kind == "concurrency":
-        busy = _mean_streams_busy(records, start, end)
-        reached = busy >= offered * (1 - LOAD_TOLERANCE)
-        achieved_rate = None
-        note = (
-            ""
-            if reached
-            else (f"only {busy:.2f} of {offered:g} streams busy on average over the window")
-        )
-    else:
-        busy = None
-        sends = sorted(r.send_time for r in measured if r.turn == 0 and r.status != "unsent")
-        due = sorted(r.scheduled_time for r in measured if r.turn == 0 and r.scheduled_time)
-        span = sends[-1] - sends[0] if len(sends) > 1 else 0.0
-        achieved_rate = (len(sends) - 1) / span if span > 0 else None
-        planned_span = due[-1] - due[0] if len(due) > 1 else 0.0
-        planned_rate = (len(due) - 1) / planned_span if planned_span > 0 else None
-        lag_p95 = float(np.percentile(lags, 95)) if lags else 0.0
-        # The arrivals are random by design (a gamma process): what the client must keep is the
-        # schedule, so the point reached its load when it sent on time (p95 lag within a tenth
-        # of a mean gap, or 10 ms) and every measured arrival was sent.
-        gap = 1.0 / offered if offered else math.inf
-        reached = lag_p95 <= max(0.1 * gap, 0.010) and not unsent
-        note = (
-            ""
-            if reached
-            else (
-                f"fell behind the schedule: p95 lag {lag_p95 * 1000:.0f} ms (a mean gap is "
-                f"{gap * 1000:.0f} ms), {len(unsent)} arrivals never sent"
-            )
-        )
-        if planned_rate is not None and achieved_rate is not None:
-            note = (note + "; " if note else "") + (
-                f"sent {achieved_rate:.3g}/s where the drawn schedule had {planned_rate:.3g}/s "
-                f"(offered mean {offered:g}/s)"
-            )
-    load = LoadAchieved(
-        kind=kind, offered=offered, mean_in_flight=in_flight,
-        peak_in_flight=_max_concurrency(records), mean_streams_busy=busy,
-        achieved_rate=achieved_rate, arrival_lag=lag_stats, reached=reached, note=note,
-    )  # fmt: skip
+    load = _load_achieved(records, measured, shape, lags, lag_stats, (start, end))
 
-    requested = sum(r.requested_tokens or 0 for r in done)
-    delivered = out_tokens
-    mismatched = sum(
-        1
-        for r in done
-        if r.requested_tokens is not None and r.output_tokens is not None
-        and r.output_tokens != r.requested_tokens
-    )  # fmt: skip
-    lengths = LengthCheck(
-        requested_tokens=requested, delivered_tokens=delivered, mismatched=mismatched,
-        checked=fixed_output_length, ok=(mismatched == 0) if fixed_output_length else True,
-    )  # fmt: skip
+    lengths = _lengths(done, fixed_output_length)
 
-    loop = meta.get("loop_lag") or {}
-    lag, lag_p50 = loop.get("p99_ms"), loop.get("p50_ms")
-    cpu_s, wall_s = meta.get("client_cpu_s"), meta.get("client_wall_s")
-    cpu_share = cpu_s / wall_s if cpu_s is not None and wall_s else None
-    # A late wake-up of the client's loop delays the chunk it should have read: it matters
-    # against the finest figure the point reports, the gap between tokens.
-    itl_ms = float(np.median(itls)) * 1000 if itls else None
-    p50_limit = max(CLIENT_LAG_P50_MS, CLIENT_LAG_SHARE * itl_ms) if itl_ms else CLIENT_LAG_P50_MS
-    client_bound = bool(
-        (lag_p50 is not None and lag_p50 > p50_limit)
-        or (cpu_share is not None and cpu_share > CLIENT_CPU_LIMIT)
-    )
-    tail_note = (
-        f"the client's loop woke up to {lag:.0f} ms late at p99 (the server shared its cores): "
-        "tail latencies may be that much high"
-        if lag is not None and lag > max(CLIENT_LAG_LIMIT_MS, 5 * CLIENT_LAG_SHARE * (itl_ms or 0))
-        else ""
-    )
-    harness = HarnessCheck(
-        loop_lag_p99_ms=lag, client_cpu_share=cpu_share, client_bound=client_bound,
-        note=(
-            f"the load generator ran behind (loop lag p50 {lag_p50 or 0:.1f} ms, p99 "
-            f"{lag or 0:.1f} ms, CPU {(cpu_share or 0):.0%}): the client, not only the server, set "
-            "these figures"
-            if client_bound else tail_note
-        ),
-    )  # fmt: skip
-
-    cached = [r.cached_tokens for r in done if r.cached_tokens is not None]
-    cache = CacheUse(
-        prompt_tokens=in_tokens,
-        cached_tokens=sum(cached) if cached else None,
-        served_share=(sum(cached) / in_tokens) if cached and in_tokens else None,
-    )
-
-    drafted = [r for r in done if r.draft_tokens is not None]
-    speculation = None
-    if drafted:
-        proposed = sum(r.draft_tokens or 0 for r in drafted)
-        accepted = sum(r.draft_accepted or 0 for r in drafted)
-        speculation = Speculation(
-            requests=len(drafted),
-            drafted=proposed,
-            accepted=accepted,
-            acceptance_rate=accepted / proposed if proposed else None,
-        )
+    harness = _harness(meta, itls)
 
     result = PointResult(
         point=point,
@@ -438,25 +323,196 @@ def summarize(
         load=load,
         lengths=lengths,
         harness=harness,
-        cache=cache,
-        speculation=speculation,
+        cache=_cache(done, in_tokens),
+        speculation=_speculation(done),
         token_sources=dict(Counter(r.tokens_source for r in done)),
         errors=dict(errors.most_common(10)),
     )
     if constraints:
-        # An unanswered request is infinitely late for the SLO's latency percentiles.
-        slo_stats: dict[str, LatencyStats] = {}
-        for metric in ("ttft", "e2e") if failed or not_served else ():
-            values, times = _slo_sample(measured, metric)
-            stats = LatencyStats.of(values, pcts, confidence, times)
-            if stats is not None:
-                slo_stats[metric] = stats
-        result.slo = slo_mod.evaluate(
-            constraints, lambda m, s: result.metric_value(m, s, slo_stats)
-        )
-        result.slo_verdict = slo_mod.overall(result.slo)
-        result.slo_passed = result.slo_verdict == "pass"
+        _judge(result, constraints, measured, pcts, confidence)
     return result
+
+
+def _goodput(
+    constraints: Sequence[slo_mod.Constraint],
+    measured: Sequence[RequestRecord],
+    done: Sequence[RequestRecord],
+    events: Sequence[tuple[float, float]],
+    out_tps: float,
+    window: tuple[float, float],
+    confidence: float,
+) -> tuple[float | None, Figure | None, float | None, Figure | None]:
+    """Goodput and good output throughput with their intervals (None without a per-request
+    SLO): the requests meeting every per-request limit, and the share of the window's tokens
+    that went to them."""
+    per_request = slo_mod.per_request(constraints)
+    if not per_request:
+        return None, None, None, None
+    start, end = window
+    duration = end - start
+    good = [r for r in done if slo_mod.request_meets(per_request, r)]
+    goodput = len(good) / duration if duration > 0 else 0.0
+    goodput_interval = _count_rate_interval(good, goodput, start, end, confidence)
+    good_tokens = sum(r.output_tokens or 0 for r in good)
+    # the share of every token the measured requests delivered (a failed or cut request's
+    # partial answer included) that went to requests users would call good
+    delivered_measured = sum(
+        r.output_tokens if r.output_tokens is not None else sum(r.chunk_tokens) for r in measured
+    )
+    share = good_tokens / delivered_measured if delivered_measured else 0.0
+    good_tps = out_tps * share
+    good_interval = _good_tps_interval(events, measured, good, share, good_tps, window, confidence)
+    return goodput, goodput_interval, good_tps, good_interval
+
+
+def _load_achieved(
+    records: Sequence[RequestRecord],
+    measured: Sequence[RequestRecord],
+    shape: dict[str, Any],
+    lags: Sequence[float],
+    lag_stats: LatencyStats | None,
+    window: tuple[float, float],
+) -> LoadAchieved:
+    """Whether the point ran under the load it claims: streams busy (closed loop), or the
+    arrival schedule kept (open loop)."""
+    start, end = window
+    unsent = [r for r in measured if r.status == "unsent"]
+    kind = "rate" if shape.get("kind") == "rate" else "concurrency"
+    offered = float(shape.get(kind, 0) or 0)
+    in_flight = _mean_in_flight(records, start, end)
+    if kind == "concurrency":
+        busy = _mean_streams_busy(records, start, end)
+        reached = busy >= offered * (1 - LOAD_TOLERANCE)
+        achieved_rate = None
+        note = (
+            ""
+            if reached
+            else (f"only {busy:.2f} of {offered:g} streams busy on average over the window")
+        )
+    else:
+        busy = None
+        sends = sorted(r.send_time for r in measured if r.turn == 0 and r.status != "unsent")
+        due = sorted(r.scheduled_time for r in measured if r.turn == 0 and r.scheduled_time)
+        span = sends[-1] - sends[0] if len(sends) > 1 else 0.0
+        achieved_rate = (len(sends) - 1) / span if span > 0 else None
+        planned_span = due[-1] - due[0] if len(due) > 1 else 0.0
+        planned_rate = (len(due) - 1) / planned_span if planned_span > 0 else None
+        lag_p95 = float(np.percentile(lags, 95)) if lags else 0.0
+        # The arrivals are random by design (a gamma process): what the client must keep is the
+        # schedule, so the point reached its load when it sent on time (p95 lag within a tenth
+        # of a mean gap, or 10 ms) and every measured arrival was sent.
+        gap = 1.0 / offered if offered else math.inf
+        reached = lag_p95 <= max(0.1 * gap, 0.010) and not unsent
+        note = (
+            ""
+            if reached
+            else (
+                f"fell behind the schedule: p95 lag {lag_p95 * 1000:.0f} ms (a mean gap is "
+                f"{gap * 1000:.0f} ms), {len(unsent)} arrivals never sent"
+            )
+        )
+        if planned_rate is not None and achieved_rate is not None:
+            note = (note + "; " if note else "") + (
+                f"sent {achieved_rate:.3g}/s where the drawn schedule had {planned_rate:.3g}/s "
+                f"(offered mean {offered:g}/s)"
+            )
+    return LoadAchieved(
+        kind=kind, offered=offered, mean_in_flight=in_flight,
+        peak_in_flight=_max_concurrency(records), mean_streams_busy=busy,
+        achieved_rate=achieved_rate, arrival_lag=lag_stats, reached=reached, note=note,
+    )  # fmt: skip
+
+
+def _lengths(done: Sequence[RequestRecord], fixed_output_length: bool) -> LengthCheck:
+    """Delivered against requested answer lengths (checked where the length was fixed)."""
+    mismatched = sum(
+        1
+        for r in done
+        if r.requested_tokens is not None and r.output_tokens is not None
+        and r.output_tokens != r.requested_tokens
+    )  # fmt: skip
+    return LengthCheck(
+        requested_tokens=sum(r.requested_tokens or 0 for r in done),
+        delivered_tokens=sum(r.output_tokens or 0 for r in done), mismatched=mismatched,
+        checked=fixed_output_length, ok=(mismatched == 0) if fixed_output_length else True,
+    )  # fmt: skip
+
+
+def _harness(meta: dict[str, Any], itls: Sequence[float]) -> HarnessCheck:
+    """Whether the load generator, not only the server, set the figures: its loop's lateness
+    and its CPU, as the load process measured them."""
+    loop = meta.get("loop_lag") or {}
+    lag, lag_p50 = loop.get("p99_ms"), loop.get("p50_ms")
+    cpu_s, wall_s = meta.get("client_cpu_s"), meta.get("client_wall_s")
+    cpu_share = cpu_s / wall_s if cpu_s is not None and wall_s else None
+    # A late wake-up of the client's loop delays the chunk it should have read: it matters
+    # against the finest figure the point reports, the gap between tokens.
+    itl_ms = float(np.median(itls)) * 1000 if itls else None
+    p50_limit = max(CLIENT_LAG_P50_MS, CLIENT_LAG_SHARE * itl_ms) if itl_ms else CLIENT_LAG_P50_MS
+    client_bound = bool(
+        (lag_p50 is not None and lag_p50 > p50_limit)
+        or (cpu_share is not None and cpu_share > CLIENT_CPU_LIMIT)
+    )
+    tail_note = (
+        f"the client's loop woke up to {lag:.0f} ms late at p99 (the server shared its cores): "
+        "tail latencies may be that much high"
+        if lag is not None and lag > max(CLIENT_LAG_LIMIT_MS, 5 * CLIENT_LAG_SHARE * (itl_ms or 0))
+        else ""
+    )
+    return HarnessCheck(
+        loop_lag_p99_ms=lag, client_cpu_share=cpu_share, client_bound=client_bound,
+        note=(
+            f"the load generator ran behind (loop lag p50 {lag_p50 or 0:.1f} ms, p99 "
+            f"{lag or 0:.1f} ms, CPU {(cpu_share or 0):.0%}): the client, not only the server, set "
+            "these figures"
+            if client_bound else tail_note
+        ),
+    )  # fmt: skip
+
+
+def _cache(done: Sequence[RequestRecord], in_tokens: int) -> CacheUse:
+    """Prompt tokens the server's prefix cache served, where it reported them."""
+    cached = [r.cached_tokens for r in done if r.cached_tokens is not None]
+    return CacheUse(
+        prompt_tokens=in_tokens,
+        cached_tokens=sum(cached) if cached else None,
+        served_share=(sum(cached) / in_tokens) if cached and in_tokens else None,
+    )
+
+
+def _speculation(done: Sequence[RequestRecord]) -> Speculation | None:
+    """Draft tokens proposed and accepted, where the server reported them."""
+    drafted = [r for r in done if r.draft_tokens is not None]
+    if not drafted:
+        return None
+    proposed = sum(r.draft_tokens or 0 for r in drafted)
+    accepted = sum(r.draft_accepted or 0 for r in drafted)
+    return Speculation(
+        requests=len(drafted),
+        drafted=proposed,
+        accepted=accepted,
+        acceptance_rate=accepted / proposed if proposed else None,
+    )
+
+
+def _judge(
+    result: PointResult,
+    constraints: Sequence[slo_mod.Constraint],
+    measured: Sequence[RequestRecord],
+    pcts: Sequence[float],
+    confidence: float,
+) -> None:
+    """The point's SLO verdicts, set on ``result``: an unanswered request is infinitely late for
+    the SLO's latency percentiles."""
+    slo_stats: dict[str, LatencyStats] = {}
+    for metric in ("ttft", "e2e") if result.failed or result.not_served else ():
+        values, times = _slo_sample(measured, metric)
+        stats = LatencyStats.of(values, pcts, confidence, times)
+        if stats is not None:
+            slo_stats[metric] = stats
+    result.slo = slo_mod.evaluate(constraints, lambda m, s: result.metric_value(m, s, slo_stats))
+    result.slo_verdict = slo_mod.overall(result.slo)
+    result.slo_passed = result.slo_verdict == "pass"
 
 
 __all__ = ["LatencyStats", "PointResult", "pct_key", "summarize"]
