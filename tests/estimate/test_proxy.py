@@ -29,10 +29,20 @@ def test_decode_estimate_within_2x_of_the_generate_proxy(prepared_base: Path, tm
             "measure": {"threads": 1, "cache_dir": str(tmp_path)},
         }
     )
-    measured = measure_hf_generate(model, "bf16", input_len=128, output_len=32, threads=1)
-    out = estimate_variant(
-        model, EstimatedVariant(name="bf16", format="bf16"), "this", settings, [measured]
-    )
+    variant = EstimatedVariant(name="bf16", format="bf16")
+
+    def proxy():
+        return measure_hf_generate(model, "bf16", input_len=128, output_len=32, threads=1)
+
+    # The proxy on both sides of the machine's probe (estimated once, then read from the cache
+    # for the comparison), the less disturbed of the two kept: a 2-vCPU guest's speed swings
+    # within minutes, and one slow spell during the proxy alone read as an optimistic estimate
+    # (2.09x in one CI run, 0.9-1.8x in four runs beside it).
+    before = proxy()
+    estimate_variant(model, variant, "this", settings, [])
+    after = proxy()
+    measured = min(before, after, key=lambda point: point.tpot_ms)
+    out = estimate_variant(model, variant, "this", settings, [measured])
     row = out["comparison"]["rows"][0]
     assert row["proxy"] and row["engine"] == "hf-generate-proxy"
     assert 0.5 <= row["tpot_ratio"] <= 2.0, row
