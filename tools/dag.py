@@ -83,16 +83,7 @@ def _parse_imports(path: Path, src: Path) -> set[str]:
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = current.split(".") if is_pkg else current.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, *([base] if base else [])])
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        names = layers.imported_names(node, current, is_pkg)
         # a module the code starts as a program (`python -m quantbench.load.runner`: the load
         # process) runs for the stage as much as one it imports: named by a string constant
         if (

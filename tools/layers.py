@@ -175,6 +175,23 @@ def _body_imports(tree: ast.Module) -> set[int]:
     return found
 
 
+def imported_names(node: ast.AST, current: str, is_pkg: bool) -> list[str]:
+    """What an import statement in module ``current`` names, absolute: for ``from M import a``
+    the module first, then ``M.a`` (a relative ``M`` resolved); for ``import M``, ``M`` twice
+    (so the names after the first are always the imported ones). Empty for any other node."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+        return [names[0], *names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            anchor = current.split(".") if is_pkg else current.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join([*anchor, *([base] if base else [])])
+        return [base, *(f"{base}.{a.name}" for a in node.names)]
+    return []
+
+
 def imports(src: Path = SRC) -> Iterable[Import]:
     """Every import of a project module in ``src``, at any depth of the code."""
     for path in sorted((src / PACKAGE).rglob("*.py")):
@@ -183,16 +200,7 @@ def imports(src: Path = SRC) -> Iterable[Import]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         at_import_time = _body_imports(tree)
         for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = current.split(".") if is_pkg else current.split(".")[:-1]
-                    anchor = anchor[: len(anchor) - (node.level - 1)]
-                    base = ".".join([*anchor, *([base] if base else [])])
-                names = [f"{base}.{a.name}" for a in node.names]
+            names = imported_names(node, current, is_pkg)[1:]
             where = f"{path.relative_to(src)}:{getattr(node, 'lineno', 0)}"
             for target in sorted({_resolve(n, src) for n in names if _in_package(n)} - {None}):
                 if target != current:
