@@ -83,7 +83,9 @@ def _parse_imports(path: Path, src: Path) -> set[str]:
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
     for node in ast.walk(tree):
-        names = layers.imported_names(node, current, is_pkg)
+        module, names = layers.imported_names(node, current, is_pkg)
+        if module:
+            names = [module, *names]
         # a module the code starts as a program (`python -m quantbench.load.runner`: the load
         # process) runs for the stage as much as one it imports: named by a string constant
         if (

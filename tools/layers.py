@@ -175,21 +175,20 @@ def _body_imports(tree: ast.Module) -> set[int]:
     return found
 
 
-def imported_names(node: ast.AST, current: str, is_pkg: bool) -> list[str]:
-    """What an import statement in module ``current`` names, absolute: for ``from M import a``
-    the module first, then ``M.a`` (a relative ``M`` resolved); for ``import M``, ``M`` twice
-    (so the names after the first are always the imported ones). Empty for any other node."""
+def imported_names(node: ast.AST, current: str, is_pkg: bool) -> tuple[str | None, list[str]]:
+    """What an import statement in module ``current`` names, absolute: for ``from M import a``,
+    ``M`` (a relative one resolved) and ``[M.a]``; for ``import M``, None and ``[M]``; for any
+    other node, None and nothing."""
     if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-        return [names[0], *names]
+        return None, [a.name for a in node.names]
     if isinstance(node, ast.ImportFrom):
         base = node.module or ""
         if node.level:
             anchor = current.split(".") if is_pkg else current.split(".")[:-1]
             anchor = anchor[: len(anchor) - (node.level - 1)]
             base = ".".join([*anchor, *([base] if base else [])])
-        return [base, *(f"{base}.{a.name}" for a in node.names)]
-    return []
+        return base, [f"{base}.{a.name}" for a in node.names]
+    return None, []
 
 
 def imports(src: Path = SRC) -> Iterable[Import]:
@@ -200,7 +199,7 @@ def imports(src: Path = SRC) -> Iterable[Import]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         at_import_time = _body_imports(tree)
         for node in ast.walk(tree):
-            names = imported_names(node, current, is_pkg)[1:]
+            _, names = imported_names(node, current, is_pkg)
             where = f"{path.relative_to(src)}:{getattr(node, 'lineno', 0)}"
             for target in sorted({_resolve(n, src) for n in names if _in_package(n)} - {None}):
                 if target != current:

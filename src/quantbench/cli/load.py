@@ -64,7 +64,7 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--engine",
-        choices=[*profile_names(), *(n for n in engine_names() if n not in profile_names())],
+        choices=list(dict.fromkeys([*profile_names(), *engine_names()])),
         default="openai",
         help="which optional request fields the server accepts (default: openai)",
     )
