@@ -1,7 +1,8 @@
 """DVC stage `fingerprint`: write reports/env.json (machine, accelerator, library versions).
 
 It runs on every `dvc repro` (about a second); when nothing changed its output is byte-identical
-and no benchmark reruns.
+and no benchmark reruns. Each enabled engine with an environment of its own (vLLM's venv, a
+plugin's) has its packages' versions recorded there.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.engines.registry import get_engine
+from quantbench.engines.registry import engine_environments
 from quantbench.errors import run_main
 from quantbench.fingerprint import fingerprint
-from quantbench.params import read_params, section
+from quantbench.params import read_params
 from quantbench.schemas import io as schema_io
 
 
@@ -21,8 +22,11 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--out", type=Path, default=Path("reports/env.json"))
     args = parser.parse_args()
-    vllm = section(read_params(args.params), "engines.vllm", get_engine("vllm").settings_model)
-    schema_io.write(args.out, fingerprint(vllm.python))  # type: ignore[attr-defined]
+    environments = engine_environments(read_params(args.params))
+    schema_io.write(
+        args.out,
+        fingerprint({name: (env.python, env.packages) for name, env in environments.items()}),
+    )
 
 
 if __name__ == "__main__":

@@ -51,3 +51,36 @@ def test_plugins_must_exist(tmp_path) -> None:
     path.write_text("plugins: [nowhere/plugin.py]\n")
     with pytest.raises(ConfigError, match="plugins: nowhere/plugin.py does not exist"):
         read_params(path)
+
+
+def test_a_child_process_imports_the_plugins_its_parent_loaded(tmp_path) -> None:
+    """The evaluate stage's worker process loads a plugin format's checkpoint by the format's own
+    code: it imports what the parent imported (loaded_plugins), a relative file by its absolute
+    path, whatever its working directory."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins/fp16_format.py").write_text(
+        (repo / "tests/formats/fp16_plugin.py").read_text()
+    )
+    parent = (
+        "from pathlib import Path; from quantbench.params import import_plugins, loaded_plugins\n"
+        f"import_plugins(['plugins/fp16_format.py'], base=Path({str(tmp_path)!r}))\n"
+        "print(repr(loaded_plugins()))"
+    )
+    done = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.strip()
+    assert loaded == repr((str((tmp_path / "plugins/fp16_format.py").resolve()),))
+    child = (
+        "from quantbench.params import import_plugins\n"
+        "from quantbench.formats.registry import get_format\n"
+        f"import_plugins(list({loaded})); print(get_format('fp16').name)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, cwd=repo / "docs"
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "fp16", done.stderr

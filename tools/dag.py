@@ -7,16 +7,19 @@ naming a module of the package that has a ``__main__`` guard: ``python -m
 quantbench.load.runner``, the load process), plus the ``__init__.py`` of every package on the way.
 The two registries load built-in engines and formats by name; that is handled explicitly:
 
-* a stage that can load any engine (or format) depends on all built-in ones;
+* a stage that can load any engine (or format) depends on all built-in ones, and on the
+  ``plugins`` folder (params.yaml's plugin files live there);
 * a ``foreach`` stage keyed by one engine (``${item.engine}``) or one format (``${item.format}``)
-  depends on that one module, plus what any of them imports.
+  depends on that one's code stamp, ``reports/code/engines/${item.engine}.json`` (written by the
+  ``validate`` stage for every registered one, plugins included: quantbench.code_stamps), plus
+  what any built-in one imports. A module path could not name a plugin's code.
 
     python tools/dag.py --check     # exit 1 and show the differences (make check-dag), and
                                     # the layers' problems (tools/layers.py)
     python tools/dag.py --write     # rewrite the code entries of each stage's deps
 
-Only entries under ``stages/`` and ``src/`` are managed; data, model and report deps are kept as
-written, except that a literal path equal to a ``data:`` setting is refused (write
+Only entries under ``stages/``, ``src/``, ``reports/code/`` and ``plugins`` are managed; data,
+model and report deps are kept as written, except that a literal path equal to a ``data:`` setting is refused (write
 ``${data.<key>}`` so the dependency follows the setting).
 """
 
@@ -36,7 +39,9 @@ import layers
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 PACKAGE = "quantbench"
-CODE_PREFIXES = ("stages/", "src/")
+PLUGINS = "plugins"
+STAMPS = "reports/code"
+CODE_PREFIXES = ("stages/", "src/", f"{STAMPS}/", PLUGINS)
 REGISTRIES = {
     "engines": ("quantbench.engines.registry", "quantbench.engines.{}", "${item.engine}"),
     "formats": ("quantbench.formats.registry", "quantbench.formats.{}", "${item.format}"),
@@ -167,16 +172,18 @@ def code_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
     modules = closure(imported(script, src), src)
     extra: set[str] = set()
     templated: list[str] = []
+    reaches_all = False
     for kind, (registry, pattern, template) in REGISTRIES.items():
         if registry not in modules:
             continue
         plugin_modules = {pattern.format(n) for n in builtin_modules(registry, src)}
         reach = closure(plugin_modules, src)
         if kind in keyed_by:
-            templated.append(pattern.format("").replace(".", "/") + template + ".py")
+            templated.append(f"{STAMPS}/{kind}/{template}.json")
             extra |= reach - template_only(kind, src)
         else:
             extra |= reach
+            reaches_all = True
     modules |= extra
     # a module loaded only through the template must not also be listed by name
     for kind in keyed_by & set(REGISTRIES):
@@ -191,7 +198,10 @@ def code_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
     }
     files |= {d for d in data if d.is_dir()}
     rel = sorted(p.relative_to(repo).as_posix() for p in files if p is not None)
-    return [script.relative_to(repo).as_posix(), *rel, *("src/" + t for t in templated)]
+    # the plugins' folder: a stage that loads every engine or format loads the plugins' too; a
+    # stage keyed by one depends on that one's stamp instead (a plugin edit reruns its own stages)
+    plugins = [PLUGINS] if reaches_all and not keyed_by & set(REGISTRIES) else []
+    return [script.relative_to(repo).as_posix(), *rel, *plugins, *templated]
 
 
 _SCRIPT = re.compile(r"python\s+(stages/[\w./-]+\.py)")

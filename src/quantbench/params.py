@@ -83,6 +83,9 @@ def read_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     return raw
 
 
+_LOADED: dict[str, None] = {}  # the plugins imported in this process, as import_plugins takes them
+
+
 def import_plugins(plugins: Any, base: Path = Path(".")) -> None:
     """Import each plugin (a module name, or a .py file relative to ``base``) once.
 
@@ -103,11 +106,19 @@ def import_plugins(plugins: Any, base: Path = Path(".")) -> None:
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
+            _LOADED[str(path)] = None
         else:
             try:
                 importlib.import_module(plugin)
             except ImportError as exc:
                 raise ConfigError(f"plugins: cannot import {plugin!r} ({exc})") from None
+            _LOADED[plugin] = None
+
+
+def loaded_plugins() -> tuple[str, ...]:
+    """The plugins this process imported (files as absolute paths), for a child process that
+    consults the registries to import the same ones first (``import_plugins(list(...))``)."""
+    return tuple(_LOADED)
 
 
 def _lookup(raw: Mapping[str, Any], dotted: str) -> Any:

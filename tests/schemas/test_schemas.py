@@ -19,7 +19,9 @@ from quantbench.schemas.base import StageOutput, stamp, version
 from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.best_config import NoneFound, Recommended
 from quantbench.schemas.catalog import STAGE_OUTPUTS
+from quantbench.schemas.code import CodeStamp
 from quantbench.schemas.decide import ConfirmFile
+from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.model_info import BaseModelInfo
 from quantbench.schemas.quality import QualityReport
@@ -155,6 +157,8 @@ def _version_zero(output: StageOutput) -> dict[str, Any]:
             for t in data["ties"]
         ]
         data["decision"] = data["decision"] or {}
+    if isinstance(output, EnvInfo):  # before version 2: vLLM's environment alone
+        data["vllm_env"] = data.pop("engine_envs").get("vllm")
     if isinstance(output, ReportMetrics):  # before: the interval under the metric's own name
         for rec in data["recommended"].values():
             if "ranked_by" in rec:
@@ -178,11 +182,11 @@ def test_which_outputs_read_version_zero() -> None:
     is migrated, except the load results: version 2 measures over another window (warm-up out,
     cool-down in, unanswered requests counted), so an older file cannot be converted, only
     measured again (reading it says which stage to rerun). The machine calibration was born
-    versioned, and so were each pair's probe and the decide stage's rounds: there is no older
-    file of any."""
+    versioned, and so were each pair's probe, the decide stage's rounds and the code stamps:
+    there is no older file of any."""
     unreadable = [m for m in STAGE_OUTPUTS if 0 not in m.readable_versions()]
     assert unreadable == [
-        VariantRecord, MachineCalibration, PairCalibration, SessionSummary, PairSummary,
+        CodeStamp, VariantRecord, MachineCalibration, PairCalibration, SessionSummary, PairSummary,
         ConfirmFile,
     ]  # fmt: skip
 
@@ -302,6 +306,7 @@ def test_missing_and_unreadable_files(tmp_path: Path) -> None:
 # bump the version (with a migration where old files can be converted), then update the pin.
 PINNED: dict[str, str] = {
     "ValidationVerdict": "v1:904abdb9062cd7db",
+    "CodeStamp": "v1:5129cf14278dc2c7",
     "BaseModelInfo": "v1:568e33a360a15bae",
     "FinetuneReport": "v1:b223cbf6b9b89c5e",
     "MergeReport": "v2:23bb7ab7efd63ab0",  # v2: what the dtype costs were computed in
@@ -309,7 +314,7 @@ PINNED: dict[str, str] = {
     "VariantRecord": "v1:715cda4b1dffc3c6",
     "QuantizeTiming": "v1:72ba24b86566e577",
     "QualityReport": "v3:17e72e376a9d58f2",  # v3: intervals, token blocks, the ids' hash
-    "EnvInfo": "v1:1be72700c057534e",
+    "EnvInfo": "v2:42aedb7435cfdb09",  # v2: every engine environment (was vLLM's alone)
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
     "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue

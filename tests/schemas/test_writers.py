@@ -157,10 +157,34 @@ def test_quality_report_from_two_real_passes(tiny_model_dir: Path, tmp_path: Pat
 def test_env_json_is_env_info(tmp_path: Path) -> None:
     from quantbench.fingerprint import fingerprint
 
-    env = fingerprint(tmp_path / "no-vllm" / "python")
+    env = fingerprint({"vllm": (tmp_path / "no-vllm" / "python", ("vllm",))})
     schema_io.write(tmp_path / "env.json", env)
     assert schema_io.read(tmp_path / "env.json", EnvInfo) == env
-    assert env.vllm_env is None and env.kernels.vllm is None
+    assert env.engine_envs == {"vllm": None} and env.kernels.vllm is None
+
+
+def test_env_json_records_each_engine_environment_it_is_given(tmp_path: Path) -> None:
+    """An engine with an environment of its own has its packages' versions read from that
+    environment's interpreter (here quantbench's own, standing in for one)."""
+    import sys
+
+    from quantbench.fingerprint import fingerprint
+
+    env = fingerprint({"mine": (Path(sys.executable), ("pydantic", "no-such-distribution"))})
+    assert set(env.engine_envs) == {"mine"}
+    versions = env.engine_envs["mine"]
+    assert versions is not None and versions["no-such-distribution"] is None
+    import pydantic
+
+    assert versions["pydantic"] == pydantic.VERSION
+
+
+def test_a_version_1_env_json_reads_with_vllm_as_one_engine_environment() -> None:
+    data = examples.env_info().model_dump(mode="json")
+    del data["engine_envs"]
+    for old, want in (({"vllm": "0.19.1"}, {"vllm": {"vllm": "0.19.1"}}), (None, {})):
+        data.update(schema_version=1, vllm_env=old)
+        assert schema_io.parse(dict(data), EnvInfo, "env.json").engine_envs == want
 
 
 def test_validate_json_is_a_verdict(tmp_path: Path) -> None:

@@ -63,13 +63,32 @@ def test_a_literal_data_path_must_follow_its_setting(repo_copy: Path) -> None:
     assert any("use ${data.train}" in p for p in dag.check(repo_copy))
 
 
-def test_foreach_stages_depend_on_their_own_engine_or_format_module() -> None:
+def test_foreach_stages_depend_on_their_own_engine_or_format_stamp() -> None:
+    """A keyed stage depends on its engine's or format's code stamp (which the validate stage
+    writes for plugins too), not on a module path that a plugin does not have; and not on the
+    plugins' folder, so editing one plugin reruns only its own stages."""
     deps = dag.code_deps(REPO / "stages/bench.py", {"engines"})
-    assert "src/quantbench/engines/${item.engine}.py" in deps
-    assert "src/quantbench/engines/vllm.py" not in deps  # only through the template
+    assert "reports/code/engines/${item.engine}.json" in deps
+    assert "src/quantbench/engines/vllm.py" not in deps  # only through the stamp
+    assert "plugins" not in deps
     quantize = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
-    assert "src/quantbench/formats/${item.format}.py" in quantize
+    assert "reports/code/formats/${item.format}.json" in quantize
     assert not any(d.startswith("src/quantbench/estimate/") for d in quantize)
+    assert "plugins" not in quantize
+    assert not any("${item" in d for d in dag.code_deps(REPO / "stages/estimate.py", set()))
+
+
+def test_stages_that_load_every_engine_or_format_depend_on_the_plugins_folder() -> None:
+    """validate (which writes the stamps) and the estimate load every registered engine and
+    format, plugins included: a plugin's edit reruns them; prepare loads none."""
+    import yaml
+
+    assert "plugins" in dag.code_deps(REPO / "stages/validate.py", set())
+    assert "plugins" in dag.code_deps(REPO / "stages/estimate.py", set())
+    assert "plugins" not in dag.code_deps(REPO / "stages/prepare.py", set())
+    assert (REPO / "plugins").is_dir()  # a dependency DVC must find in every clone
+    validate = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["validate"]
+    assert {"reports/code": {"cache": False}} in validate["outs"]
 
 
 def test_each_bench_stage_depends_on_its_own_pair_entry() -> None:
@@ -112,7 +131,7 @@ def test_a_format_module_imported_by_another_is_every_variants_dependency() -> N
     must rerun quantize@w8a8 too, so awq.py is listed by name; the others stay template-only."""
     quantize = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
     assert "src/quantbench/formats/awq.py" in quantize
-    assert "src/quantbench/formats/${item.format}.py" in quantize
+    assert "reports/code/formats/${item.format}.json" in quantize
     for name in ("gptq", "gguf", "bf16", "w8a8"):
         assert f"src/quantbench/formats/{name}.py" not in quantize
     assert dag.template_only("formats") == {

@@ -15,7 +15,7 @@ TOP_LEVEL = {
     ".ci", ".dvc", ".dvcignore", ".gitignore", "Makefile", "README.md", "benchmarks",
     "constraints-vllm.txt", "constraints.txt", "data", "docs", "dvc.lock", "dvc.yaml", "faults",
     "imports",
-    "params.yaml", "profiles", "pyproject.toml", "reports", "requirements-dev.txt",
+    "params.yaml", "plugins", "profiles", "pyproject.toml", "reports", "requirements-dev.txt",
     "requirements-nodeps.txt", "requirements-vllm.txt", "requirements.txt", "src", "stages",
     "tests", "tools",
 }  # fmt: skip

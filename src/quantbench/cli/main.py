@@ -63,6 +63,25 @@ def _pairs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from quantbench.engines.environment import create_environment
+    from quantbench.engines.registry import engine_environments, get_engine
+    from quantbench.params import read_params
+
+    params = read_params(args.params)
+    environments = engine_environments(params)
+    names = args.engines or list(environments)
+    for name in names:
+        get_engine(name)  # an unknown name: the registry's error, which lists the known ones
+        if name not in environments:
+            print(f"{name}: runs in quantbench's own environment (or is disabled); nothing to do")
+            continue
+        print(create_environment(name, environments[name], Path(args.params).resolve().parent))
+    return 0
+
+
 def _mock_server(args: argparse.Namespace) -> int:
     from quantbench.mock_server import main
 
@@ -76,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         "options. The full pipeline runs with `make repro` (dvc repro); these are one-off commands.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    from quantbench.engines.registry import engine_names  # names only: no engine is imported
+
     validate = sub.add_parser("validate", help="check params.yaml and print the resolved settings")
     validate.add_argument("--params", default="params.yaml")
     validate.add_argument("--quiet", action="store_true", help="print only the verdict")
@@ -94,11 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve one variant on one engine until Ctrl-C (127.0.0.1 unless --host)"
     )
     serve.add_argument("variant", help="variant name (models/variants/<name>) or a model path")
-    serve.add_argument("--engine", required=True, help="transformers | vllm | llamacpp")
+    serve.add_argument(
+        "--engine", required=True, help=f"{' | '.join(engine_names())}, or a plugin's engine"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     serve.add_argument("--port", type=int, default=None, help="default: a free port")
     serve.add_argument("--params", default="params.yaml")
     serve.set_defaults(handler=_serve)
+
+    env = sub.add_parser(
+        "env",
+        help="create the environments of their own that enabled engines declare (a plugin's venv "
+        "from its requirements; vLLM's by `make vllm`)",
+    )
+    env.add_argument("engines", nargs="*", help="engine names (default: every one that has one)")
+    env.add_argument("--params", default="params.yaml")
+    env.set_defaults(handler=_env)
 
     from quantbench.cli.load import add_load_arguments, run_load
 

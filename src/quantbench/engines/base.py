@@ -12,20 +12,25 @@ pipeline needs to know about it:
 * ``context_limit`` and ``max_batch``: what one request may hold, and how many it runs at once
   (used by the preflight checks and the estimator's serving model);
 * ``suggest_sweep``: the server settings worth sweeping around the estimator's limits;
-* ``version``: what would run, without starting it.
+* ``version``: what would run, without starting it;
+* ``environment``: the interpreter of its own its server runs in, where it is not quantbench's
+  (vLLM's venv): how it is created, and which of its packages the fingerprint records.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
+from quantbench.errors import UserError
 from quantbench.load.requests import RequestProfile
 from quantbench.runtime import thread_env
 from quantbench.schemas.hardware import EngineOverhead
@@ -51,6 +56,29 @@ class KernelEfficiency:
     compute: float
     bandwidth: float
     source: str
+
+
+@dataclass(frozen=True)
+class EngineEnvironment:
+    """An interpreter of an engine's own, apart from quantbench's (``.venv``): where its server
+    runs. vLLM's CPU build pins a torch of its own; a plugin's server may need libraries
+    quantbench does not have, or must not see quantbench's."""
+
+    python: Path
+    """Its interpreter: the server, the version query and any probe run with it."""
+    setting: str
+    """The setting that names it (``engines.vllm.python``), for messages."""
+    packages: tuple[str, ...] = ()
+    """Distributions whose versions the fingerprint records (reports/env.json)."""
+    requirements: tuple[str, ...] = ()
+    """Requirement files (relative to the project) that ``quantbench env ENGINE`` installs into a
+    new venv at ``python``'s; none: the venv holds the standard library only."""
+    setup: str | None = None
+    """The command that creates it where a venv and ``pip install -r`` are not enough (vLLM's:
+    ``make vllm``, which links torch and pins the CPU wheels); ``quantbench env ENGINE`` runs it."""
+
+    def create_command(self, engine: str) -> str:
+        return self.setup or f"quantbench env {engine}"
 
 
 @dataclass(frozen=True)
@@ -226,6 +254,9 @@ class Engine(ABC):
     settings_model: ClassVar[type[EngineSettings]] = EngineSettings
     profile: ClassVar[RequestProfile]
 
+    code_files: ClassVar[tuple[str, ...]] = ()
+    """Files besides its module that its code runs or reads (a plugin's server script, its
+    requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""
     aliases: ClassVar[tuple[str, ...]] = ()
     """Other names measured points may give this engine (``llama.cpp``, a proxy of it)."""
     overhead_probe: ClassVar[bool] = False
@@ -291,6 +322,23 @@ class Engine(ABC):
     @abstractmethod
     def version(self, settings: Any) -> str:
         """The version of the engine that would run (without starting a server)."""
+
+    def environment(self, settings: Any) -> EngineEnvironment | None:
+        """The environment of its own this engine's server runs in; None: quantbench's."""
+        return None
+
+    def python(self, settings: Any) -> str:
+        """The interpreter its server runs with: its environment's, which must exist (else a
+        UserError that says how to create it), or quantbench's own."""
+        env = self.environment(settings)
+        if env is None:
+            return sys.executable
+        if not env.python.exists():
+            raise UserError(
+                f"{env.setting}: {env.python} does not exist; run `{env.create_command(self.name)}`"
+                f" to create {self.name}'s environment, or set engines.{self.name}.enabled: false"
+            )
+        return str(env.python)
 
     def context_limit(self, settings: Any) -> tuple[int, str] | None:
         """(tokens one request may hold, prompt included; the setting that says so), or None

@@ -16,7 +16,7 @@ from quantbench.errors import UserError
 from quantbench.load.profiles import register_profile
 
 if TYPE_CHECKING:
-    from quantbench.engines.base import Engine, EngineSettings
+    from quantbench.engines.base import Engine, EngineEnvironment, EngineSettings
 
 # name -> module that registers it when imported
 BUILTIN: dict[str, str] = {
@@ -100,6 +100,20 @@ def pair_settings(
     engine = get_engine(pair.engine)
     settings = section(params, f"engines.{pair.engine}", engine.settings_model, origin)
     return overlay(settings, pair.settings, f"bench.pairs.{name}.settings", origin)
+
+
+def engine_environments(params: Mapping[str, Any]) -> dict[str, EngineEnvironment]:
+    """Each enabled engine's environment of its own (``Engine.environment``), by engine name:
+    what the fingerprint records and ``quantbench env`` creates."""
+    from quantbench.params import section
+
+    out = {}
+    for name, engine in all_engines().items():
+        settings = section(params, f"engines.{name}", engine.settings_model)
+        env = engine.environment(settings) if settings.enabled else None
+        if env is not None:
+            out[name] = env
+    return out
 
 
 def valid_pairs(

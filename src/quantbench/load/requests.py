@@ -62,10 +62,11 @@ def check_fixed_length(
         return
     raise UnforceableLengthError(
         f"a fixed output length cannot be asked of server profile {profile.name!r}: a plain "
-        "OpenAI-compatible server has no request field that forces it. Name the engine "
-        "(--engine vllm, llamacpp or transformers; in params, the pair's engine), pass the "
-        "server's own field (--request-field ignore_eos=true; request_fields), or let answers "
-        "end early (--no-fixed-output-length; fixed_output_length: false)"
+        "OpenAI-compatible server has no request field that forces it. Name an engine whose "
+        "request profile has one (--engine NAME, see `quantbench load --help`; in params, the "
+        "pair's engine: every built-in engine's has), pass the server's own field "
+        "(--request-field ignore_eos=true; request_fields), or let answers end early "
+        "(--no-fixed-output-length; fixed_output_length: false)"
     )
 
 

@@ -23,6 +23,7 @@ from quantbench.errors import UserError
 from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
 from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
+from quantbench.params import loaded_plugins
 from quantbench.qa import QAItem, load_qa
 from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
@@ -102,6 +103,7 @@ def _job(
         prompts=prompts,
         max_new_tokens=settings.heldout_max_new_tokens,
         stop_ids=stop_ids,
+        plugins=loaded_plugins(),
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from quantbench.chat import ANSWER_BATCH
+from quantbench.params import import_plugins
 from quantbench.quality.metrics import log_softmax, token_stats
 from quantbench.quality.windows import Window
 
@@ -45,6 +46,9 @@ class ScoreJob:
     prompts: list[list[int]]
     max_new_tokens: int
     stop_ids: frozenset[int]
+    plugins: tuple[str, ...] = ()
+    """The parent's plugins (quantbench.params.loaded_plugins): a plugin format's checkpoint is
+    loaded by its own ``load_hf_model``, which the child knows only once it imports them."""
 
 
 @dataclass
@@ -172,6 +176,7 @@ def main(argv: list[str]) -> int:
     """Child entry point: read a pickled ScoreJob, write a pickled ScoreResult."""
     job_file, result_file = Path(argv[0]), Path(argv[1])
     job: ScoreJob = pickle.loads(job_file.read_bytes())
+    import_plugins(list(job.plugins))
     result = run_job(job)
     result_file.write_bytes(pickle.dumps(result))
     return 0

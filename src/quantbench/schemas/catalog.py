@@ -9,6 +9,7 @@ from __future__ import annotations
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import PairSummary
 from quantbench.schemas.best_config import NoneFound, Recommended
+from quantbench.schemas.code import CodeStamp
 from quantbench.schemas.decide import ConfirmFile
 from quantbench.schemas.env import EnvInfo
 from quantbench.schemas.estimate import EstimatesFile
@@ -27,6 +28,7 @@ from quantbench.schemas.workloads import WorkloadSummary
 
 STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     ValidationVerdict,
+    CodeStamp,
     BaseModelInfo,
     WorkloadSummary,
     FinetuneReport,

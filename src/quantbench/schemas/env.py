@@ -1,14 +1,14 @@
 """``reports/env.json`` (stage ``fingerprint``): the environment a measurement was taken in.
 
 Written by ``stages/fingerprint.py`` from :func:`quantbench.fingerprint.fingerprint`: machine,
-accelerators, library versions (the project's and vLLM's environment), the pinned llama.cpp, and
-which native kernels each part picks on this CPU (``kernels``). Only stable facts, so an unchanged
+accelerators, library versions (the project's and each engine environment's), the pinned
+llama.cpp, and which native kernels each part picks on this CPU (``kernels``). Only stable facts, so an unchanged
 machine writes a byte-identical file and no benchmark reruns.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,14 +67,24 @@ class Kernels(Strict):
     warnings: list[str] = Field(description="Parts that would use an ISA the probe saw fault.")
 
 
+def _engine_envs(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2: vLLM's environment is one engine environment among others (``vllm_env`` ->
+    ``engine_envs.vllm``; none recorded -> no entry)."""
+    out = {k: v for k, v in data.items() if k != "vllm_env"}
+    vllm = data.get("vllm_env")
+    out["engine_envs"] = {} if vllm is None else {"vllm": vllm}
+    out["schema_version"] = 2
+    return out
+
+
 class EnvInfo(StageOutput):
     """Machine, accelerators, libraries and kernels."""
 
     OUTPUT: ClassVar[str] = "reports/env.json"
     STAGE: ClassVar[str] = "fingerprint"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: _engine_envs}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     python: str
     os: str
     machine: str
@@ -82,8 +92,10 @@ class EnvInfo(StageOutput):
     memory_gib: float | None
     gpus: list[GpuInfo]
     packages: dict[str, str | None] = Field(description="Distribution -> version (None: absent).")
-    vllm_env: dict[str, str | None] | None = Field(
-        description="vLLM's environment's versions (None: there is no such environment)."
+    engine_envs: dict[str, dict[str, str | None] | None] = Field(
+        description="Each enabled engine with an environment of its own (its interpreter apart "
+        "from quantbench's: vLLM's venv, a plugin's): distribution -> version there (None: the "
+        "environment does not exist)."
     )
     llama_cpp: LlamaCppRelease
     kernels: Kernels
