@@ -373,6 +373,111 @@ class _ServerRun:
     probe: PairCalibration | None = None
 
 
+def _reused_rows(
+    job: PairJob, server_label: str, planned: list[tuple[str, int]]
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """The planned points of this server setting an interrupted run finished (the partial store)."""
+    reused: dict[tuple[str, int], dict[str, Any]] = {}
+    if job.store is not None:
+        for w, i in planned:
+            row = job.store.row(server_label, w, _label(job.workloads[w].points[i]))
+            if row is not None:
+                reused[(w, i)] = row
+    return reused
+
+
+@dataclass
+class _Grid:
+    """The grid mode's points on one running server: each planned point measured, reused from an
+    interrupted run, or skipped by the race (it cannot reach the leader)."""
+
+    job: PairJob
+    runner: _PointRunner
+    server_label: str
+    common: dict[str, Any]
+    mismatch: str | None
+    earlier: Sequence[dict[str, Any]]
+    max_batch: int | None
+
+    def run(
+        self,
+        planned: list[tuple[str, int]],
+        reused: dict[tuple[str, int], dict[str, Any]],
+        done: list[dict[str, Any]],
+        raced: dict[str, RaceDrop],
+    ) -> None:
+        races: dict[str, _Race | None] = {}
+        for w, i in planned:
+            point = self.job.workloads[w].points[i]
+            if (w, i) in reused:
+                done.append(reused[(w, i)])
+                continue
+            if w not in races:
+                races[w] = _race(self.job, w, self.earlier, self.max_batch)
+            bound = _skip_in_race(races[w], point, done)
+            if bound is not None:
+                self._skip(races[w], w, point, bound, raced)
+                continue
+            done.append(self._measure(w, i, point))
+
+    def _skip(
+        self, race: _Race | None, w: str, point: Any, bound: float, raced: dict[str, RaceDrop]
+    ) -> None:
+        assert race is not None
+        drop = raced.get(w) or RaceDrop(
+            reason=race.reason(bound),
+            leader=f"{race.leader['server_point']} @ {race.leader['load_point']}",
+            metric=race.metric,
+            floor=race.floor,
+            bound=bound,
+            skipped=[],
+        )
+        drop.skipped.append(_label(point))
+        raced[w] = drop
+        log.info("%s %s: %s %s not run: %s", self.job.name, self.server_label, w,
+                 _label(point), drop.reason)  # fmt: skip
+
+    def _measure(self, w: str, i: int, point: Any) -> dict[str, Any]:
+        job = self.job
+        try:
+            row = self.runner.run(w, job.workloads[w], i)
+        except RuntimeError as exc:  # a load process failed: lose this point only
+            log.error("%s %s %s: %s", job.name, w, _label(point), exc)
+            row = failed_row(f"load generator failed: {exc}", w)
+            row.update(load_point=_label(point), shape=point.model_dump(mode="json"))
+        row = checks({**self.common, **row}, served_mismatch=self.mismatch)
+        if job.store is not None:
+            job.store.save_row(self.server_label, w, _label(point), row)
+        return row
+
+
+def _lost_rows(
+    job: PairJob,
+    planned: list[tuple[str, int]],
+    done: list[dict[str, Any]],
+    raced: dict[str, RaceDrop],
+    error: str | None,
+    common: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """A failed row for each planned point neither measured nor raced away (what a server's
+    failure took), and for each search the failure cut short."""
+    finished = {(r["workload"], r["load_point"]) for r in done}
+    finished |= {(w, label) for w, drop in raced.items() for label in drop.skipped}
+    lost = []
+    for w, i in planned:
+        point = job.workloads[w].points[i]
+        if (w, _label(point)) not in finished:
+            row = failed_row(error or "not run", w)
+            row.update(**common, load_point=_label(point), shape=point.model_dump(mode="json"))
+            lost.append(checks(row))
+    if error is not None and job.bench.mode == "search":
+        for w in job.workloads:
+            row = failed_row(error, w)
+            row.update(**common, load_point="search", shape=None)
+            lost.append(checks(row))
+    return lost
+
+
 def _run_server_point(
     job: PairJob,
     server_label: str,
@@ -391,12 +496,7 @@ def _run_server_point(
     store = job.store
     planned = _planned(job)
     common = {"server_point": server_label, "settings": _changed(settings, job.settings)}
-    reused: dict[tuple[str, int], dict[str, Any]] = {}
-    if store is not None:
-        for w, i in planned:
-            row = store.row(server_label, w, _label(job.workloads[w].points[i]))
-            if row is not None:
-                reused[(w, i)] = row
+    reused = _reused_rows(job, server_label, planned)
     old_server = store.server(server_label) if store is not None else None
     if planned and len(reused) == len(planned) and old_server is not None:
         log.info("%s %s: every point finished earlier; reusing them", job.name, server_label)
@@ -444,41 +544,8 @@ def _run_server_point(
             ]
             mismatch = "; ".join(f for f in flags if f) or None
             if job.bench.mode == "grid":
-                races: dict[str, _Race | None] = {}
-                for w, i in planned:
-                    point = job.workloads[w].points[i]
-                    if (w, i) in reused:
-                        done.append(reused[(w, i)])
-                        continue
-                    if w not in races:
-                        races[w] = _race(job, w, earlier, max_batch)
-                    bound = _skip_in_race(races[w], point, done)
-                    if bound is not None:
-                        race = races[w]
-                        assert race is not None
-                        drop = raced.get(w) or RaceDrop(
-                            reason=race.reason(bound),
-                            leader=f"{race.leader['server_point']} @ {race.leader['load_point']}",
-                            metric=race.metric,
-                            floor=race.floor,
-                            bound=bound,
-                            skipped=[],
-                        )
-                        drop.skipped.append(_label(point))
-                        raced[w] = drop
-                        log.info("%s %s: %s %s not run: %s", job.name, server_label, w,
-                                 _label(point), drop.reason)  # fmt: skip
-                        continue
-                    try:
-                        row = runner.run(w, job.workloads[w], i)
-                    except RuntimeError as exc:  # a load process failed: lose this point only
-                        log.error("%s %s %s: %s", job.name, w, _label(point), exc)
-                        row = failed_row(f"load generator failed: {exc}", w)
-                        row.update(load_point=_label(point), shape=point.model_dump(mode="json"))
-                    row = checks({**common, **row}, served_mismatch=mismatch)
-                    done.append(row)
-                    if store is not None:
-                        store.save_row(server_label, w, _label(point), row)
+                grid = _Grid(job, runner, server_label, common, mismatch, earlier, max_batch)
+                grid.run(planned, reused, done, raced)
             else:
 
                 def keep(row: dict[str, Any]) -> dict[str, Any]:
@@ -492,19 +559,7 @@ def _run_server_point(
     except (ServerError, PortInUseError) as exc:
         error = str(exc)
         log.error("%s %s: %s", job.name, server_label, error.splitlines()[0])
-    finished = {(r["workload"], r["load_point"]) for r in done}
-    finished |= {(w, label) for w, drop in raced.items() for label in drop.skipped}
-    for w, i in planned:  # points the failure took away, recorded as such
-        point = job.workloads[w].points[i]
-        if (w, _label(point)) not in finished:
-            row = failed_row(error or "not run", w)
-            row.update(**common, load_point=_label(point), shape=point.model_dump(mode="json"))
-            done.append(checks(row))
-    if error is not None and job.bench.mode == "search":  # the search the failure cut short
-        for w in job.workloads:
-            row = failed_row(error, w)
-            row.update(**common, load_point="search", shape=None)
-            done.append(checks(row))
+    done.extend(_lost_rows(job, planned, done, raced, error, common))
     report = server.report() if server.process is not None else _no_server(launch)
     info = ServerPoint(
         server_point=server_label,

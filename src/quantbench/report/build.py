@@ -245,6 +245,116 @@ def _fill(views: dict[str, dict[str, Any]]) -> None:
                     mine[key] = charts.placeholder(key, f"no such points in workload {w}")
 
 
+@dataclass
+class _Estimates:
+    """The roofline rows each workload's section shows, and the hardware its chart is drawn for."""
+
+    by_workload: dict[str, tuple[list[Any], list[str]]]
+    rows: list[Any]
+    hardware: str | None
+
+    @classmethod
+    def of(cls, inputs: ReportInputs, defaults: list[Any]) -> _Estimates:
+        by_workload = {p.workload: estimate_rows(inputs, p) for p in defaults}
+        for w in list(by_workload)[1:]:  # the estimate stage's own comparison names no workload
+            rows, notes = by_workload[w]
+            by_workload[w] = ([r for r in rows if r.source != "estimate stage"], notes)
+        every = [r for rows, _ in by_workload.values() for r in rows]
+        hardware = (
+            preferred_hardware(inputs.estimates)
+            if not any(r.source == "estimate stage" for r in every)
+            else (every[0].hardware if every else None)
+        )
+        return cls(by_workload, every, hardware)
+
+    def notes(self) -> list[str]:
+        return sorted({n for _, notes in self.by_workload.values() for n in notes})
+
+    def hardware_label(self) -> str | None:
+        return next((r.hardware_label for r in self.rows if r.hardware == self.hardware),
+                    self.hardware)  # fmt: skip
+
+
+def _sections(
+    inputs: ReportInputs,
+    profiles: list[Any],
+    by_key: dict[str, Any],
+    points: list[Any],
+    estimates: _Estimates,
+    settings: ReportSettings,
+) -> tuple[list[WorkloadSection], dict[str, dict[str, Any]]]:
+    """Each default profile's workload section, and its charts' data (one view per workload)."""
+    currency = next((s.currency for s in inputs.pairs.values()), "")
+    colors = charts.colors_for(list(inputs.pairs))
+    sections: list[WorkloadSection] = []
+    views: dict[str, dict[str, Any]] = {}
+    for profile in (p for p in profiles if p.is_default):
+        w = profile.workload
+        est_rows, _ = estimates.by_workload[w]
+        mine = [p for p in points if p.workload == w]
+        views[w] = _view(
+            inputs, by_key[profile.key], mine, settings, colors, currency, est_rows,
+            estimates.hardware,
+        )  # fmt: skip
+        extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
+        gains = [g.text() for g in tuning_gains(inputs, profile)]
+        sections.append(
+            WorkloadSection(
+                profile,
+                by_key[profile.key],
+                extra,
+                est_rows,
+                traffic_text(inputs, w),
+                gains,
+                band_summary(est_rows),
+                [e.text for e in edge_rows(inputs, profile)],
+            )
+        )
+    _fill(views)
+    return sections, views
+
+
+def _explorer(points: list[Any], settings: ReportSettings) -> dict[str, Any] | None:
+    """The free-axes chart's metrics (those some point has), and its axes at first."""
+    keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
+    if not keys:
+        return None
+    return {
+        "x": settings.latency_axis if settings.latency_axis in keys else keys[0],
+        "y": "output_throughput" if "output_throughput" in keys else keys[-1],
+        "metrics": {
+            k: {"label": METRICS[k].label, "unit": METRICS[k].unit, "better": METRICS[k].better}
+            for k in keys
+        },
+    }
+
+
+def _chart_options(views: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The page's chart menus, from the views' keys (every view has every key: _fill)."""
+    first = next(iter(views.values()), {"figures": {}, "groups": {}})
+    groups = first["groups"]
+    return {
+        "figures": sorted(first["figures"]),
+        "groups": {g: list(v) for g, v in groups.items()},
+        "sweep_options": [
+            (key, f"{METRICS[key.split(':')[1]].label} vs {key.split(':')[0]}")
+            for key in groups.get("sweep", {})
+        ],
+        "dist_options": [(k, charts.DISTRIBUTIONS[k]) for k in groups.get("dist", {})],
+        "estimate_options": [
+            (k, charts.ESTIMATE_METRICS[k][0]) for k in groups.get("estimate", {})
+        ],
+    }
+
+
+def _hardware_text(inputs: ReportInputs) -> str:
+    env = inputs.env
+    if env is None:
+        return ""
+    gpus = ", ".join(g.name for g in env.gpus)
+    return gpus or f"{env.cpu.model} ({env.cpu.logical_cores} cores)"
+
+
 def build_report(
     inputs: ReportInputs,
     *,
@@ -269,72 +379,15 @@ def build_report(
     lines_by_profile = {rec.profile.key: rec.lines for rec in recs}
     points = point_rows(inputs, defaults)
     ranks = ranking(inputs, defaults)
-    currency = next((s.currency for s in inputs.pairs.values()), "")
-    colors = charts.colors_for(list(inputs.pairs))
-
-    est_by_workload = {p.workload: estimate_rows(inputs, p) for p in defaults}
-    for w in list(est_by_workload)[1:]:  # the estimate stage's own comparison names no workload
-        rows, notes = est_by_workload[w]
-        est_by_workload[w] = ([r for r in rows if r.source != "estimate stage"], notes)
-    all_est = [r for rows, _ in est_by_workload.values() for r in rows]
-    hardware = (
-        preferred_hardware(inputs.estimates)
-        if not any(r.source == "estimate stage" for r in all_est)
-        else (all_est[0].hardware if all_est else None)
-    )
-    sections: list[WorkloadSection] = []
-    views: dict[str, dict[str, Any]] = {}
-    for profile in defaults:
-        w = profile.workload
-        est_rows, _ = est_by_workload[w]
-        mine = [p for p in points if p.workload == w]
-        views[w] = _view(
-            inputs, by_key[profile.key], mine, settings, colors, currency, est_rows, hardware
-        )
-        extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
-        gains = [g.text() for g in tuning_gains(inputs, profile)]
-        sections.append(
-            WorkloadSection(
-                profile,
-                by_key[profile.key],
-                extra,
-                est_rows,
-                traffic_text(inputs, w),
-                gains,
-                band_summary(est_rows),
-                [e.text for e in edge_rows(inputs, profile)],
-            )
-        )
-    _fill(views)
-
-    keys = [k for k in EXPLORER_METRICS if any(p.values.get(k) is not None for p in points)]
-    explorer = None
-    if keys:
-        explorer = {
-            "x": settings.latency_axis if settings.latency_axis in keys else keys[0],
-            "y": "output_throughput" if "output_throughput" in keys else keys[-1],
-            "metrics": {
-                k: {"label": METRICS[k].label, "unit": METRICS[k].unit, "better": METRICS[k].better}
-                for k in keys
-            },
-        }
-    first = next(iter(views.values()), {"figures": {}, "groups": {}})
-    sweep_keys = list(first["groups"].get("sweep", {}))  # every view has every key (_fill)
-    dist_keys = list(first["groups"].get("dist", {}))
-    est_keys = list(first["groups"].get("estimate", {}))
-    est_notes = sorted({n for _, notes in est_by_workload.values() for n in notes})
-
+    estimates = _Estimates.of(inputs, defaults)
+    sections, views = _sections(inputs, profiles, by_key, points, estimates, settings)
+    explorer = _explorer(points, settings)
     base = inputs.base_info
-    env = inputs.env
-    hardware_text = ""
-    if env is not None:
-        gpus = ", ".join(g.name for g in env.gpus)
-        hardware_text = gpus or f"{env.cpu.model} ({env.cpu.logical_cores} cores)"
     context = {
         "title": title,
         "model_name": base.model_name if base else "",
         "merged_sha": inputs.merged_info.folder_sha256 if inputs.merged_info else None,
-        "hardware": hardware_text,
+        "hardware": _hardware_text(inputs),
         "n_pairs": len(inputs.pairs),
         "n_points": len(points),
         "problems": problems,
@@ -345,28 +398,19 @@ def build_report(
         "sections": sections,
         "ranking": ranks,
         "ranking_profiles": defaults,
-        "figures": sorted(first["figures"]),
-        "groups": {g: list(v) for g, v in first["groups"].items()},
         "explorer": explorer,
-        "sweep_options": [
-            (key, f"{METRICS[key.split(':')[1]].label} vs {key.split(':')[0]}")
-            for key in sweep_keys
-        ],
-        "dist_options": [(k, charts.DISTRIBUTIONS[k]) for k in dist_keys],
-        "estimate_options": [(k, charts.ESTIMATE_METRICS[k][0]) for k in est_keys],
-        "estimate_hardware": next(
-            (r.hardware_label for r in all_est if r.hardware == hardware), hardware
-        ),
-        "estimate_notes": est_notes,
+        **_chart_options(views),
+        "estimate_hardware": estimates.hardware_label(),
+        "estimate_notes": estimates.notes(),
         "max_points": settings.max_points_per_distribution,
         "reference": reference,
         "quality_rows": quality_rows(inputs, reference),
-        "currency": currency,
+        "currency": next((s.currency for s in inputs.pairs.values()), ""),
         "servers": servers(inputs.pairs),
         "base": base,
         "merge": inputs.merge,
         "finetune": inputs.finetune,
-        "env": env,
+        "env": inputs.env,
         "pairs": [s for _, s in sorted(inputs.pairs.items())],
         "variants": variant_rows(inputs),
         "params_json": json.dumps(params or {}, indent=2, sort_keys=True, default=str),
@@ -378,11 +422,10 @@ def build_report(
         "views": views,
         "explorer": explorer,
     }
-    html = render_html(context, data)
     config = best_config(inputs, profiles, reference)
     metrics = metrics_json(inputs, profiles, lines_by_profile, points, ranks)
     files = {
-        INDEX_HTML: html,
+        INDEX_HTML: render_html(context, data),
         SUMMARY_MD: summary_markdown(
             recs,
             ranks,
