@@ -30,7 +30,7 @@ class Loaded:
 class TinyFormat(Format):
     name: ClassVar[str] = "tinyfmt"
     recipe_model: ClassVar[type[Recipe]] = TinySpec
-    quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    quality_backend: ClassVar[str] = "hf"
     loaded: ClassVar[list[tuple[Path, Any]]] = []
 
     def build(self, request: BuildRequest) -> BuildResult:  # pragma: no cover - not built here
@@ -65,3 +65,26 @@ def test_each_builtin_format_names_the_backend_that_reads_it() -> None:
     # evaluate picks the backend from the format (it was a hard-coded 'gguf or hf')
     backends = {name: fmt.quality_backend for name, fmt in registry.all_formats().items()}
     assert backends == {"gguf": "gguf", "gptq": "hf", "awq": "hf", "w8a8": "hf", "bf16": "hf"}
+
+
+def test_a_plugin_registers_a_quality_backend_its_format_names(tmp_path, tiny_format) -> None:
+    """The backends are a registry: a format may name one a plugin registered; an unknown name
+    is refused with the known ones."""
+    from quantbench.errors import UserError
+    from quantbench.quality import backends
+
+    loaded: list[tuple] = []
+    kind = backends.register_backend(
+        backends.BackendKind(
+            "tinyrt", "a plugin's runtime", lambda *args: loaded.append(args) or Loaded()
+        )
+    )
+    try:
+        assert "tinyrt" in backends.backend_names()
+        model = backends.get_backend("tinyrt").load(tmp_path, "tinyfmt", "float32", 64, 1)
+        assert isinstance(model, Loaded) and loaded == [(tmp_path, "tinyfmt", "float32", 64, 1)]
+        assert not kind.reads_file and not kind.torch_threads
+    finally:
+        backends._BACKENDS.pop("tinyrt")
+    with pytest.raises(UserError, match="unknown quality backend 'tinyrt'.*known: hf, gguf"):
+        backends.get_backend("tinyrt")

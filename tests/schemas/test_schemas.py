@@ -204,7 +204,7 @@ def test_a_version_2_quality_report_reads_with_no_intervals_and_no_blocks(output
     assert old.intervals is None and old.blocks == [] and old.eval_text.ids_sha256 is None
     new_fields = ("intervals", "blocks", "eval_text")
     assert old.model_copy(update={k: getattr(current, k) for k in new_fields}) == current
-    assert QualityReport.readable_versions() == [0, 1, 2, 3]
+    assert QualityReport.readable_versions() == [0, 1, 2, 3, 4]
     with pytest.raises(NotPairedError, match=rf"rerun `dvc repro evaluate@{old.name}`"):
         compare_reports(old, current)
 
@@ -313,7 +313,7 @@ PINNED: dict[str, str] = {
     "MergedModelInfo": "v1:3e05c78db4d9ffaa",
     "VariantRecord": "v1:715cda4b1dffc3c6",
     "QuantizeTiming": "v1:72ba24b86566e577",
-    "QualityReport": "v3:17e72e376a9d58f2",  # v3: intervals, token blocks, the ids' hash
+    "QualityReport": "v4:837d97ca8ec10001",  # v4: any registered backend (v3: intervals, blocks)
     "EnvInfo": "v2:42aedb7435cfdb09",  # v2: every engine environment (was vLLM's alone)
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
@@ -384,3 +384,10 @@ def test_a_version_4_session_keeps_its_copy_of_the_workload_summary(outputs, tmp
     data["workload_summary"] = {}
     path.write_text(json.dumps(data), encoding="utf-8")
     assert schema_io.read(path, SessionSummary, **NAMES).workload_summary is None
+
+
+def test_a_version_3_quality_report_reads_unchanged_as_version_4(outputs) -> None:
+    """Version 4 only widened ``backend`` from hf/gguf to any registered quality backend."""
+    current = outputs[QualityReport]
+    data = {**_dump(current), "schema_version": 3}
+    assert schema_io.parse(data, QualityReport, "q.json", name="x") == current

@@ -8,7 +8,8 @@ defines a :class:`Format` subclass and registers it. The class holds what every 
 * ``build``: the quantizer (heavy libraries imported inside it);
 * ``needs_calibration`` and ``validate_against_model``: the checks that run before any work;
 * ``matches``: whether a checkpoint on disk is of this format (one detector for everyone);
-* ``quality_backend``: which backend of the quality harness reads it (``hf`` or ``gguf``);
+* ``quality_backend``: which backend of the quality harness reads it (a name registered in
+  ``quantbench.quality.backends``: ``hf``, ``gguf``, or a plugin's);
 * ``estimator_fields``: how the roofline estimator counts its bytes, as plain fields of its
   variant model (a format that does not say is refused by the estimator, never silently costed as
   bf16). Plain data, so a format module never imports the estimator.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -112,7 +113,7 @@ class Format(ABC):
 
     name: ClassVar[str]
     recipe_model: ClassVar[type[Recipe]]
-    quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    quality_backend: ClassVar[str] = "hf"
     code_files: ClassVar[tuple[str, ...]] = ()
     """Files besides its module that its code runs or reads (a plugin's server script, its
     requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""

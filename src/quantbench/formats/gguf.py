@@ -129,7 +129,7 @@ class Gguf(Format):
     name: ClassVar[str] = "gguf"
     libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers", "numpy")
     recipe_model: ClassVar[type[Recipe]] = GgufSpec
-    quality_backend: ClassVar[Literal["hf", "gguf"]] = "gguf"
+    quality_backend: ClassVar[str] = "gguf"
 
     def build(self, request: BuildRequest) -> BuildResult:
         return build_gguf(request)

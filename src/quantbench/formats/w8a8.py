@@ -132,7 +132,7 @@ class W8a8(Format):
     name: ClassVar[str] = "w8a8"
     libraries: ClassVar[tuple[str, ...]] = Awq.libraries  # the same llm-compressor toolchain
     recipe_model: ClassVar[type[Recipe]] = W8a8Spec
-    quality_backend: ClassVar[Literal["hf", "gguf"]] = "hf"
+    quality_backend: ClassVar[str] = "hf"
 
     def build(self, request: BuildRequest) -> BuildResult:
         return build_w8a8(request)

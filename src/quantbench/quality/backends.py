@@ -1,5 +1,8 @@
 """Run a variant on token ids: transformers for bf16/GPTQ/AWQ folders, llama.cpp for GGUF.
 
+The backends are a registry (:func:`register_backend`, :func:`get_backend`): a format names the
+one that reads its checkpoints (``Format.quality_backend``), and a plugin may add its own.
+
 Both backends take token ids, never text, so every variant is measured on the same sequence,
 and both give full-vocabulary logits per position and greedy continuations. Heavy imports happen
 inside the loaders: a GGUF evaluation process never imports torch, so its memory is llama.cpp's.
@@ -7,11 +10,14 @@ inside the loaders: a GGUF evaluation process never imports torch, so its memory
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from quantbench.errors import UserError
 
 
 class Backend(Protocol):
@@ -183,3 +189,58 @@ class GGUFBackend:
     ) -> list[tuple[list[int], list[float]]]:
         # the bindings hold one sequence; a 135M GGUF answers in tens of ms a token
         return [self.generate_scored(p, max_new_tokens, stop_ids) for p in prompts]
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One way the quality harness runs a checkpoint, as a format names it
+    (``Format.quality_backend``): how it loads, and whether it reads the variant's weights file
+    (a GGUF) or its folder. A plugin registers its own with :func:`register_backend`."""
+
+    name: str
+    description: str
+    load: Callable[[Path, str, str, int, int], Backend]
+    """(path, format, compute dtype, context tokens, threads) -> a loaded backend."""
+    reads_file: bool = False
+    """The variant's weights file (a GGUF) rather than its folder."""
+    torch_threads: bool = False
+    """Whether torch's thread pools must be set to ``threads`` first (transformers)."""
+
+
+_BACKENDS: dict[str, BackendKind] = {}
+
+
+def register_backend(kind: BackendKind) -> BackendKind:
+    _BACKENDS[kind.name] = kind
+    return kind
+
+
+def get_backend(name: str) -> BackendKind:
+    if name not in _BACKENDS:
+        raise UserError(
+            f"unknown quality backend {name!r} (a format's quality_backend); known: "
+            f"{', '.join(_BACKENDS)}"
+        )
+    return _BACKENDS[name]
+
+
+def backend_names() -> list[str]:
+    return list(_BACKENDS)
+
+
+register_backend(
+    BackendKind(
+        "hf",
+        "transformers: the checkpoint's folder, loaded the way its format says",
+        lambda path, fmt, dtype, n_ctx, threads: HFBackend.load(path, fmt, dtype),
+        torch_threads=True,
+    )
+)
+register_backend(
+    BackendKind(
+        "gguf",
+        "llama.cpp (the pinned bindings): the variant's .gguf file",
+        lambda path, fmt, dtype, n_ctx, threads: GGUFBackend.load(path, n_ctx, threads),
+        reads_file=True,
+    )
+)

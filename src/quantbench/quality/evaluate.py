@@ -25,6 +25,7 @@ from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_tree
 from quantbench.params import loaded_plugins
 from quantbench.qa import QAItem, load_qa
+from quantbench.quality.backends import get_backend
 from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
 from quantbench.quality.metrics import TokenStats, compare, kl_per_token
 from quantbench.quality.spec import EvaluateSettings
@@ -167,7 +168,7 @@ def evaluate_variant(
     stop_ids = _stop_ids(reference_dir, tokenizer)
 
     backend = get_format(info.format).quality_backend  # the format says which backend reads it
-    model_path = info.weights_path if backend == "gguf" else variant_dir
+    model_path = info.weights_path if get_backend(backend).reads_file else variant_dir
     with tempfile.TemporaryDirectory(prefix="quantbench-eval-") as tmp:
         ref_file, var_file = Path(tmp) / "reference.f32", Path(tmp) / "variant.f32"
         log.info("%s: reference pass (%d tokens)", name, len(ids))

@@ -34,7 +34,7 @@ ROWS_PER_CHUNK = 32
 class ScoreJob:
     """Everything a child needs: picklable, no model objects."""
 
-    backend: str  # "hf" or "gguf"
+    backend: str  # a registered quality backend (quantbench.quality.backends): hf, gguf, ...
     path: Path  # model folder (hf) or .gguf file
     fmt: str
     compute_dtype: str
@@ -87,19 +87,17 @@ def _current_rss_bytes() -> int:
 
 def run_job(job: ScoreJob) -> ScoreResult:
     """Score one model (runs inside the child process)."""
-    from quantbench.quality.backends import GGUFBackend, HFBackend
+    from quantbench.quality.backends import get_backend
 
-    if job.backend == "hf":
+    kind = get_backend(job.backend)
+    if kind.torch_threads:
         from quantbench.runtime import configure_threads
 
         configure_threads(job.threads)
     timings: dict[str, float] = {}
     memory = {"before_load_rss_bytes": _current_rss_bytes()}
     start = time.perf_counter()
-    if job.backend == "gguf":
-        backend: GGUFBackend | HFBackend = GGUFBackend.load(job.path, job.n_ctx, job.threads)
-    else:
-        backend = HFBackend.load(job.path, job.fmt, job.compute_dtype)
+    backend = kind.load(job.path, job.fmt, job.compute_dtype, job.n_ctx, job.threads)
     timings["load_s"] = round(time.perf_counter() - start, 3)
     memory["after_load_rss_bytes"] = _current_rss_bytes()
 

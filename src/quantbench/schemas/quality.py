@@ -148,14 +148,20 @@ class QualityReport(StageOutput):
         1: stamp(2, nested=lambda d: d.setdefault("served_reference", [])),
         # version 3 adds intervals and the token blocks; a version-2 file kept neither
         2: stamp(3, nested=lambda d: _no_intervals(d)),
+        # version 4 names the backend by the quality backends' registry (any registered name,
+        # a plugin's included, where version 3 allowed hf and gguf only): nothing to convert
+        3: stamp(4),
     }
     OMIT_WHEN_NONE = frozenset({"quantize"})
 
-    schema_version: Literal[3] = version(3)
+    schema_version: Literal[4] = version(4)
     name: str
     format: str
     recipe: dict[str, Any] = Field(description="The variant's recipe, from its variant.json.")
-    backend: Literal["hf", "gguf"] = Field(description="hf: transformers; gguf: llama.cpp.")
+    backend: str = Field(
+        description="The quality backend that read the checkpoint (quantbench.quality.backends): "
+        "hf, transformers; gguf, llama.cpp; or a plugin's."
+    )
     reference: ReferenceInfo
     tokens: int = Field(description="Scored tokens (every evaluated token but the first).")
     perplexity: float
