@@ -16,7 +16,10 @@ class Pair(Settings):
     """One benchmark stage: a variant on an engine."""
 
     variant: str = Field(description="A variant name from `variants:`.")
-    engine: str = Field(description="transformers | vllm | llamacpp")
+    engine: str = Field(
+        description="A registered engine (`quantbench pairs` lists the valid pairs): a built-in "
+        "one (quantbench.engines.registry.BUILTIN) or a plugin's."
+    )
     settings: dict[str, Any] = Field(
         {},
         description="This pair's own engine settings, laid over `engines.<engine>` (its sweep "
@@ -25,8 +28,9 @@ class Pair(Settings):
     probe: bool = Field(
         True,
         description="Probe this pair's server for the estimate: a few requests on the bench's own "
-        "server, before its points (reports/bench/<pair>/probe.json). false: the estimate predicts the pair from the roofline and "
-        "the machine's calibration alone, and the report says it was not probed.",
+        "server, before its points (reports/bench/<pair>/probe.json). false: the estimate "
+        "predicts the pair from the roofline and the machine's calibration alone, and the report "
+        "says it was not probed.",
     )
     fallback_for: str | None = Field(
         None,
