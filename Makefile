@@ -85,6 +85,8 @@ $(DEV_STAMP): $(SETUP_STAMP) requirements-dev.txt
 
 repro: setup  ## run the whole pipeline (dvc repro); a second run with nothing changed does nothing
 	$(PY) -m quantbench.cli validate --quiet
+	# the environments of their own that enabled engines declare (a plugin's venv; vLLM's exists)
+	$(PY) -m quantbench.cli env
 	dvc repro
 	@echo "outputs: models/ (weights, DVC-cached) and reports/ (JSON reports)"
 
