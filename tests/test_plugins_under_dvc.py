@@ -51,7 +51,8 @@ def plugin_params(source: Path, model: Path) -> dict:
     params["variants"] = {"fp16": {"format": "fp16"}}
     params["evaluate"].update(max_tokens=128, heldout_limit=2)
     params["engines"] = {
-        "ministream": {"itl_ms": 1.0},
+        # swept over a setting of its own (its settings model's), like a built-in engine
+        "ministream": {"itl_ms": 1.0, "sweep": {"itl_ms": [1.0, 3.0]}},
         **{name: {"enabled": False} for name in ("transformers", "vllm", "llamacpp")},
     }
     chat = params["workloads"]["chat"]
@@ -109,7 +110,9 @@ def test_the_plugins_run_through_every_stage(project: Path) -> None:
     # fingerprint recorded that environment
     summary = schema_io.read(project / "reports/bench/fp16-ministream/summary.json", PairSummary)
     assert summary.rows and not summary.not_served
-    assert summary.servers[0].command[0].endswith(".venv-ministream/bin/python")
+    assert {s.server_point for s in summary.servers} == {"itl_ms=1.0", "itl_ms=3.0"}
+    for server in summary.servers:  # one start per setting, each with its own interpreter
+        assert server.command[0].endswith(".venv-ministream/bin/python") and not server.error
     assert summary.engine_version.startswith("ministream 1.0 (Python 3.")
     env = schema_io.read(project / EnvInfo.OUTPUT, EnvInfo)
     assert set(env.engine_envs) == {"ministream"}  # the built-in engines are disabled here

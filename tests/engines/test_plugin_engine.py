@@ -1,19 +1,15 @@
 """An engine defined in the tests folder, registered by a plugin, through the real entry points:
-config validation, `quantbench pairs`, and a bench stage with a sweep of its own settings. No
-file under src/ knows it."""
+config validation by its own settings model, `quantbench pairs`, and the estimator. No file under
+src/ knows it. tests/test_plugins_under_dvc.py runs a plugin engine (with an environment of its
+own and a sweep of its own settings) and a plugin format through `dvc repro`."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from tests.schemas import examples
-
-from quantbench.schemas import io as schema_io
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = Path(__file__).with_name("plugin_engine.py")
@@ -103,28 +99,3 @@ def test_plugin_engine_settings_are_validated_by_its_own_model(tmp_path: Path) -
     assert "engines.echo.itl_ms: got -1" in done.stderr
     assert "engines.echo.colour: unknown key; allowed keys here:" in done.stderr
     assert "itl_ms" in done.stderr.split("colour")[1]
-
-
-@pytest.mark.server
-def test_plugin_engine_runs_a_bench_stage(tmp_path: Path, tiny_model_dir: Path) -> None:
-    path = params(tmp_path)
-    traffic = run(
-        [str(REPO / "stages/workloads.py"), "--params", str(path), "--model", str(tiny_model_dir)],
-        tmp_path,
-    )
-    assert traffic.returncode == 0, traffic.stderr[-3000:]
-    variant = tmp_path / "models/variants/bf16"
-    variant.mkdir(parents=True)
-    schema_io.write(variant / "variant.json", examples.variant_record("bf16"))
-    out = tmp_path / "out"
-    done = run(
-        [str(REPO / "stages/bench.py"), "--pair", "bf16-echo", "--params", str(path), "--out",
-         str(out)],
-        tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["engine"] == "echo" and summary["engine_version"] == "echo 1.0"
-    rows = summary["rows"]
-    assert {r["server_point"] for r in rows} == {"itl_ms=1.0", "itl_ms=3.0"}
-    assert all(r["completed"] == 6 and not r["error"] for r in rows), rows
