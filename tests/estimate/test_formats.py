@@ -90,3 +90,42 @@ def test_four_bit_formats_are_smaller_than_eight_and_sixteen(smol):
         }.items()
     }
     assert bits["bf16"] > bits["q8"] > bits["gptq"] and bits["q8"] > bits["q4km"]
+
+
+def test_a_new_weight_layout_is_registered_not_written_into_the_estimator(tiny) -> None:
+    """A format stored in a new way (bitsandbytes NF4: 4-bit codes, one 16-bit absmax per block
+    of 64) registers its layout; EstimatedVariant takes it, with the fields it declares, and
+    the estimator counts its bytes. Unregistered, it is refused with the known layouts."""
+    from pydantic import ValidationError
+
+    from quantbench.estimate import formats
+    from quantbench.schemas.estimate_inputs import WEIGHT_LAYOUTS, LayoutFields
+
+    with pytest.raises(ValidationError, match="'nf4' is not a weight layout.*known: bf16"):
+        EstimatedVariant(format="nf4", bits=4, group_size=64)
+
+    def nf4(variant, arch, t):
+        blocks = t.elements / variant.group_size
+        return "nf4", t.elements * variant.bits / 8 + blocks * 2
+
+    formats.register_layout(
+        formats.Layout(
+            "nf4", "4-bit codes + a 16-bit absmax per block", nf4,
+            lambda variant, arch, types: "bf16", file_compute=lambda variant: None,
+            fields=LayoutFields(frozenset({"bits", "group_size"}), {"bits": 4, "group_size": 8}),
+        )
+    )  # fmt: skip
+    try:
+        variant = EstimatedVariant(format="nf4")  # the layout's defaults
+        assert (variant.bits, variant.group_size, variant.label) == (4, 8, "nf4-w4g8")
+        with pytest.raises(ValidationError, match="sym does not apply to format nf4"):
+            EstimatedVariant(format="nf4", sym=True)
+        w = nominal_weight_bytes(tiny, variant)
+        every = BODY + EMBEDDING  # this layout quantises the embedding too
+        assert w.stored_bytes == every * 0.5 + every / 8 * 2 + 2 * NORMS
+        assert w.detail == "nf4-w4g8: 4-bit codes + a 16-bit absmax per block"
+    finally:
+        formats._LAYOUTS.pop("nf4")
+        WEIGHT_LAYOUTS.pop("nf4")
+    with pytest.raises(formats.EstimateInputError, match="'nf4' is unknown to the estimator"):
+        formats.get_layout("nf4")

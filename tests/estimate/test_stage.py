@@ -68,7 +68,7 @@ def test_this_machine_is_measured_once_and_refined_per_model(tiny_folder, tmp_pa
     # auto engine on a CPU: transformers for bf16, llama.cpp for GGUF
     assert overheads == ["transformers", "llamacpp"]
     written = json.loads(out_path.read_text())
-    assert written == payload.model_dump(mode="json") and written["schema_version"] == 2
+    assert written == payload.model_dump(mode="json") and written["schema_version"] == 3
     assert [(r["variant"], r["hardware"]) for r in written["summary"]] == [
         ("base", "this"),
         ("q4", "this"),

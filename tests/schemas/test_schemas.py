@@ -317,7 +317,7 @@ PINNED: dict[str, str] = {
     "EnvInfo": "v2:42aedb7435cfdb09",  # v2: every engine environment (was vLLM's alone)
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
-    "EstimatesFile": "v2:485597ddd53b2885",  # v2: per-pair predictions, the engine queue
+    "EstimatesFile": "v3:00c27fc8d17c67bf",  # v3: any registered weight layout
     "SessionSummary": "v5:b26c7d94469144a3",  # v5: the workload's summary typed
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl

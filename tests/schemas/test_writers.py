@@ -215,7 +215,7 @@ def test_adapter_provenance_and_merge_comparison(tmp_path: Path) -> None:
 def test_estimates_json_is_the_estimate_stage_output(tmp_path: Path) -> None:
     written = examples.estimates_file(tmp_path)  # write_estimates on a SmolLM2 config
     data = json.loads((tmp_path / written.OUTPUT).read_text())
-    assert data["schema_version"] == 2 and len(data["estimates"]) == len(data["summary"]) == 3
+    assert data["schema_version"] == 3 and len(data["estimates"]) == len(data["summary"]) == 3
     assert all("comparison" not in e for e in data["estimates"])
     assert written.estimates[0].at(1) is not None and written.estimates[0].variant_name == "bf16"
     assert np.isfinite(written.summary[0].ttft_ms_c1)

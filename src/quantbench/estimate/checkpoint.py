@@ -15,8 +15,8 @@ from pathlib import Path
 
 from quantbench.estimate.errors import EstimateInputError, MissingInputError
 from quantbench.estimate.formats import (
-    W8A8_COMPUTE,
     activation_dtype,
+    get_layout,
     gguf_compute_dtype,
     nominal_weight_bytes,
 )
@@ -138,12 +138,12 @@ def variant_weight_bytes(
         return nominal_weight_bytes(arch, variant)
     if not path.exists():
         raise MissingInputError(f"variant {variant.name}: {path} does not exist")
-    if variant.format == "gguf":
+    layout = get_layout(variant.format)
+    if layout.gguf_file:
         gguf_path = path if path.is_file() else _single_gguf(path)
         return gguf_weight_bytes(gguf_path, arch)
     # weight-only formats compute in the activation dtype (None); w8a8 in int8
-    compute = {"gptq": None, "awq": None, "w8a8": W8A8_COMPUTE}.get(variant.format, variant.format)
-    return safetensors_weight_bytes(path, arch, compute_dtype=compute)
+    return safetensors_weight_bytes(path, arch, compute_dtype=layout.file_compute(variant))
 
 
 def _single_gguf(folder: Path) -> Path:

@@ -1,4 +1,5 @@
-"""Bytes of a model's weights in each storage format, from nominal layouts.
+"""Bytes of a model's weights in each storage layout, from nominal layouts: the layouts'
+registry (:func:`register_layout`; the built-in ones at the end of this module).
 
 Used when the variant's real file does not exist yet (see :mod:`.checkpoint` for reading
 real files). Three quantities matter and are kept apart:
@@ -21,9 +22,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from quantbench.estimate import gguf_types
-from quantbench.schemas.estimate_inputs import EstimatedVariant
+from quantbench.estimate.errors import EstimateInputError
+from quantbench.schemas.estimate_inputs import WEIGHT_LAYOUTS, EstimatedVariant, LayoutFields
 from quantbench.schemas.roofline import ModelShape, WeightBytes, WeightTensor
 
 # Bytes per element of the dense formats.
@@ -59,43 +63,89 @@ def group_quant_bytes(tensor: WeightTensor, bits: int, group_size: int, zeros: b
     return packed + tensor.rows * groups_per_row * (GROUP_SCALE_BITS + zero_bits) / 8
 
 
-def _tensor_bytes(
-    variant: EstimatedVariant, arch: ModelShape, tensor: WeightTensor
-) -> tuple[str, float]:
-    """(type label, bytes) of one matrix in the variant's nominal layout."""
-    is_edge = tensor.role in ("token_embd", "output")
+TensorBytes = Callable[[EstimatedVariant, ModelShape, WeightTensor], tuple[str, float]]
+ComputeDtype = Callable[[EstimatedVariant, ModelShape, dict[str, float]], str]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way of storing weights, as the estimator counts it: the layouts are a registry
+    (:func:`register_layout`), so a format stored in a new way (NF4, say) adds its layout here
+    and names it from its ``estimator_fields``; no estimator file changes."""
+
+    name: str
+    rule: str
+    """How its bytes are counted, for the estimate's ``detail``."""
+    tensor_bytes: TensorBytes
+    """(type label, bytes) of one matrix in this layout."""
+    compute_dtype: ComputeDtype
+    """The dtype its matrices compute in, given the streamed bytes by type label."""
+    file_compute: Callable[[EstimatedVariant], str | None]
+    """The compute dtype of a real safetensors checkpoint of it (None: the activation dtype)."""
+    fields: LayoutFields = field(default_factory=LayoutFields)
+    """Which of EstimatedVariant's fields it takes (bits, group_size, ...), with defaults."""
+    norm_bytes: float = HF_NORM_BYTES
+    gguf_file: bool = False
+    """Its checkpoints are .gguf files (read by gguf_weight_bytes), not safetensors."""
+
+
+_LAYOUTS: dict[str, Layout] = {}
+
+
+def register_layout(layout: Layout) -> Layout:
+    """Make ``layout`` known by its name, to the estimator and to EstimatedVariant's checks."""
+    _LAYOUTS[layout.name] = layout
+    WEIGHT_LAYOUTS[layout.name] = layout.fields
+    return layout
+
+
+def get_layout(name: str) -> Layout:
+    if name not in _LAYOUTS:
+        raise EstimateInputError(
+            f"weight layout {name!r} is unknown to the estimator; known: {', '.join(_LAYOUTS)} "
+            "(a format stored in a new way registers one: estimate.formats.register_layout)"
+        )
+    return _LAYOUTS[name]
+
+
+def layout_names() -> list[str]:
+    return list(_LAYOUTS)
+
+
+def _edge(tensor: WeightTensor) -> bool:
+    """The embedding and the head: the project's quantisers leave them in 16-bit."""
+    return tensor.role in ("token_embd", "output")
+
+
+def _dense_bytes(variant: EstimatedVariant, arch: ModelShape, t: WeightTensor) -> tuple[str, float]:
     fmt = variant.format
-    if fmt in DENSE_BYTES:
-        if fmt == "fp8" and is_edge:
-            return "bf16", tensor.elements * DENSE_BYTES["bf16"]
-        scales = tensor.rows * FP8_ROW_SCALE_BYTES if fmt == "fp8" else 0.0
-        return fmt, tensor.elements * DENSE_BYTES[fmt] + scales
-    if fmt == "w8a8":
-        if is_edge:
-            return "bf16", tensor.elements * DENSE_BYTES["bf16"]
-        return "int8", tensor.elements + tensor.rows * W8A8_ROW_SCALE_BYTES
-    if fmt in ("gptq", "awq"):
-        if is_edge:
-            return "bf16", tensor.elements * DENSE_BYTES["bf16"]
-        assert variant.bits is not None and variant.group_size is not None
-        # GPTQ-format checkpoints store qzeros even when symmetric; compressed-tensors (our
-        # AWQ) stores zero points only for asymmetric schemes.
-        zeros = True if fmt == "gptq" else not variant.sym
-        label = f"int{variant.bits}-g{variant.group_size}"
-        return label, group_quant_bytes(tensor, variant.bits, variant.group_size, zeros)
-    assert fmt == "gguf" and variant.gguf_type is not None
-    ggml_type = gguf_types.mix_tensor_type(variant.gguf_type, tensor, arch)
-    return ggml_type, gguf_types.tensor_bytes(ggml_type, tensor)
+    if fmt == "fp8" and _edge(t):
+        return "bf16", t.elements * DENSE_BYTES["bf16"]
+    scales = t.rows * FP8_ROW_SCALE_BYTES if fmt == "fp8" else 0.0
+    return fmt, t.elements * DENSE_BYTES[fmt] + scales
 
 
-def _compute_dtype(variant: EstimatedVariant, arch: ModelShape, types: dict[str, float]) -> str:
-    if variant.format in DENSE_BYTES:
-        return variant.format
-    if variant.format in ("gptq", "awq"):
-        return activation_dtype(arch)
-    if variant.format == "w8a8":
-        return W8A8_COMPUTE
-    return gguf_compute_dtype(types)
+def _w8a8_bytes(variant: EstimatedVariant, arch: ModelShape, t: WeightTensor) -> tuple[str, float]:
+    if _edge(t):
+        return "bf16", t.elements * DENSE_BYTES["bf16"]
+    return "int8", t.elements + t.rows * W8A8_ROW_SCALE_BYTES
+
+
+def _group_bytes(variant: EstimatedVariant, arch: ModelShape, t: WeightTensor) -> tuple[str, float]:
+    if _edge(t):
+        return "bf16", t.elements * DENSE_BYTES["bf16"]
+    assert variant.bits is not None and variant.group_size is not None
+    # GPTQ-format checkpoints store qzeros even when symmetric; compressed-tensors (our AWQ)
+    # stores zero points only for asymmetric schemes.
+    zeros = True if variant.format == "gptq" else not variant.sym
+    label = f"int{variant.bits}-g{variant.group_size}"
+    return label, group_quant_bytes(t, variant.bits, variant.group_size, zeros)
+
+
+def _gguf_bytes(variant: EstimatedVariant, arch: ModelShape, t: WeightTensor) -> tuple[str, float]:
+    assert variant.gguf_type is not None
+    ggml_type = gguf_types.mix_tensor_type(variant.gguf_type, t, arch)
+    return ggml_type, gguf_types.tensor_bytes(ggml_type, t)
 
 
 def gguf_compute_dtype(streamed_bytes_by_type: dict[str, float]) -> str:
@@ -105,36 +155,86 @@ def gguf_compute_dtype(streamed_bytes_by_type: dict[str, float]) -> str:
 
 
 def nominal_weight_bytes(arch: ModelShape, variant: EstimatedVariant) -> WeightBytes:
-    """Weight bytes of ``variant`` from the format's layout, without reading any file."""
+    """Weight bytes of ``variant`` from its layout, without reading any file."""
+    layout = get_layout(variant.format)
     stored: dict[str, float] = defaultdict(float)
     streamed: dict[str, float] = defaultdict(float)
     embedding_bytes = 0.0
     for tensor in arch.weight_tensors():
-        label, nbytes = _tensor_bytes(variant, arch, tensor)
+        label, nbytes = layout.tensor_bytes(variant, arch, tensor)
         stored[label] += nbytes
         if tensor.role == "token_embd":
             embedding_bytes = nbytes
             if not arch.tie_word_embeddings:
                 continue  # looked up row by row, never streamed whole
         streamed[label] += nbytes
-    norm_bytes = arch.norm_params * (GGUF_NORM_BYTES if variant.format == "gguf" else HF_NORM_BYTES)
+    norm_bytes = arch.norm_params * layout.norm_bytes
     stored["norms"] += norm_bytes
     streamed["norms"] += norm_bytes
 
     matrix_types = {k: v for k, v in streamed.items() if k != "norms"}
-    rule = {
-        "gguf": "llama.cpp mix rules with block-size fallbacks (approximate)",
-        "gptq": "packed weights + fp16 scale + packed zero per group; embedding/head bf16",
-        "awq": "packed weights + bf16 scale (+ zero if asymmetric) per group; head bf16",
-        "w8a8": "int8 weights + 16-bit scale per output row; embedding/head bf16",
-    }.get(variant.format, f"{variant.format} everywhere")
     return WeightBytes(
         stored_bytes=sum(stored.values()),
         streamed_bytes=sum(streamed.values()),
         gathered_bytes_per_token=embedding_bytes / arch.vocab_size,
         weight_count=arch.total_params,
-        compute_dtype=_compute_dtype(variant, arch, matrix_types),
+        compute_dtype=layout.compute_dtype(variant, arch, matrix_types),
         source="nominal",
-        detail=f"{variant.label}: {rule}",
+        detail=f"{variant.label}: {layout.rule.format(format=variant.format)}",
         bytes_by_type=dict(stored),
     )
+
+
+for _name in DENSE_BYTES:
+    register_layout(
+        Layout(
+            _name,
+            "{format} everywhere",
+            _dense_bytes,
+            lambda variant, arch, types: variant.format,
+            file_compute=lambda variant: variant.format,
+            fields=WEIGHT_LAYOUTS[_name],
+        )
+    )
+register_layout(
+    Layout(
+        "gptq",
+        "packed weights + fp16 scale + packed zero per group; embedding/head bf16",
+        _group_bytes,
+        lambda variant, arch, types: activation_dtype(arch),
+        file_compute=lambda variant: None,
+        fields=WEIGHT_LAYOUTS["gptq"],
+    )
+)
+register_layout(
+    Layout(
+        "awq",
+        "packed weights + bf16 scale (+ zero if asymmetric) per group; head bf16",
+        _group_bytes,
+        lambda variant, arch, types: activation_dtype(arch),
+        file_compute=lambda variant: None,
+        fields=WEIGHT_LAYOUTS["awq"],
+    )
+)
+register_layout(
+    Layout(
+        "w8a8",
+        "int8 weights + 16-bit scale per output row; embedding/head bf16",
+        _w8a8_bytes,
+        lambda variant, arch, types: W8A8_COMPUTE,
+        file_compute=lambda variant: W8A8_COMPUTE,
+        fields=WEIGHT_LAYOUTS["w8a8"],
+    )
+)
+register_layout(
+    Layout(
+        "gguf",
+        "llama.cpp mix rules with block-size fallbacks (approximate)",
+        _gguf_bytes,
+        lambda variant, arch, types: gguf_compute_dtype(types),
+        file_compute=lambda variant: None,  # not used: a GGUF is read by gguf_weight_bytes
+        fields=WEIGHT_LAYOUTS["gguf"],
+        norm_bytes=GGUF_NORM_BYTES,
+        gguf_file=True,
+    )
+)

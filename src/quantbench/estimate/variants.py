@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.errors import EstimateInputError
+from quantbench.estimate.formats import layout_names
 from quantbench.formats.base import VariantSpecError
 from quantbench.formats.registry import all_formats, detect, get_format
 from quantbench.hfconfig import maybe_hf_config
-from quantbench.schemas.estimate_inputs import GGUF_MIXES, EstimatedVariant, WeightFormat
+from quantbench.schemas.estimate_inputs import GGUF_MIXES, EstimatedVariant
 from quantbench.schemas.roofline import ModelShape
 
 _SETTING_KEYS = ("bits", "group_size", "sym")
@@ -116,7 +117,7 @@ def parse_variant(
 
         return EstimatedVariant(format="gguf", gguf_type=gguf_file_type(path), path=path)
     head, _, rest = text.partition(":")
-    formats = get_args(WeightFormat)
+    formats = layout_names()
     if head.lower() == "gguf":
         return EstimatedVariant(format="gguf", gguf_type=rest.upper() or None)
     if head.lower() in formats:

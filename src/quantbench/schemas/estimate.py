@@ -96,10 +96,11 @@ class EstimatesFile(StageOutput):
     OUTPUT: ClassVar[str] = "reports/estimate/estimates.json"
     STAGE: ClassVar[str] = "estimate"
     # 2: per-pair predictions (``pairs``) and the engine's queue in each point; a version-1
-    # file has neither and reads as it is
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: stamp(2)}
+    # file has neither and reads as it is. 3: a variant's format is any registered weight
+    # layout (quantbench.estimate.formats.register_layout), not one of eight: nothing to convert
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: stamp(2), 2: stamp(3)}
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     estimates: list[VariantEstimate]
     summary: list[EstimateSummaryRow]
     pairs: list[PairPrediction] = Field(

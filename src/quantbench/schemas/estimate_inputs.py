@@ -8,8 +8,10 @@ The ``estimate:`` section of params.yaml and the ``quantbench estimate`` flags b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -40,29 +42,45 @@ MIX_BASE_TYPE: dict[str, str] = {
 GGUF_MIXES = tuple(MIX_BASE_TYPE)
 
 
-WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "gptq", "awq", "w8a8", "gguf"]
+@dataclass(frozen=True)
+class LayoutFields:
+    """Which of :class:`EstimatedVariant`'s fields a weight layout takes (the others are refused),
+    and their defaults where left out."""
+
+    fields: frozenset[str] = frozenset()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-GROUP_QUANT_FORMATS = ("gptq", "awq")
+# The weight layouts the estimator counts bytes for, by name (``EstimatedVariant.format``), with
+# the fields each takes: the built-in ones here (so a stored estimate reads without the
+# estimator), and any a plugin adds through the estimator's registry
+# (quantbench.estimate.formats.register_layout).
+GROUP_FIELDS = frozenset({"bits", "group_size", "sym"})
+WEIGHT_LAYOUTS: dict[str, LayoutFields] = {
+    **{name: LayoutFields() for name in ("bf16", "fp16", "fp32", "fp8", "w8a8")},
+    # as the project produces them: GPTQ with 128-weight groups, symmetric (GPTQModel format);
+    # AWQ as compressed-tensors pack-quantized int4 with 64-weight groups, asymmetric
+    "gptq": LayoutFields(GROUP_FIELDS, {"bits": 4, "group_size": 128, "sym": True}),
+    "awq": LayoutFields(GROUP_FIELDS, {"bits": 4, "group_size": 64, "sym": False}),
+    "gguf": LayoutFields(frozenset({"gguf_type"})),
+}
+
+WeightFormat = str
+"""A weight layout's name: a key of :data:`WEIGHT_LAYOUTS`."""
 
 
 GROUP_QUANT_BITS = (2, 3, 4, 8)
-
-
-# Defaults of the group-quantised formats, as the project produces them: GPTQ with 128-weight
-# groups, symmetric (AutoGPTQ/GPTQModel format); AWQ as compressed-tensors pack-quantized
-# int4 with 64-weight groups, asymmetric.
-GROUP_QUANT_DEFAULTS: dict[str, dict[str, int | bool]] = {
-    "gptq": {"bits": 4, "group_size": 128, "sym": True},
-    "awq": {"bits": 4, "group_size": 64, "sym": False},
-}
+_FIELDS = ("bits", "group_size", "sym", "gguf_type")
 
 
 class EstimatedVariant(Settings):
     """How a model variant stores its weights."""
 
     name: str = Field(default="", description="variant name; defaults to the format label")
-    format: WeightFormat = Field(description="weight storage format")
+    format: WeightFormat = Field(
+        description="weight storage layout: a registered one (bf16, fp16, fp32, fp8, gptq, awq, "
+        "w8a8, gguf, or a plugin's)"
+    )
     bits: int | None = Field(default=None, description="gptq/awq: bits per weight (2, 3, 4, 8)")
     group_size: int | None = Field(
         default=None, description="gptq/awq: weights per scale group, -1 for one per row"
@@ -82,42 +100,47 @@ class EstimatedVariant(Settings):
     @model_validator(mode="before")
     @classmethod
     def _fill_defaults(cls, data: Any) -> Any:
-        """The format's defaults where a field is left out (settings are frozen once built)."""
+        """The layout's defaults where a field is left out (settings are frozen once built)."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        fmt = data.get("format")
-        if fmt in GROUP_QUANT_FORMATS:
-            for key, value in GROUP_QUANT_DEFAULTS[fmt].items():
-                if data.get(key) is None:
-                    data[key] = value
-        if fmt == "gguf" and isinstance(data.get("gguf_type"), str):
+        layout = WEIGHT_LAYOUTS.get(str(data.get("format")))
+        for key, value in (layout.defaults if layout else {}).items():
+            if data.get(key) is None:
+                data[key] = value
+        if isinstance(data.get("gguf_type"), str):
             data["gguf_type"] = data["gguf_type"].upper()
         return data
 
     @model_validator(mode="after")
     def _check_format_fields(self) -> EstimatedVariant:
-        if self.format in GROUP_QUANT_FORMATS:
-            if self.bits not in GROUP_QUANT_BITS:
-                raise ValueError(
-                    f"{self.format} bits={self.bits} is not allowed; use one of {GROUP_QUANT_BITS}"
-                )
-            if self.group_size != -1 and self.group_size <= 0:
-                raise ValueError(
-                    f"{self.format} group_size={self.group_size} must be positive or -1"
-                )
-            if self.gguf_type is not None:
-                raise ValueError(f"gguf_type={self.gguf_type!r} only applies to format gguf")
-        elif self.format == "gguf":
+        layout = WEIGHT_LAYOUTS.get(self.format)
+        if layout is None:
+            raise ValueError(
+                f"format {self.format!r} is not a weight layout the estimator knows; known: "
+                f"{', '.join(WEIGHT_LAYOUTS)} (a new one: quantbench.estimate.formats."
+                "register_layout)"
+            )
+        if "bits" in layout.fields and self.bits not in GROUP_QUANT_BITS:
+            raise ValueError(
+                f"{self.format} bits={self.bits} is not allowed; use one of {GROUP_QUANT_BITS}"
+            )
+        if "group_size" in layout.fields and (
+            self.group_size is None or (self.group_size != -1 and self.group_size <= 0)
+        ):
+            raise ValueError(f"{self.format} group_size={self.group_size} must be positive or -1")
+        if "gguf_type" in layout.fields:
             if self.gguf_type is None and self.path is None:
                 raise ValueError("format gguf needs gguf_type (e.g. Q4_K_M) or the .gguf path")
             if self.gguf_type is not None and self.gguf_type not in GGUF_MIXES:
                 raise ValueError(
                     f"gguf_type {self.gguf_type!r} is not known; use one of {list(GGUF_MIXES)}"
                 )
-            self._refuse(("bits", "group_size", "sym"))
-        else:
-            self._refuse(("bits", "group_size", "sym", "gguf_type"))
+        for name in _FIELDS:
+            if name not in layout.fields and getattr(self, name) is not None:
+                if name == "gguf_type":
+                    raise ValueError(f"gguf_type={self.gguf_type!r} only applies to format gguf")
+                raise ValueError(f"{name} does not apply to format {self.format}")
         return self
 
     @model_validator(mode="after")
@@ -126,19 +149,14 @@ class EstimatedVariant(Settings):
             object.__setattr__(self, "name", self.label)  # frozen: set once, while validating
         return self
 
-    def _refuse(self, fields: tuple[str, ...]) -> None:
-        for field in fields:
-            if getattr(self, field) is not None:
-                raise ValueError(f"{field} does not apply to format {self.format}")
-
     @property
     def label(self) -> str:
         """A short description such as ``gptq-w4g128-sym`` or ``gguf-Q4_K_M``."""
-        if self.format in GROUP_QUANT_FORMATS:
-            sym = "sym" if self.sym else "asym"
-            return f"{self.format}-w{self.bits}g{self.group_size}-{sym}"
-        if self.format == "gguf":
-            return f"gguf-{self.gguf_type or Path(str(self.path)).stem}"
+        if self.bits is not None and self.group_size is not None:
+            sym = "" if self.sym is None else ("-sym" if self.sym else "-asym")
+            return f"{self.format}-w{self.bits}g{self.group_size}{sym}"
+        if self.gguf_type is not None or self.format == "gguf":
+            return f"{self.format}-{self.gguf_type or Path(str(self.path)).stem}"
         return self.format
 
 
