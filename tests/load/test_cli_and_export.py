@@ -34,6 +34,39 @@ def test_flags_build_a_sweep() -> None:
     assert slo == "rps>=1"
 
 
+def test_each_workload_flag_sets_its_field_with_the_models_help_and_type() -> None:
+    """The flags that set one WorkloadSpec field take their help and type from the settings model
+    (they cannot drift from it), and each sets that field."""
+    from quantbench.cli.load import SPEC_FLAGS
+    from quantbench.workloads.spec import WorkloadSpec
+
+    parser = argparse.ArgumentParser()
+    add_load_arguments(parser)
+    actions = {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+    for flag, field in SPEC_FLAGS.items():
+        description = WorkloadSpec.model_fields[field].description
+        assert description and actions[flag].help.startswith(description.replace("%", "%%"))
+    assert actions["--api"].choices == ["chat", "completions"]
+    assert actions["--warmup-s"].type is float and actions["--num-requests"].type is int
+    spec, _ = workload_from_args(_args(
+        "--random-input-len", "8", "--random-output-len", "4", "--concurrency", "1",
+        "--name", "mine", "--api", "completions", "--num-requests", "7", "--duration", "3",
+        "--warmup-requests", "2", "--warmup-s", "0.5", "--seed", "9", "--no-fixed-output-length",
+        "--timeout", "11", "--request-timeout", "12", "--point-timeout", "13", "--workers", "0",
+        "--percentiles", "50,99", "--keep-text",
+    ))  # fmt: skip
+    assert (spec.name, spec.api, spec.num_requests, spec.duration_s) == (
+        "mine",
+        "completions",
+        7,
+        3,
+    )
+    assert (spec.warmup_requests, spec.warmup_s, spec.seed) == (2, 0.5, 9)
+    assert spec.fixed_output_length is False and spec.keep_text is True and spec.workers == 0
+    assert (spec.timeout_s, spec.request_timeout_s, spec.point_timeout_s) == (11, 12, 13)
+    assert spec.percentiles == [50.0, 99.0]
+
+
 def test_random_output_length_is_binding_by_default() -> None:
     # `--random-output-len 32` let answers end early (1,725 of 2,048 tokens) and halved TTFT
     # against vllm bench serve --ignore-eos on the same server.

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -26,7 +26,7 @@ from quantbench.load.records import read_records
 from quantbench.load.session import SessionSummary, Target, run_session
 from quantbench.slo import SLOParseError
 from quantbench.workloads.prompts import DatasetError
-from quantbench.workloads.spec import WorkloadSpec
+from quantbench.workloads.spec import NAMED_WORKLOADS, WorkloadSpec
 
 API_KEY_ENV = "QUANTBENCH_API_KEY"
 
@@ -54,6 +54,50 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+# Flags that set one WorkloadSpec field each: the field's description is their help and its
+# annotation their type (choices for a Literal), so they cannot drift from the settings model.
+# The names are vllm bench serve's where it has the flag (--num-requests, --seed, ...), hence
+# the explicit map rather than names derived from the fields.
+SPEC_FLAGS: dict[str, str] = {
+    "--length-scale": "length_scale",
+    "--name": "name",
+    "--api": "api",
+    "--num-requests": "num_requests",
+    "--duration": "duration_s",
+    "--warmup-requests": "warmup_requests",
+    "--warmup-s": "warmup_s",
+    "--seed": "seed",
+    "--fixed-output-length": "fixed_output_length",
+    "--timeout": "timeout_s",
+    "--request-timeout": "request_timeout_s",
+    "--point-timeout": "point_timeout_s",
+    "--workers": "workers",
+    "--percentiles": "percentiles",
+    "--keep-text": "keep_text",
+}
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _spec_flag(group: Any, flag: str, note: str = "", **kwargs: Any) -> None:
+    """Add ``flag`` with the help and type of the WorkloadSpec field it sets (``SPEC_FLAGS``)."""
+    info = WorkloadSpec.model_fields[SPEC_FLAGS[flag]]
+    text = (info.description or "") + (f" {note}" if note else "")
+    kwargs.setdefault("help", text.replace("%", "%%"))  # argparse formats help with %
+    if "type" not in kwargs and "action" not in kwargs:
+        annotation = info.annotation
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) is Literal:
+            kwargs["choices"] = list(get_args(annotation))
+        elif options and get_origin(annotation) is not Literal:
+            annotation = options[0]  # X | None
+        if "choices" not in kwargs:
+            kwargs["type"] = annotation if annotation in (int, float, str) else str
+    group.add_argument(flag, **kwargs)
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,13 +135,10 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument(
         "--workload",
         help="a workload of --params by name, or a named workload shipped with quantbench "
-        "(chat, rag, long-generation, multi-turn, bursty: docs/LOAD.md)",
+        f"({', '.join(NAMED_WORKLOADS)}: docs/LOAD.md)",
     )
-    w.add_argument(
-        "--length-scale", type=float, help="multiply a named workload's lengths (0.1: small)"
-    )
-    w.add_argument("--name", help="scenario name recorded with each request")
-    w.add_argument("--api", choices=["chat", "completions"])
+    for flag in ("--length-scale", "--name", "--api"):
+        _spec_flag(w, flag)
     w.add_argument("--dataset", type=Path, help="JSONL prompts (id, messages|prompt, max_tokens)")
     w.add_argument("--max-tokens", type=int, help="max_tokens for dataset lines without one")
     w.add_argument("--random-input-len", type=int, help="random prompts of this many tokens")
@@ -113,18 +154,12 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--rate", type=_float_list, help="open loop: requests/s, e.g. 0.5,1,2")
     w.add_argument("--burstiness", type=float, help="open loop: gamma shape (1 = Poisson)")
     w.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight")
-    w.add_argument("--num-requests", type=int, help="measured requests per point")
-    w.add_argument("--duration", type=float, help="measured seconds per point")
-    w.add_argument("--warmup-requests", type=int, help="unmeasured requests first")
-    w.add_argument("--warmup-s", type=float, help="unmeasured seconds first")
-    w.add_argument("--seed", type=int)
-    w.add_argument(
-        "--fixed-output-length",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="ask the engine for exactly max_tokens tokens (default: on for random prompts, "
-        "off otherwise)",
-    )
+    for flag in ("--num-requests", "--duration", "--warmup-requests", "--warmup-s", "--seed"):
+        _spec_flag(w, flag)
+    _spec_flag(
+        w, "--fixed-output-length", "Default: on for random prompts, off otherwise.",
+        action=argparse.BooleanOptionalAction, default=None,
+    )  # fmt: skip
     w.add_argument(
         "--request-field",
         action="append",
@@ -133,11 +168,8 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=JSON",
         help="extra request body field, e.g. temperature=0",
     )
-    w.add_argument("--timeout", type=float, help="fail a request after this long without data")
-    w.add_argument(
-        "--request-timeout", type=float, help="fail a request still streaming after this long"
-    )
-    w.add_argument("--point-timeout", type=float, help="stop a point after this long")
+    for flag in ("--timeout", "--request-timeout", "--point-timeout"):
+        _spec_flag(w, flag)
     w.add_argument(
         "--precision",
         help="size each point from a precision target instead of a count, e.g. "
@@ -149,14 +181,9 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     w.add_argument(
         "--max-requests", type=int, default=200, help="with --precision: measure at most this many"
     )
-    w.add_argument("--workers", type=int, help="Locust worker processes (0: one process)")
-    w.add_argument("--percentiles", type=_float_list, help="e.g. 50,90,95,99")
-    w.add_argument(
-        "--keep-text",
-        action="store_true",
-        default=None,
-        help="keep generated text in records.jsonl",
-    )
+    _spec_flag(w, "--workers")
+    _spec_flag(w, "--percentiles", "E.g. 50,90,95,99.", type=_float_list)
+    _spec_flag(w, "--keep-text", action="store_true", default=None)
     o = parser.add_argument_group("results")
     o.add_argument(
         "--slo", help="constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; error_rate<=0.01'"
@@ -193,22 +220,13 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
         slo = chosen.slo_text(config.slo) or None
     elif args.workload is not None:
         data = {"use": args.workload, "name": args.workload}
-    if args.length_scale is not None:
-        data["length_scale"] = args.length_scale
     if args.precision:
         data["precision"] = {
             "targets": [t.strip() for t in args.precision.split(",") if t.strip()],
             "rel_half_width": args.precision_width,
             "max_requests": args.max_requests,
         }
-    simple = {
-        "name": args.name, "api": args.api, "num_requests": args.num_requests,
-        "duration_s": args.duration, "warmup_requests": args.warmup_requests,
-        "warmup_s": args.warmup_s, "seed": args.seed,
-        "fixed_output_length": args.fixed_output_length, "timeout_s": args.timeout,
-        "request_timeout_s": args.request_timeout, "point_timeout_s": args.point_timeout,
-        "workers": args.workers, "percentiles": args.percentiles, "keep_text": args.keep_text,
-    }  # fmt: skip
+    simple = {field: getattr(args, _dest(flag)) for flag, field in SPEC_FLAGS.items()}
     data.update({k: v for k, v in simple.items() if v is not None})
     if args.dataset is not None:
         data.pop("use", None)
