@@ -257,6 +257,13 @@ class Engine(ABC):
     code_files: ClassVar[tuple[str, ...]] = ()
     """Files besides its module that its code runs or reads (a plugin's server script, its
     requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""
+    server: ClassVar[str] = ""
+    """What its server is, in a line: the engine tables of README.md and docs/ENGINES.md are
+    generated from it (``python -m quantbench.engines.table``)."""
+    ready_path: ClassVar[str] = "/health"
+    """The path that answers 200 once its server is ready."""
+    metrics_path: ClassVar[str | None] = None
+    """Its server's Prometheus metrics path (None: it has none)."""
     aliases: ClassVar[tuple[str, ...]] = ()
     """Other names measured points may give this engine (``llama.cpp``, a proxy of it)."""
     overhead_probe: ClassVar[bool] = False

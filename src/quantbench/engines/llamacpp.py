@@ -155,6 +155,10 @@ def _slot_dir() -> Path:
 class LlamaCppEngine(Engine):
     name: ClassVar[str] = "llamacpp"
     formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
+    server: ClassVar[str] = (
+        "native `llama-server` built from the pinned llama-cpp-python source release (the GGUF stage's llama.cpp)"
+    )
+    metrics_path: ClassVar[str | None] = "/metrics"
     settings_model: ClassVar[type[EngineSettings]] = LlamaCppSettings
     startup_estimate_s: ClassVar[float] = (
         1.0  # 0.5 s measured for llama-server on the embedded GGUFs
@@ -234,8 +238,8 @@ class LlamaCppEngine(Engine):
             env=self.base_env(settings),
             host=host,
             port=port,
-            ready_path="/health",
-            metrics_path="/metrics",
+            ready_path=self.ready_path,
+            metrics_path=self.metrics_path,
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),

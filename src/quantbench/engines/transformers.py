@@ -143,6 +143,9 @@ def measure_overhead(threads: int) -> EngineOverhead:
 class TransformersEngine(Engine):
     name: ClassVar[str] = "transformers"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
+    server: ClassVar[str] = (
+        "`transformers serve <model>` (transformers 5.17, extra `[serving]`): continuous batching on/off and its cache bounds as settings"
+    )
     settings_model: ClassVar[type[EngineSettings]] = TransformersSettings
     startup_estimate_s: ClassVar[float] = (
         6.0  # 5.6-5.9 s measured for `transformers serve` on 2 cores
@@ -207,8 +210,8 @@ class TransformersEngine(Engine):
             env=env,
             host=host,
             port=port,
-            ready_path="/health",
-            metrics_path=None,
+            ready_path=self.ready_path,
+            metrics_path=self.metrics_path,
             model_name=model,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),

