@@ -108,3 +108,23 @@ def test_gguf_q8_0_is_close_to_the_reference_on_the_same_ids(
     assert report.top1_agreement > 0.9
     # llama.cpp maps the file: memory well under the bf16 model's
     assert report.memory.peak_rss_bytes < 1.5e9
+
+
+def test_a_report_records_the_libraries_its_format_declares() -> None:
+    """The harness's own libraries and the format's (Format.libraries), not a list kept here:
+    GPTQModel for a GPTQ variant, llm-compressor's for AWQ; a library not installed is left out."""
+    from importlib import metadata
+
+    from quantbench.formats.registry import get_format
+    from quantbench.quality.evaluate import HARNESS_LIBRARIES, _versions
+
+    for fmt in ("gptq", "awq", "bf16"):
+        wanted = {*HARNESS_LIBRARIES, *get_format(fmt).libraries}
+        installed = set()
+        for dist in wanted:
+            try:
+                installed.add((dist, metadata.version(dist)))
+            except metadata.PackageNotFoundError:
+                pass
+        assert set(_versions(fmt).items()) == installed, fmt
+    assert "gptqmodel" in _versions("gptq") and "gptqmodel" not in _versions("awq")

@@ -278,14 +278,20 @@ def assemble_report(
                 variant=PassTimings.model_validate(var.timings),
                 total_s=total_s,
             ),
-            "libraries": _versions(),
+            "libraries": _versions(info.format),
         }
     )
 
 
-def _versions() -> dict[str, str]:
+# what the harness itself runs on, whatever the format
+HARNESS_LIBRARIES = ("torch", "transformers", "numpy")
+
+
+def _versions(fmt: str) -> dict[str, str]:
+    """Installed versions of the harness's libraries and those the format declares it loads
+    with (``Format.libraries``: GPTQModel for GPTQ, compressed-tensors for AWQ and W8A8, ...)."""
     out = {}
-    for dist in ("torch", "transformers", "gptqmodel", "compressed-tensors", "numpy"):
+    for dist in dict.fromkeys((*HARNESS_LIBRARIES, *get_format(fmt).libraries)):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
