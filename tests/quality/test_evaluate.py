@@ -113,6 +113,7 @@ def test_gguf_q8_0_is_close_to_the_reference_on_the_same_ids(
 def test_a_report_records_the_libraries_its_format_declares() -> None:
     """The harness's own libraries and the format's (Format.libraries), not a list kept here:
     GPTQModel for a GPTQ variant, llm-compressor's for AWQ; a library not installed is left out."""
+    import contextlib
     from importlib import metadata
 
     from quantbench.formats.registry import get_format
@@ -122,9 +123,7 @@ def test_a_report_records_the_libraries_its_format_declares() -> None:
         wanted = {*HARNESS_LIBRARIES, *get_format(fmt).libraries}
         installed = set()
         for dist in wanted:
-            try:
+            with contextlib.suppress(metadata.PackageNotFoundError):
                 installed.add((dist, metadata.version(dist)))
-            except metadata.PackageNotFoundError:
-                pass
         assert set(_versions(fmt).items()) == installed, fmt
     assert "gptqmodel" in _versions("gptq") and "gptqmodel" not in _versions("awq")
