@@ -94,10 +94,10 @@ plan: base  ## the bench stages' points and expected duration for params.yaml (a
 	$(VENV)/bin/quantbench plan
 
 plan-full: base  ## the same for the full setting space (profiles/full-space.yaml), before running it
-	$(VENV)/bin/quantbench plan --profile profiles/full-space.yaml
+	$(VENV)/bin/quantbench plan --overlay profiles/full-space.yaml
 
 sweep-full: setup  ## print the full space's plan, then run it as a DVC experiment (hours on 2 cores)
-	$(VENV)/bin/quantbench plan --profile profiles/full-space.yaml --run
+	$(VENV)/bin/quantbench plan --overlay profiles/full-space.yaml --run
 
 test:  ## run every test, slow and server ones included (what CI runs): two workers, then timing tests alone
 	@$(INSTALL) base vllm llamacpp $(DEV_STAMP)

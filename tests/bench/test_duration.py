@@ -163,3 +163,17 @@ def test_the_table_says_what_it_could_not_time():
     assert "| a-e | 1 | 1 | 10 | – | 10.2 min |" in text and "| b-e | 1 | 1 | 10 | – | ? |" in text
     assert "Expected bench time: 10.2 min plus b-e (no prediction)" in text
     assert "Expected bench time: unknown: b-e (no prediction)" in render([untimed])
+
+
+def test_the_plan_takes_a_params_overlay_by_its_name_and_its_old_one() -> None:
+    """`--overlay` (a params overlay: docs/GLOSSARY.md); `--profile`, its old name, still works."""
+    import argparse
+
+    from quantbench.cli.plan import add_plan_arguments
+
+    parser = argparse.ArgumentParser()
+    add_plan_arguments(parser)
+    for flag in ("--overlay", "--profile"):
+        assert parser.parse_args([flag, "profiles/full-space.yaml"]).overlay == Path(
+            "profiles/full-space.yaml"
+        )

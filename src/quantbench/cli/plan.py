@@ -33,10 +33,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         "'++bench.pairs.gguf-q4_k_m-llamacpp.settings={parallel: 8, sweep: {}}'",
     )
     parser.add_argument(
-        "--profile",
+        "--overlay",
+        "--profile",  # its old name, still taken
+        dest="overlay",
         type=Path,
         default=None,
-        help="a YAML file whose `overrides:` list is applied before any -S (profiles/)",
+        help="a params overlay: a YAML file whose `overrides:` list is applied before any -S "
+        "(profiles/)",
     )
     parser.add_argument(
         "--run",
@@ -63,11 +66,11 @@ def profile_overrides(path: Path | None) -> list[str]:
     import yaml
 
     if not path.is_file():
-        raise UserError(f"--profile {path}: no such file (profiles/ holds the project's)")
+        raise UserError(f"--overlay {path}: no such file (profiles/ holds the project's)")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     found = data.get("overrides") if isinstance(data, dict) else None
     if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
-        raise UserError(f"--profile {path}: needs `overrides:`, a list of `dvc exp run -S` texts")
+        raise UserError(f"--overlay {path}: needs `overrides:`, a list of `dvc exp run -S` texts")
     return list(found)
 
 
@@ -130,7 +133,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.workloads.spec import workloads_section
     from quantbench.workloads.traffic import Traffic
 
-    overrides = [*profile_overrides(args.profile), *args.overrides]
+    overrides = [*profile_overrides(args.overlay), *args.overrides]
     params = with_overrides(Path(args.params), overrides)
     config = parse_config(params, args.params)  # the pipeline's checks, before any estimate
     bench = section(params, "bench", BenchSettings)
