@@ -23,21 +23,16 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from quantbench.bench.job import JobPaths, pair_job
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
-from quantbench.engines.artifact import load_artifact
-from quantbench.engines.registry import get_engine
-from quantbench.fidelity import ReferenceAnswer
-from quantbench.params import overlay, read_params, section
-from quantbench.schemas import io as schema_io
+from quantbench.params import overlay, read_params
 from quantbench.schemas.bench import BenchRow, PairSummary
-from quantbench.schemas.quality import QualityReport
-from quantbench.slo import slo_section
-from quantbench.workloads.spec import ClosedLoop, workloads_section
-from quantbench.workloads.traffic import Traffic
+from quantbench.workloads.spec import ClosedLoop
 
 
 def parse_sweep(text: str) -> dict[str, list[Any]]:
@@ -51,42 +46,30 @@ def parse_sweep(text: str) -> dict[str, list[Any]]:
 
 
 def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
+    """The pair as its bench stage resolves it (quantbench.bench.job.pair_job), on --sweep's
+    settings and one workload at loads 1..--max, in ``mode``."""
     params = read_params(args.params)
-    bench = section(params, "bench", BenchSettings)
-    pair = bench.pairs[args.pair]
-    engine = get_engine(pair.engine)
-    settings = section(params, f"engines.{pair.engine}", engine.settings_model)
-    settings = overlay(settings, {**pair.settings, "sweep": parse_sweep(args.sweep)}, "--sweep")
-    workloads = workloads_section(params, args.params)
-    name = args.workload or next(iter(workloads))
+    job = pair_job(params, args.pair, JobPaths(params=args.params))
+    settings = overlay(job.settings, {"sweep": parse_sweep(args.sweep)}, "--sweep")
+    name = args.workload or next(iter(job.workloads))
     loads = [ClosedLoop(concurrency=c) for c in range(1, args.max + 1)]
-    workload = workloads[name].model_copy(update={"load": loads})
-    quality = Path("reports/quality") / f"{pair.variant}.json"
-    references = [
-        ReferenceAnswer.from_dict(r)
-        for r in schema_io.read(quality, QualityReport, name=pair.variant).served_reference
-    ]
     search = {"kind": "concurrency", "start": 1, "max": args.max, "confirm": args.confirm}
-    job = PairJob(
-        name=args.pair,
-        artifact=load_artifact(Path("models/variants") / pair.variant, name=pair.variant),
-        engine=engine,
-        settings=settings,
-        workloads={name: workload},
-        traffic={name: Traffic.read(Path("reports/workloads"), name)},
-        slo=slo_section(params),
-        bench=BenchSettings.model_validate(
-            {
-                **bench.model_dump(),
-                "mode": "grid" if mode == "grid" else "search",
-                "race": mode == "search",  # the grid is the full grid: every point run
-                "search": search,
-                "pairs": {},
-            }
-        ),
-        references=references,
+    bench = BenchSettings.model_validate(
+        {
+            **job.bench.model_dump(),
+            "mode": "grid" if mode == "grid" else "search",
+            "race": mode == "search",  # the grid is the full grid: every point run
+            "search": search,
+            "pairs": {},
+        }
     )
-    return job, name
+    return replace(
+        job,
+        settings=settings,
+        workloads={name: job.workloads[name].model_copy(update={"load": loads})},
+        traffic={name: job.traffic[name]},
+        bench=bench,
+    ), name
 
 
 def winner_text(row: BenchRow | None, metric: str) -> str:
