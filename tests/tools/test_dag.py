@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -246,3 +247,33 @@ def test_a_stage_depends_on_the_programs_it_starts() -> None:
     # a string that names a module without a __main__ guard starts nothing
     assert not dag._runnable("quantbench.load.session", REPO / "src")
     assert dag._runnable("quantbench.load.runner", REPO / "src")
+
+
+def _declared(body: dict) -> list[str]:
+    """Every output path a stage declares (outs, metrics, plots), its templates as written."""
+    found = []
+    for key in ("outs", "metrics", "plots"):
+        for entry in body.get(key) or []:
+            found.append(next(iter(entry)) if isinstance(entry, dict) else str(entry))
+    return found
+
+
+def test_each_stage_output_schema_path_is_an_output_of_its_stage_in_dvc_yaml() -> None:
+    """The schema's OUTPUT is the one place a stage output's path is written: dvc.yaml's stage
+    (its STAGE) must declare that file, or a folder holding it, as its output."""
+    import yaml
+
+    from quantbench.schemas.catalog import STAGE_OUTPUTS
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for model in STAGE_OUTPUTS:
+        stage = stages[model.STAGE.split("@")[0]]
+        body = stage["do"] if "foreach" in stage else stage
+        # a foreach stage's own key names the file ({name}, {pair}); any other field lies below
+        path = model.OUTPUT.replace("{name}", "${key}") if "foreach" in stage else model.OUTPUT
+        path = path.replace("{pair}", "${key}")
+        fixed = re.split(r"(?<!\$)\{", path)[0].rstrip("/")  # up to a field not DVC's
+        declared = _declared(body)
+        assert any(
+            path == out or fixed == out or fixed.startswith(out + "/") for out in declared
+        ), f"{model.__name__}: {model.OUTPUT} is no output of stage {model.STAGE} ({declared})"
