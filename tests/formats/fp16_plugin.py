@@ -26,6 +26,9 @@ class Fp16(Format):
     name: ClassVar[str] = "fp16"
     libraries: ClassVar[tuple[str, ...]] = ("transformers", "safetensors")
     recipe_model: ClassVar[type[Recipe]] = Fp16Spec
+    # an HF checkpoint transformers loads as it is: served by the built-in engine too, declared
+    # here (no engine module edited)
+    served_by: ClassVar[frozenset[str]] = frozenset({"transformers"})
 
     def build(self, request: BuildRequest) -> BuildResult:
         import torch

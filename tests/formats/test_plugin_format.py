@@ -88,3 +88,23 @@ def test_a_plugin_registers_a_quality_backend_its_format_names(tmp_path, tiny_fo
         backends._BACKENDS.pop("tinyrt")
     with pytest.raises(UserError, match="unknown quality backend 'tinyrt'.*known: hf, gguf"):
         backends.get_backend("tinyrt")
+
+
+def test_a_plugin_format_declares_a_built_in_engine_that_serves_it() -> None:
+    """Format.served_by: the fp16 plugin (an HF checkpoint) is served by transformers without
+    the transformers module naming it; vLLM, which it does not name, does not serve it."""
+    import subprocess
+    import sys
+
+    code = f"""
+from pathlib import Path
+from quantbench.params import import_plugins
+from quantbench.engines.registry import engines_for, get_engine
+assert not get_engine("transformers").serves("fp16")
+import_plugins([{str(Path(__file__).with_name("fp16_plugin.py"))!r}])
+assert get_engine("transformers").serves("fp16") and not get_engine("vllm").serves("fp16")
+assert "transformers" in engines_for("fp16") and not get_engine("transformers").serves("nope")
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.errors import UserError
+from quantbench.formats.registry import known_format
 from quantbench.load.requests import RequestProfile
 from quantbench.runtime import thread_env
 from quantbench.schemas.hardware import EngineOverhead
@@ -286,7 +287,13 @@ class Engine(ABC):
         return None
 
     def serves(self, fmt: str) -> bool:
-        return fmt in self.formats
+        """Whether it serves format ``fmt``: one it declares, or one whose format declares this
+        engine among those that serve it (``Format.served_by``: a plugin format an engine of
+        ``src/`` serves, without editing the engine)."""
+        if fmt in self.formats:
+            return True
+        found = known_format(fmt)
+        return found is not None and self.name in found.served_by
 
     def unservable_here(self, fmt: str, settings: Any) -> str | None:
         """Why this engine, with these settings, cannot serve format ``fmt`` on this machine

@@ -114,6 +114,9 @@ class Format(ABC):
     name: ClassVar[str]
     recipe_model: ClassVar[type[Recipe]]
     quality_backend: ClassVar[str] = "hf"
+    served_by: ClassVar[frozenset[str]] = frozenset()
+    """Engines that serve it besides those whose ``formats`` name it: a plugin format served
+    by an engine of ``src/`` (transformers for an HF checkpoint) declares it here."""
     code_files: ClassVar[tuple[str, ...]] = ()
     """Files besides its module that its code runs or reads (a plugin's server script, its
     requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""

@@ -56,6 +56,13 @@ def get_format(name: str) -> Format:
     return _REGISTERED[name]
 
 
+def known_format(name: str) -> Format | None:
+    """The format ``name`` where it is built in or registered, else None (no error)."""
+    if name in BUILTIN or name in _REGISTERED:
+        return get_format(name)
+    return None
+
+
 def all_formats() -> dict[str, Format]:
     return {name: get_format(name) for name in format_names()}
 
