@@ -196,26 +196,20 @@ for _name in DENSE_BYTES:
             fields=WEIGHT_LAYOUTS[_name],
         )
     )
-register_layout(
-    Layout(
-        "gptq",
-        "packed weights + fp16 scale + packed zero per group; embedding/head bf16",
-        _group_bytes,
-        lambda variant, arch, types: activation_dtype(arch),
-        file_compute=lambda variant: None,
-        fields=WEIGHT_LAYOUTS["gptq"],
+for _name, _rule in (
+    ("gptq", "packed weights + fp16 scale + packed zero per group; embedding/head bf16"),
+    ("awq", "packed weights + bf16 scale (+ zero if asymmetric) per group; head bf16"),
+):  # weight-only: they compute in the activations' dtype
+    register_layout(
+        Layout(
+            _name,
+            _rule,
+            _group_bytes,
+            lambda variant, arch, types: activation_dtype(arch),
+            file_compute=lambda variant: None,
+            fields=WEIGHT_LAYOUTS[_name],
+        )
     )
-)
-register_layout(
-    Layout(
-        "awq",
-        "packed weights + bf16 scale (+ zero if asymmetric) per group; head bf16",
-        _group_bytes,
-        lambda variant, arch, types: activation_dtype(arch),
-        file_compute=lambda variant: None,
-        fields=WEIGHT_LAYOUTS["awq"],
-    )
-)
 register_layout(
     Layout(
         "w8a8",
