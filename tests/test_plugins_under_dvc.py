@@ -62,6 +62,9 @@ def plugin_params(source: Path, model: Path) -> dict:
     params["workloads"] = {"chat": chat}
     params["bench"]["pairs"] = {"fp16-ministream": {"variant": "fp16", "engine": "ministream"}}
     params["estimate"]["hardware"] = ["this", "L4"]
+    # the plugin engine as the estimate's engine (`auto` would pick transformers, which the
+    # plugin format names among the engines that serve it: Format.served_by)
+    params["estimate"]["engine"] = "ministream"
     params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 8}
     params["report"]["confirm"]["enabled"] = False
     return params
@@ -105,7 +108,7 @@ def test_the_plugins_run_through_every_stage(project: Path) -> None:
     for estimate in estimates.estimates:
         assert (estimate.variant.format, estimate.engine) == ("fp16", "ministream")
         assert estimate.weights.bits_per_weight == 16.0 and estimate.weights.source == "file"
-    assert [p.pair for p in estimates.pairs] == ["fp16-ministream"]
+    assert [(p.pair, p.engine) for p in estimates.pairs] == [("fp16-ministream", "ministream")]
     # the bench started the plugin's server with its own environment's interpreter, and the
     # fingerprint recorded that environment
     summary = schema_io.read(project / "reports/bench/fp16-ministream/summary.json", PairSummary)
