@@ -108,7 +108,7 @@ def test_the_plugins_run_through_every_stage(project: Path) -> None:
     for estimate in estimates.estimates:
         assert (estimate.variant.format, estimate.engine) == ("fp16", "ministream")
         assert estimate.weights.bits_per_weight == 16.0 and estimate.weights.source == "file"
-    assert [(p.pair, p.engine) for p in estimates.pairs] == [("fp16-ministream", "ministream")]
+    assert {(p.pair, p.engine) for p in estimates.pairs} == {("fp16-ministream", "ministream")}
     # the bench started the plugin's server with its own environment's interpreter, and the
     # fingerprint recorded that environment
     summary = schema_io.read(project / "reports/bench/fp16-ministream/summary.json", PairSummary)
