@@ -65,16 +65,13 @@ class Proxied(Engine):
         argv += ["--upstream-port", str(upstream), "--pidfile", str(pidfile)]
         argv += ["--requests-log", str(pidfile.with_suffix(".requests"))]
         argv += ["--fault", self.proxy_fault(settings), "--", *inner.argv]
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
+        return self.launch_spec(
+            argv,
+            settings,
+            host,
+            port,
+            inner.model_name,
             env={**inner.env, "PYTHONPATH": _importable()},
-            host=host,
-            port=port,
-            ready_path="/health",
-            metrics_path=None,
-            model_name=inner.model_name,
-            startup_timeout_s=settings.startup_timeout_s,
         )
 
     def reset_prefix_cache(self, base_url: str, settings: Any) -> str:

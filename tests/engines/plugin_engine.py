@@ -40,17 +40,7 @@ class EchoEngine(Engine):
         script.write_text(json.dumps({"model": artifact.name, "behaviours": [behaviour]}))
         argv = [sys.executable, "-m", "quantbench.mock_server", "--host", host, "--port"]
         argv += [str(port), "--script", str(script)]
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=self.base_env(settings),
-            host=host,
-            port=port,
-            ready_path="/health",
-            metrics_path=None,
-            model_name=artifact.name,
-            startup_timeout_s=settings.startup_timeout_s,
-        )
+        return self.launch_spec(argv, settings, host, port, artifact.name)
 
     def version(self, settings: EchoSettings) -> str:
         return "echo 1.0"

@@ -58,17 +58,7 @@ class Ministream(Engine):
     ) -> LaunchSpec:
         argv = [self.python(settings), str(HERE / "ministream_server.py"), "--host", host]
         argv += ["--port", str(port), "--model", artifact.name, "--itl-ms", str(settings.itl_ms)]
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=self.base_env(settings),
-            host=host,
-            port=port,
-            ready_path="/health",
-            metrics_path=None,
-            model_name=artifact.name,
-            startup_timeout_s=settings.startup_timeout_s,
-        )
+        return self.launch_spec(argv, settings, host, port, artifact.name)
 
     def version(self, settings: MinistreamSettings) -> str:
         done = subprocess.run(

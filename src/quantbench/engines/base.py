@@ -329,6 +329,35 @@ class Engine(ABC):
     def launch(self, artifact: Artifact, settings: Any, host: str, port: int) -> LaunchSpec:
         """The command line, environment and endpoints for serving `artifact`."""
 
+    def launch_spec(
+        self,
+        argv: list[str],
+        settings: Any,
+        host: str,
+        port: int,
+        model_name: str,
+        *,
+        env: dict[str, str] | None = None,
+        artifact: Artifact | None = None,
+    ) -> LaunchSpec:
+        """The :class:`LaunchSpec` of a server :meth:`launch` built the command line of: what
+        every launch shares comes from the engine (name, ready and metrics paths) and its
+        settings (start timeout, secret variables, ``base_env`` unless ``env`` is given), and
+        the memory needs from :meth:`memory_needs` where ``artifact`` is given."""
+        return LaunchSpec(
+            engine=self.name,
+            argv=argv,
+            env=self.base_env(settings) if env is None else env,
+            host=host,
+            port=port,
+            ready_path=self.ready_path,
+            metrics_path=self.metrics_path,
+            model_name=model_name,
+            startup_timeout_s=settings.startup_timeout_s,
+            secret_env=tuple(settings.secret_env),
+            memory_needs=() if artifact is None else self.memory_needs(artifact, settings),
+        )
+
     def memory_needs(self, artifact: Artifact, settings: Any) -> tuple[tuple[int, str], ...]:
         """What a server of ``artifact`` with these settings holds in memory at the least, as
         (bytes, what: the setting that reserves it), checked against the machine before it

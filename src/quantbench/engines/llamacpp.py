@@ -236,19 +236,7 @@ class LlamaCppEngine(Engine):
         if settings.draft_max is not None:
             argv += ["--spec-draft-n-max", str(settings.draft_max)]
         argv += settings.extra_args
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=self.base_env(settings),
-            host=host,
-            port=port,
-            ready_path=self.ready_path,
-            metrics_path=self.metrics_path,
-            model_name=artifact.name,
-            startup_timeout_s=settings.startup_timeout_s,
-            secret_env=tuple(settings.secret_env),
-            memory_needs=self.memory_needs(artifact, settings),
-        )
+        return self.launch_spec(argv, settings, host, port, artifact.name, artifact=artifact)
 
     def memory_needs(self, artifact: Artifact, settings: LlamaCppSettings) -> tuple[Need, ...]:
         """The GGUF (and a draft's), and the KV cache its context holds in its cache types."""

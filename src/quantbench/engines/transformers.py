@@ -205,19 +205,7 @@ class TransformersEngine(Engine):
             # /v1/models answers 500 unless the hub cache folder exists.
             "HF_HUB_CACHE": str(hub_cache),
         }
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=env,
-            host=host,
-            port=port,
-            ready_path=self.ready_path,
-            metrics_path=self.metrics_path,
-            model_name=model,
-            startup_timeout_s=settings.startup_timeout_s,
-            secret_env=tuple(settings.secret_env),
-            memory_needs=self.memory_needs(artifact, settings),
-        )
+        return self.launch_spec(argv, settings, host, port, model, env=env, artifact=artifact)
 
     def memory_needs(self, artifact: Artifact, settings: TransformersSettings) -> tuple[Need, ...]:
         """The checkpoint, and with continuous batching its paged KV cache (bf16)."""

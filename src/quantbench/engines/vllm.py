@@ -226,18 +226,8 @@ class VllmEngine(Engine):
             # enables POST /reset_prefix_cache, which the bench calls between load points
             "VLLM_SERVER_DEV_MODE": "1",
         }
-        return LaunchSpec(
-            engine=self.name,
-            argv=argv,
-            env=env,
-            host=host,
-            port=port,
-            ready_path=self.ready_path,
-            metrics_path=self.metrics_path,
-            model_name=artifact.name,
-            startup_timeout_s=settings.startup_timeout_s,
-            secret_env=tuple(settings.secret_env),
-            memory_needs=self.memory_needs(artifact, settings),
+        return self.launch_spec(
+            argv, settings, host, port, artifact.name, env=env, artifact=artifact
         )
 
     def memory_needs(self, artifact: Artifact, settings: VllmSettings) -> tuple[Need, ...]:

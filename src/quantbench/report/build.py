@@ -282,9 +282,9 @@ def _sections(
     points: list[Any],
     estimates: _Estimates,
     settings: ReportSettings,
+    currency: str,
 ) -> tuple[list[WorkloadSection], dict[str, dict[str, Any]]]:
     """Each default profile's workload section, and its charts' data (one view per workload)."""
-    currency = next((s.currency for s in inputs.pairs.values()), "")
     colors = charts.colors_for(list(inputs.pairs))
     sections: list[WorkloadSection] = []
     views: dict[str, dict[str, Any]] = {}
@@ -380,7 +380,8 @@ def build_report(
     points = point_rows(inputs, defaults)
     ranks = ranking(inputs, defaults)
     estimates = _Estimates.of(inputs, defaults)
-    sections, views = _sections(inputs, profiles, by_key, points, estimates, settings)
+    currency = next((s.currency for s in inputs.pairs.values()), "")
+    sections, views = _sections(inputs, profiles, by_key, points, estimates, settings, currency)
     explorer = _explorer(points, settings)
     base = inputs.base_info
     context = {
@@ -405,7 +406,7 @@ def build_report(
         "max_points": settings.max_points_per_distribution,
         "reference": reference,
         "quality_rows": quality_rows(inputs, reference),
-        "currency": next((s.currency for s in inputs.pairs.values()), ""),
+        "currency": currency,
         "servers": servers(inputs.pairs),
         "base": base,
         "merge": inputs.merge,
