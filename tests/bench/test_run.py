@@ -391,3 +391,18 @@ def test_an_interrupted_pair_resumes_without_measuring_again(
     first = {r.load_point: r for r in summary.rows if r.server_point == "itl_ms=2.0"}
     for label, row in kept.items():
         assert first[label].output_throughput == row["output_throughput"]
+
+
+def test_a_screened_pair_starts_one_server_setting(fake_engine, fake_artifact, tmp_path) -> None:
+    """A pair the quality gate excludes (bench.quality_gated: screen) is served on one setting."""
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 40.0]})
+    screened = job(fake_engine, fake_artifact, settings)
+    screened.screened = "perplexity ratio to the merged model 1.6 beyond <= 1.10"
+    summary = run_pair(screened, tmp_path / "out")
+    assert summary.screened == screened.screened
+    assert summary.server_points == 1 and [s.server_point for s in summary.servers] == [
+        "itl_ms=2.0"
+    ]
+    assert [r.load_point for r in summary.rows] == ["c1", "c4"]
+    assert all(r.completed == 8 for r in summary.rows)
+    assert no_fake_servers_left(tmp_path)

@@ -947,6 +947,34 @@ def test_a_pair_not_served_on_this_machine_is_shown_with_why(
     assert out.best_config == before.best_config
 
 
+def test_a_pair_screened_by_the_quality_gate_is_shown_with_why(
+    tmp_path: Path, fixture_tree: Path
+) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(fixture_tree, tree)
+    path = sorted((tree / "reports/bench").glob("*/summary.json"))[0]
+    summary = schema_io.read(path, PairSummary, pair=path.parent.name)
+    why = "perplexity ratio to the merged model 1.6 beyond the limit 1.10"
+    schema_io.write(path, summary.model_copy(update={"screened": why}))
+    inputs = load_inputs(tree)
+    assert inputs.screened == {summary.pair: why}
+    out = build_report(inputs, slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS)
+    md = out.files[Path("summary.md")]
+    section = md.split("## Pairs measured at their floor", 1)[1].split("##", 1)[0]
+    assert f"`{summary.pair}`: {why}" in section and "precision.min_requests" in section
+    page = out.files[Path("index.html")]
+    assert 'id="screened"' in page and why in page
+    assert (
+        "## Pairs measured at their floor"
+        not in build_report(
+            load_inputs(fixture_tree),
+            slo=FIXTURE_SLO,
+            settings=SETTINGS,
+            workloads=FIXTURE_WORKLOADS,
+        ).files[Path("summary.md")]
+    )
+
+
 def test_the_served_task_accuracy_is_a_quality_axis_of_the_pareto_charts(inputs) -> None:
     from quantbench.report import charts
     from quantbench.report.recommend import recommend

@@ -16,6 +16,7 @@ from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
 from quantbench.data import DataSettings
+from quantbench.decision.gate import QualityLimits, shown_unrankable
 from quantbench.engines.artifact import Artifact, load_artifact
 from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
@@ -75,6 +76,9 @@ def pair_job(
         quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
         references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
     task = _task_job(params, quality) if with_task else None
+    screened = None if not_served else screened_by_quality(params, bench, quality)
+    if screened is not None:
+        workloads = {w: at_floor(spec) for w, spec in workloads.items()}
     return PairJob(
         name=name,
         artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
@@ -87,10 +91,31 @@ def pair_job(
         references=references,
         task=task,
         not_served=not_served,
+        screened=screened,
         probe=section(params, "estimate.probe", ProbeSettings)
         if with_probe and pair.probe
         else None,
     )
+
+
+def screened_by_quality(
+    params: dict[str, Any], bench: BenchSettings, quality: QualityReport | None
+) -> str | None:
+    """Why the pair's variant can never be ranked, shown by its quality report against
+    ``report.quality``, where ``bench.quality_gated`` screens such pairs (None: measure it in
+    full)."""
+    if bench.quality_gated != "screen":
+        return None
+    return shown_unrankable(quality, section(params, "report.quality", QualityLimits).root)
+
+
+def at_floor(spec: WorkloadSpec) -> WorkloadSpec:
+    """A precision-sized workload measured at its floor: each point stops at
+    ``precision.min_requests`` (a fixed-size workload is left as it is)."""
+    if spec.precision is None:
+        return spec
+    floor = spec.precision.model_copy(update={"max_requests": spec.precision.min_requests})
+    return spec.model_copy(update={"precision": floor})
 
 
 def _task_job(params: dict[str, Any], quality: QualityReport | None) -> TaskJob | None:

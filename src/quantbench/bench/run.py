@@ -84,6 +84,10 @@ class PairJob:
     not_served: str | None = None
     """Why this pair starts no server on this machine (quantbench.bench.served_here; None: it
     runs): its summary then has no server and says so."""
+    screened: str | None = None
+    """Why the decision can never rank this pair's variant (its quality report against
+    ``report.quality``; quantbench.decision.gate.shown_unrankable): it is served on one server
+    setting, its points at their precision floor (``bench.quality_gated: screen``)."""
     probe: ProbeSettings | None = None
     """Probe the pair's server for the estimate (quantbench.estimate.pair_probe) on the sweep's
     setting that batches most, before its points; ``run_pair`` writes it to ``probe.json``
@@ -596,6 +600,11 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     Rows are computed as dicts (bench.results) and validated into the summary's schema here,
     so a row that drifts from :class:`~quantbench.schemas.bench.BenchRow` fails the stage."""
     server_points = [] if job.not_served else job.settings.sweep_points()
+    if job.screened is not None and len(server_points) > 1:
+        # the setting the probe needs (the one that batches most): one server start in all
+        server_points = [probe_point(job.engine, job.settings)]
+        log.info("%s: one server setting (%s), points at their floor: %s", job.name,
+                 server_points[0][0], job.screened)  # fmt: skip
     rows: list[dict[str, Any]] = []
     servers: list[ServerPoint] = []
     started = time.time()
@@ -669,6 +678,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
         resumed_points=resumed,
         task=task,
         not_served=job.not_served,
+        screened=job.screened,
         wall_seconds=round(time.time() - started, 1),
     )
 

@@ -136,6 +136,15 @@ class BenchSettings(Settings):
         "points are skipped (each server point's `raced` says which and why); search: the "
         "search stops. Put the setting you expect to win first in the sweep.",
     )
+    quality_gated: Literal["screen", "full"] = Field(
+        "screen",
+        description="A pair whose variant the quality gate (`report.quality`) already excludes "
+        "from ranking, as its evaluate stage shows, cannot win any decision. screen: it is "
+        "served on one server setting (its engine's that batches most, which the probe needs), "
+        "its served task scored, and each load point measured at its workload's "
+        "`precision.min_requests` (its figures stay in the report, with wider intervals); full: "
+        "measured as every other pair.",
+    )
     pairs: dict[str, Pair] = Field(
         {},
         description="The bench stages: `bench@<name>` for each entry, name = <variant>-<engine>. "

@@ -8,15 +8,24 @@ end for a ratio, a divergence or a loss; the lower end for an agreement). A vari
 interval straddles a limit is excluded too, with the words "not shown within": being possibly
 acceptable is not being acceptable. A figure measured without an interval (a report of an
 older version) is judged on its value, and the reason says so.
+
+The evaluate stage runs before any bench stage, so a bench stage already knows whether its
+variant can be ranked (:func:`shown_unrankable`): one that cannot is measured at its precision
+floor (``bench.quality_gated``), the time going to the pairs that can win.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import RootModel, field_validator
 
 from quantbench.precision import Figure
+
+if TYPE_CHECKING:
+    from quantbench.schemas.quality import QualityReport
 
 GateMetric = Literal["perplexity_ratio", "kl_mean", "heldout_accuracy_loss", "top1_agreement"]
 
@@ -68,3 +77,99 @@ def gate(figures: Mapping[str, Figure | None], limits: Mapping[str, float]) -> l
             + f" report.quality.{name} {spec.op} {bound}"
         )
     return reasons
+
+
+def check_limits(limits: Mapping[str, float]) -> dict[str, float]:
+    """``report.quality`` validated: known figures, limits that can be shown."""
+    for name, limit in limits.items():
+        if name not in LIMITS:
+            raise ValueError(f"report.quality: unknown figure {name!r}; known: {', '.join(LIMITS)}")
+        if name == "perplexity_ratio" and not limit >= 1:
+            raise ValueError(
+                f"report.quality.perplexity_ratio {limit}: a ratio to the merged model below "
+                "1 can never be shown (the bf16 copy itself is 1.0); give e.g. 1.10"
+            )
+        if name in ("kl_mean", "heldout_accuracy_loss") and not limit >= 0:
+            raise ValueError(f"report.quality.{name} {limit}: give a limit >= 0")
+        if name == "top1_agreement" and not 0 < limit <= 1:
+            raise ValueError(f"report.quality.top1_agreement {limit}: give a share in (0, 1]")
+    return dict(limits)
+
+
+class QualityLimits(RootModel[dict[str, float]]):
+    """``report.quality`` alone (what a bench stage reads of the report's settings)."""
+
+    @field_validator("root")
+    @classmethod
+    def _valid(cls, limits: dict[str, float]) -> dict[str, float]:
+        return check_limits(limits)
+
+
+def quality_figures(
+    report: QualityReport | None, reference: QualityReport | None = None
+) -> dict[str, Figure | None]:
+    """A variant's quality figures by the quality gate's names, each with its interval where
+    the report has one (a value alone otherwise; held-out accuracy lost against ``reference``,
+    the merged weights' own report, paired where both kept their answers)."""
+    if report is None:
+        return {}
+    ivs = report.intervals
+
+    def value(v: float | None) -> Figure | None:
+        if v is None:
+            return None
+        return Figure(value=v, low=v, high=v, confidence=0.95, n=1, method="value")
+
+    out: dict[str, Figure | None] = {
+        "perplexity_ratio": (ivs.perplexity_ratio if ivs else None)
+        or value(report.perplexity_ratio),
+        "kl_mean": (ivs.kl_mean if ivs else None) or value(report.kl_divergence.mean),
+        "top1_agreement": (ivs.top1_agreement if ivs else None) or value(report.top1_agreement),
+    }
+    out["heldout_accuracy_loss"] = heldout_loss(report, reference)
+    return out
+
+
+def heldout_loss(report: QualityReport, reference: QualityReport | None) -> Figure | None:
+    """Held-out accuracy the variant lost against the merged weights (reference - variant)."""
+    if reference is None or report.heldout_accuracy is None or reference.heldout_accuracy is None:
+        return None
+    if reference.name == report.name:
+        return Figure(value=0.0, low=0.0, high=0.0, confidence=0.95, n=report.heldout.total,
+                      method="the merged weights themselves")  # fmt: skip
+    try:
+        from quantbench.quality.compare import compare_heldout
+
+        diff = compare_heldout(reference, report)
+        return diff.difference
+    except (ImportError, ValueError):
+        loss = reference.heldout_accuracy - report.heldout_accuracy
+        return Figure(value=loss, low=loss, high=loss, confidence=0.95,
+                      n=report.heldout.total, method="value")  # fmt: skip
+
+
+def quality_gate(
+    report: QualityReport | None,
+    limits: Mapping[str, float],
+    reference: QualityReport | None = None,
+) -> str | None:
+    """Why a variant may not be ranked (``limits`` not shown met), or None."""
+    if not limits:
+        return None
+    if report is None:
+        return "not evaluated (report.quality is set)"
+    return "; ".join(gate(quality_figures(report, reference), limits)) or None
+
+
+def shown_unrankable(report: QualityReport | None, limits: Mapping[str, float]) -> str | None:
+    """Why the decision can never rank this variant, judged from its own quality report alone
+    (None: it may be ranked, or that cannot be told yet).
+
+    The limits whose figure the report has decide; one that needs another report (held-out
+    accuracy lost against the merged weights) or a figure the report lacks is left to the
+    decision: a variant is screened out only on what is shown, never on what is missing."""
+    if report is None or not limits:
+        return None
+    figures = quality_figures(report)
+    known = {k: v for k, v in limits.items() if figures.get(k) is not None}
+    return "; ".join(gate(figures, known)) or None

@@ -98,6 +98,13 @@ class ReportInputs:
     here). Kept out of ``pairs``: they measured nothing and take no part in any decision."""
     quality: dict[str, QualityReport] = field(default_factory=dict)
     variants: dict[str, VariantRecord] = field(default_factory=dict)
+
+    @property
+    def screened(self) -> dict[str, str]:
+        """The pairs measured at their floor because the quality gate excludes their variant
+        (``PairSummary.screened``), and why."""
+        return {name: s.screened for name, s in sorted(self.pairs.items()) if s.screened}
+
     imported: list[ImportedRuns] = field(default_factory=list)
     """Other tools' runs, as ``quantbench import`` wrote them to ``imports/``."""
     estimates: list[VariantEstimate] = field(default_factory=list)

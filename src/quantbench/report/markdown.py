@@ -156,6 +156,7 @@ def summary_markdown(
     edges: dict[str, list[str]] | None = None,
     not_served: dict[str, str] | None = None,
     imported: Sequence[ImportedRuns] = (),
+    screened: dict[str, str] | None = None,
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
@@ -229,6 +230,16 @@ def summary_markdown(
     if not_served:
         parts += ["## Pairs not served on this machine", ""]
         parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(not_served.items()))
+        parts.append("")
+    if screened:
+        parts += ["## Pairs measured at their floor (the quality gate excludes them)", ""]
+        parts += [
+            "Served on one server setting, each point at its workload's `precision.min_requests` "
+            "(`bench.quality_gated: screen`): no decision can rank them, so their figures carry "
+            "wider intervals.",
+            "",
+        ]
+        parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(screened.items()))
         parts.append("")
     parts += foreign.markdown(imported, md)
     if problems:

@@ -35,7 +35,8 @@ from quantbench.bench.results import (
     rank_metric,
 )
 from quantbench.decision.compare import Contrast, LogEstimate, figure_ratio
-from quantbench.decision.gate import gate
+from quantbench.decision.gate import quality_figures
+from quantbench.decision.gate import quality_gate as gate_quality
 from quantbench.decision.rules import (
     Candidate,
     Confirmed,
@@ -481,61 +482,13 @@ def judge_row(
 # every workload under every profile
 
 
-def quality_figures(
-    report: QualityReport | None, reference: QualityReport | None = None
-) -> dict[str, Figure | None]:
-    """A variant's quality figures by the quality gate's names, each with its interval where
-    the report has one (a value alone otherwise; held-out accuracy lost against ``reference``,
-    the merged weights' own report, paired where both kept their answers)."""
-    if report is None:
-        return {}
-    ivs = report.intervals
-
-    def value(v: float | None) -> Figure | None:
-        if v is None:
-            return None
-        return Figure(value=v, low=v, high=v, confidence=0.95, n=1, method="value")
-
-    out: dict[str, Figure | None] = {
-        "perplexity_ratio": (ivs.perplexity_ratio if ivs else None)
-        or value(report.perplexity_ratio),
-        "kl_mean": (ivs.kl_mean if ivs else None) or value(report.kl_divergence.mean),
-        "top1_agreement": (ivs.top1_agreement if ivs else None) or value(report.top1_agreement),
-    }
-    out["heldout_accuracy_loss"] = heldout_loss(report, reference)
-    return out
-
-
-def heldout_loss(report: QualityReport, reference: QualityReport | None) -> Figure | None:
-    """Held-out accuracy the variant lost against the merged weights (reference - variant)."""
-    if reference is None or report.heldout_accuracy is None or reference.heldout_accuracy is None:
-        return None
-    if reference.name == report.name:
-        return Figure(value=0.0, low=0.0, high=0.0, confidence=0.95, n=report.heldout.total,
-                      method="the merged weights themselves")  # fmt: skip
-    try:
-        from quantbench.quality.compare import compare_heldout
-
-        diff = compare_heldout(reference, report)
-        return diff.difference
-    except (ImportError, ValueError):
-        loss = reference.heldout_accuracy - report.heldout_accuracy
-        return Figure(value=loss, low=loss, high=loss, confidence=0.95,
-                      n=report.heldout.total, method="value")  # fmt: skip
-
-
 def quality_gate(
     report: QualityReport | None,
     settings: ReportSettings,
     reference: QualityReport | None = None,
 ) -> str | None:
     """Why a variant may not be ranked (report.quality not shown met), or None."""
-    if not settings.quality:
-        return None
-    if report is None:
-        return "not evaluated (report.quality is set)"
-    reasons = gate(quality_figures(report, reference), settings.quality)
-    return "; ".join(reasons) or None
+    return gate_quality(report, settings.quality, reference)
 
 
 def profile_texts(slo: str, settings: ReportSettings) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from quantbench.decision.gate import LIMITS
+from quantbench.decision.gate import check_limits
 from quantbench.decision.rules import DecisionSettings
 from quantbench.settings import Settings
 
@@ -154,21 +154,7 @@ class ReportSettings(Settings):
     @field_validator("quality")
     @classmethod
     def _quality_limits(cls, limits: dict[str, float]) -> dict[str, float]:
-        for name, limit in limits.items():
-            if name not in LIMITS:
-                raise ValueError(
-                    f"report.quality: unknown figure {name!r}; known: {', '.join(LIMITS)}"
-                )
-            if name == "perplexity_ratio" and not limit >= 1:
-                raise ValueError(
-                    f"report.quality.perplexity_ratio {limit}: a ratio to the merged model below "
-                    "1 can never be shown (the bf16 copy itself is 1.0); give e.g. 1.10"
-                )
-            if name in ("kl_mean", "heldout_accuracy_loss") and not limit >= 0:
-                raise ValueError(f"report.quality.{name} {limit}: give a limit >= 0")
-            if name == "top1_agreement" and not 0 < limit <= 1:
-                raise ValueError(f"report.quality.top1_agreement {limit}: give a share in (0, 1]")
-        return limits
+        return check_limits(limits)
 
     @field_validator("materiality")
     @classmethod

@@ -328,15 +328,17 @@ class PairSummary(StageOutput):
     # departures from the engine's own defaults (ServerPoint.off_engine_defaults)
     # version 6: the fine-tune's task scored through the pair's server (PairSummary.task)
     # version 7: a pair that starts no server on this machine says why (PairSummary.not_served)
+    # version 8: a pair the quality gate excludes is measured at its floor and says why (screened)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
         4: stamp(5),
         5: stamp(6),
         6: stamp(7),
+        7: stamp(8),
     }
 
-    schema_version: Literal[7] = version(7)
+    schema_version: Literal[8] = version(8)
     pair: str
     variant: str
     format: str
@@ -377,6 +379,13 @@ class PairSummary(StageOutput):
         description="Why this pair started no server on this machine (its engine cannot serve "
         "the variant here and its fallback pair does, or it is the fallback of a pair that "
         "runs here: bench.pairs.<name>.fallback_for); None: it ran.",
+    )
+    screened: str | None = Field(
+        default=None,
+        description="Why the decision can never rank this pair's variant, as its evaluate stage "
+        "showed (report.quality): it was served on one server setting and each point measured "
+        "at its workload's precision floor (bench.quality_gated: screen); None: measured in "
+        "full.",
     )
     wall_seconds: float
 

@@ -1,0 +1,47 @@
+"""The quality gate judged from one variant's report: what a bench stage can know before it runs."""
+
+from __future__ import annotations
+
+import pytest
+from tests.schemas import examples
+
+from quantbench.decision.gate import QualityLimits, quality_gate, shown_unrankable
+
+
+def test_a_variant_shown_beyond_a_limit_is_unrankable_before_its_bench() -> None:
+    gptq = examples.quality_report("gptq-w4g64", ppl=19.24)  # ratio 1.20 to the merged 16.0
+    ratio = gptq.intervals.perplexity_ratio
+    assert ratio is not None and ratio.low > 1.10
+    why = shown_unrankable(gptq, {"perplexity_ratio": 1.10})
+    assert why is not None and "beyond report.quality.perplexity_ratio <= 1.100" in why
+    # the decision's own gate says the same
+    assert quality_gate(gptq, {"perplexity_ratio": 1.10}) == why
+
+
+def test_a_variant_within_or_not_yet_judged_is_measured_in_full() -> None:
+    close = examples.quality_report("gguf-q4_k_m", 16.3, 0.02, 0.97, 12)
+    assert shown_unrankable(close, {"perplexity_ratio": 1.10}) is None
+    # a limit that needs the merged weights' report is left to the decision (never screened on
+    # a figure missing here), and no report at all screens nothing
+    gptq = examples.quality_report("gptq-w4g64", ppl=19.24)
+    assert shown_unrankable(gptq, {"heldout_accuracy_loss": 0.0}) is None
+    assert quality_gate(gptq, {"heldout_accuracy_loss": 0.0}) is not None  # the decision: gated
+    assert shown_unrankable(None, {"perplexity_ratio": 1.10}) is None
+    assert shown_unrankable(gptq, {}) is None
+
+
+def test_a_variant_straddling_a_limit_cannot_be_ranked_either() -> None:
+    gptq = examples.quality_report("gptq-w4g64", ppl=19.24)
+    ratio = gptq.intervals.perplexity_ratio
+    assert ratio is not None
+    between = (ratio.low + ratio.value) / 2  # inside the interval: possibly within, not shown
+    why = shown_unrankable(gptq, {"perplexity_ratio": between})
+    assert why is not None and "not shown within" in why
+
+
+def test_limits_are_validated_where_the_bench_reads_them() -> None:
+    assert QualityLimits.model_validate({"perplexity_ratio": 1.1}).root == {"perplexity_ratio": 1.1}
+    with pytest.raises(ValueError, match="unknown figure 'ppl'"):
+        QualityLimits.model_validate({"ppl": 1.1})
+    with pytest.raises(ValueError, match="below 1 can never be shown"):
+        QualityLimits.model_validate({"perplexity_ratio": 0.9})
