@@ -245,6 +245,10 @@ def test_broken_streams_fail_with_their_reason(bench) -> None:  # type: ignore[n
 
 def test_transformers_dialect(bench) -> None:  # type: ignore[no-untyped-def]
     """422 on unknown fields, usage always in the last chunk, no [DONE]."""
+    from quantbench.engines.registry import get_engine
+
+    for name in ("transformers", "vllm"):  # their request profiles (alone, nothing loaded them)
+        get_engine(name)
     script = Script(
         behaviours=[Behaviour(output_tokens=3)], usage="always", done_marker=False,
         strict_fields=True, strict_model=True,
