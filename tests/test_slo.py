@@ -207,3 +207,34 @@ def test_an_infinite_interval_end_is_a_value_like_any_other() -> None:
     assert r.verdict == "fail"
     (lower,) = evaluate(parse_slo("output_tps>=10"), lambda m, s: (12.0, 11.0, math.inf, None))
     assert lower.verdict == "pass"
+
+
+# --- the early-pass design (two looks) -----------------------------------------------------------
+
+
+def test_the_default_slo_can_pass_at_a_first_look_of_36_and_needs_85_at_the_last() -> None:
+    from quantbench.slo import early_pass, fewest_to_pass
+
+    constraints = parse_slo("ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1")
+    design = early_pass(constraints, 0.95)
+    assert design is not None
+    # the error rate split between two looks: each judged one-sided at 97.5 %
+    assert design.confidence == pytest.approx(0.975)
+    # every one of 36 within the limit shows a p90 (0.9^36 = 0.0225 <= 0.025; 35 would not)
+    assert design.first_look == 36 == fewest_to_pass(0.9, 0.975)
+    assert 0.9**35 > 0.025 >= 0.9**36
+    assert design.limits == [("ttft", 90.0, 2.0), ("tpot", 50.0, 0.15)]
+    assert design.error_limit == pytest.approx(0.1)
+    # the last look keeps 80 % power at the stricter level
+    assert requests_needed(constraints, design.confidence) == (85, "ttft:p90<=2s")
+    assert fewest_to_pass(0.9, 0.95) == 29  # one look: the p90's familiar 29
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ttft:p90<=2s; output_tps>=50", "itl:p90<=50ms", "ttft:p90>=1ms", "ttft<=2s", "tpot:mean<=1s"],
+)
+def test_an_slo_the_runner_cannot_judge_as_requests_come_keeps_one_look(text: str) -> None:
+    from quantbench.slo import early_pass
+
+    assert early_pass(parse_slo(text), 0.95) is None

@@ -419,6 +419,71 @@ def requests_needed(
     return need, why
 
 
+# The metrics whose percentile limits the load runner can judge as the requests come in (its
+# ``values``: TTFT and E2E with every unanswered request as infinitely late, TPOT over answers)
+EARLY_PASS_METRICS = ("ttft", "tpot", "e2e")
+# The looks of the early-pass design: a first at the fewest requests that can show every limit
+# met, a last at the cap (the verdict's error rate split between them)
+EARLY_PASS_LOOKS = 2
+
+
+@dataclass(frozen=True)
+class EarlyPass:
+    """A point's SLO verdict in two looks (a group-sequential design with the error rate split
+    equally, Bonferroni): the verdict is judged one-sided at ``confidence`` = 1 - (1 - the
+    bench's confidence) / 2 wherever it is taken, so a point that stops at its first look on a
+    pass and one measured to its cap each claim a pass wrongly at most half as often as the
+    bench's confidence allows, and the two together at most as often. The first look is the
+    fewest requests at which every constraint could pass at that level (p90 and
+    error_rate<=0.1: 36, every one of them within the limit); the last is the point's cap,
+    sized for the power at that level (p90: 85 requests where one look needs 61)."""
+
+    confidence: float
+    first_look: int
+    limits: list[tuple[str, float, float]]
+    """(metric, percentile, upper limit in seconds) of each per-request latency limit."""
+    error_limit: float | None
+    """The error-rate limit (a fraction), if the SLO has one."""
+
+
+def fewest_to_pass(share: float, confidence: float) -> int:
+    """The fewest values with which a limit a ``share`` of them must meet can pass at
+    ``confidence`` (every one of them within it: share^n <= 1 - confidence)."""
+    from quantbench.precision import pass_count
+
+    n = max(1, math.ceil(math.log(1 - confidence) / math.log(share)) - 1)
+    while pass_count(n, share, confidence) is None:
+        n += 1
+    return n
+
+
+def early_pass(
+    constraints: Sequence[Constraint], confidence: float, looks: int = EARLY_PASS_LOOKS
+) -> EarlyPass | None:
+    """The two-look design of :class:`EarlyPass` for these constraints at the bench's
+    ``confidence``; None where some constraint is not one the load runner can judge as requests
+    come in (a rate, a mean, a lower limit, an ITL or a maximum): such a point is measured in
+    one look."""
+    look_confidence = 1 - (1 - confidence) / looks
+    limits: list[tuple[str, float, float]] = []
+    error_limit: float | None = None
+    first = 1
+    for c in constraints:
+        share = pass_share(c)
+        if share is None or c.op not in ("<=", "<"):
+            return None
+        if c.metric in EARLY_PASS_METRICS and c.per_request and c.percentile is not None:
+            limits.append((c.metric, c.percentile, c.threshold / 1e3))
+        elif c.metric == "error_rate":
+            error_limit = c.threshold if error_limit is None else min(error_limit, c.threshold)
+        else:
+            return None
+        first = max(first, fewest_to_pass(share, look_confidence))
+    if not limits and error_limit is None:
+        return None
+    return EarlyPass(look_confidence, first, limits, error_limit)
+
+
 def fail_limits(constraints: Sequence[Constraint]) -> list[tuple[str, float, float]]:
     """(metric, percentile, upper limit in seconds) of each upper limit on a percentile of a
     per-request latency over requests (TTFT, TPOT, E2E): the limits a point can be seen to fail

@@ -434,3 +434,28 @@ def test_latency_intervals_follow_the_time_order() -> None:
     expected = quantile_interval([g for g, _ in gaps], 50, 0.95, [t for _, t in gaps])
     assert expected is not None
     assert p.itl.intervals_ms["p50"].method == expected.method
+
+
+def test_an_early_pass_point_is_judged_at_its_design_level() -> None:
+    """30 requests all within a p90 limit pass one-sided at 95 % (0.9^30 = 0.042 <= 0.05) but
+    not at the early-pass design's 97.5 % a look (0.042 > 0.025): the verdict and its power are
+    the design's, the intervals stay at the bench's confidence."""
+    records = [rec(i, 0.0, [0.1 + 0.001 * i, 0.5], 0.6) for i in range(30)]
+    slo = "ttft:p90<=1s; error_rate<=0.2"
+    one_look = summary(records, slo)
+    assert [r.verdict for r in one_look.slo] == ["pass", "pass"]
+    two_looks = summary(records, slo, verdict_confidence=0.975)
+    ttft, errors = two_looks.slo
+    assert ttft.verdict == "undecided" and "97.5 %" in ttft.reason
+    assert errors.verdict == "pass" and "97.5 %" in errors.reason  # 0 of 30: bound 0.116
+    assert two_looks.slo_verdict == "undecided"
+    assert ttft.power is not None and one_look.slo[0].power is not None
+    assert ttft.power < one_look.slo[0].power
+    # the point's own figures are unchanged
+    assert (
+        two_looks.ttft == one_look.ttft
+        and two_looks.error_rate_interval == one_look.error_rate_interval
+    )
+    # a failed request counts as infinitely late there too
+    failed = [*records[:29], rec(29, 0.0, [], 1.0, status="failed", out=0)]
+    assert summary(failed, slo, verdict_confidence=0.975).slo[0].verdict == "undecided"

@@ -331,3 +331,26 @@ def test_counts_without_usage_fall_back_to_chunks(bench, tmp_path: Path) -> None
     measured = [r for r in run.records if r.phase == "measured"]
     assert {(r.output_tokens, r.tokens_source) for r in measured} == {(7, "chunks")}
     assert all(r.prompt_tokens is None for r in measured)
+
+
+def test_a_point_far_within_its_slo_stops_at_the_first_look(bench) -> None:  # type: ignore[no-untyped-def]
+    """The early-pass design (precision.early_pass): a point whose every request is within its
+    limits stops at 36 measured requests with a pass judged at 97.5 % a look; one with a request
+    in ten beyond its TTFT limit cannot show that at 36 and is measured on."""
+    slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"  # the default run's
+    precision = {"targets": ["ttft:p50 ±50%"], "min_requests": 12, "max_requests": 48,
+                 "early_pass": True}  # fmt: skip
+    workload = {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 2}],
+                "precision": precision}  # fmt: skip
+    fast = bench(Script(behaviours=[Behaviour(ttft_ms=20, itl_ms=2, output_tokens=3)]),
+                 workload, slo=slo)  # fmt: skip
+    p = fast.point
+    assert (
+        "SLO shown met at the first look" in p.stop_reason and "after 36 measured" in p.stop_reason
+    )
+    assert 36 <= p.requests <= 36 + 2  # what the other stream had in flight
+    assert p.slo_verdict == "pass"
+    assert all("97.5 %" in r.reason for r in p.slo if r.constraint.metric != "tpot" or r.n)
+    some_slow = Script(behaviours=[Behaviour(ttft_ms=[20] * 9 + [2500], itl_ms=2, output_tokens=3)])
+    slow = bench(some_slow, workload, slo=slo).point
+    assert "first look" not in slow.stop_reason and slow.requests > 36 + 2

@@ -81,3 +81,30 @@ def test_precision_targets_may_each_have_their_own_width() -> None:
     assert spec.parsed() == [("ttft", 50.0, 0.15), ("tpot", 50.0, 0.05), ("e2e", 90.0, 0.10)]
     with pytest.raises(ValidationError, match="ttft:p50 ±15%"):
         PrecisionSpec(targets=["ttft:median"])
+
+
+def test_an_early_pass_point_looks_first_at_36_and_last_at_its_powered_cap() -> None:
+    from quantbench.slo import parse_slo
+
+    slo = parse_slo("ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1")
+
+    def precision(**kw: object):  # type: ignore[no-untyped-def]
+        spec = _spec(num_requests=None, precision={"min_requests": 12, **kw})
+        plan = plan_point(spec, 0, build_traffic(spec, None), url="http://x", model="m",
+                          engine="mock", headers={}, constraints=slo, confidence=0.95)  # fmt: skip
+        assert plan.precision is not None
+        return plan.precision
+
+    two = precision(max_requests=88, early_pass=True)
+    assert (two.first_look, two.min_measured, two.max_measured) == (36, 85, 88)
+    assert two.verdict_confidence == pytest.approx(0.975)
+    assert two.pass_limits == [("ttft", 90.0, 2.0), ("tpot", 50.0, 0.15)]
+    assert two.error_limit == pytest.approx(0.1)
+    # the cap below the powered sample: the last look at the cap
+    assert precision(max_requests=64, early_pass=True).min_measured == 64
+    # off (the model's default): one look, at 95 %, sized 61
+    one = precision(max_requests=88)
+    assert (one.first_look, one.min_measured, one.verdict_confidence) == (None, 61, None)
+    # a first look no earlier than the cap allows is no look: one look, judged at 95 %
+    late = precision(max_requests=36, early_pass=True)
+    assert (late.first_look, late.verdict_confidence, late.min_measured) == (None, None, 36)

@@ -20,6 +20,7 @@ not Locust (which monkey-patches the process on import), so tests can drive a di
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -33,7 +34,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import turn_body
 from quantbench.load.streaming import StreamError, StreamParser
-from quantbench.workloads.plan import Conversation, LoadPlan, Ticket
+from quantbench.workloads.plan import Conversation, LoadPlan, Precision, Ticket
 
 # After the stop, in-flight requests get this long to notice the interruption and be recorded.
 STOP_GRACE_S = 30.0
@@ -80,6 +81,7 @@ class Dispatcher:
         self.measure_open_time: float | None = None
         self.values: dict[str, list[float]] = {"ttft": [], "tpot": [], "itl": [], "e2e": []}
         self._completed_measured = 0
+        self._unanswered_measured = 0  # measured requests that failed, were cut or never sent
         self.recorded = self.completed = self.failed = self.incomplete = 0
         self.output_chunks = 0
 
@@ -360,6 +362,8 @@ class Dispatcher:
             self.incomplete += 1
         self.output_chunks += len(rec.chunk_times)
         self.sink(rec)
+        if rec.phase == "measured" and rec.status != "completed":
+            self._unanswered_measured += 1
         if rec.phase == "measured" and rec.status == "completed":
             self._completed_measured += 1
             self._note(rec)
@@ -388,7 +392,7 @@ class Dispatcher:
             return
         if self._completed_measured % p.check_every:
             return
-        from quantbench.precision import quantile_bounds, quantile_interval
+        from quantbench.precision import quantile_bounds
 
         # A fail is decided as the verdict decides it (a one-sided lower bound above the limit,
         # quantbench.slo), as soon as such a bound exists: a point sized for the power to PASS
@@ -409,16 +413,53 @@ class Dispatcher:
                     f"{limit * 1e3:.0f} ms, after {self._completed_measured} measured requests"
                 )
                 return
+        if p.first_look is not None and self._completed_measured == p.first_look:
+            shown = self._pass_shown(p)
+            if shown is not None and self._targets_met(p):
+                self._stop_measuring(shown)
+                return
         if self._completed_measured < p.min_measured:
             return
+        if self._targets_met(p):
+            self._stop_measuring(
+                "precision met: "
+                + ", ".join(f"{m} p{q:g} within ±{w:.0%}" for m, q, w in p.targets)
+                + f" after {self._completed_measured} measured requests"
+            )
+
+    def _targets_met(self, p: Precision) -> bool:
+        from quantbench.precision import quantile_interval
+
         for metric, pct, width in p.targets:
             interval = quantile_interval(self.values[metric], pct, p.confidence)
             if interval is None or interval.relative_half_width > width:
-                return
-        self._stop_measuring(
-            "precision met: "
-            + ", ".join(f"{m} p{q:g} within ±{w:.0%}" for m, q, w in p.targets)
-            + f" after {self._completed_measured} measured requests"
+                return False
+        return True
+
+    def _pass_shown(self, p: Precision) -> str | None:
+        """The first look of the early-pass design (quantbench.slo.EarlyPass): the reason to stop
+        where every limit is shown met at the design's one-sided level, judged as the verdict
+        judges it (an unanswered request infinitely late for TTFT and E2E, an error for the
+        error rate); None where one is not."""
+        from quantbench.precision import proportion_bounds, quantile_bounds
+
+        level = p.verdict_confidence
+        assert level is not None
+        unanswered = self._unanswered_measured
+        for metric, pct, limit in p.pass_limits:
+            late = [math.inf] * unanswered if metric in ("ttft", "e2e") else []
+            bounds = quantile_bounds([*self.values[metric], *late], pct, level)
+            if bounds is None or bounds.upper is None or not bounds.upper <= limit:
+                return None
+        n = self._completed_measured + unanswered
+        if p.error_limit is not None:
+            bounds = proportion_bounds(unanswered, n, level)
+            if bounds is None or bounds.upper is None or not bounds.upper <= p.error_limit:
+                return None
+        return (
+            f"SLO shown met at the first look (one-sided {level:.1%} a look: "
+            f"{1 - 2 * (1 - level):.0%} over 2 looks) and precision met, after "
+            f"{self._completed_measured} measured requests"
         )
 
 

@@ -216,11 +216,15 @@ def summarize(
     percentiles: Sequence[float],
     constraints: Sequence[slo_mod.Constraint] = (),
     confidence: float = 0.95,
+    verdict_confidence: float | None = None,
     fixed_output_length: bool = False,
     meta: dict[str, Any] | None = None,
     wall_offset: float | None = None,
 ) -> PointResult:
     """The point's result from all of its records (every phase), as defined above.
+
+    ``verdict_confidence``: the one-sided level the SLO verdicts are judged at where it is not
+    the intervals' ``confidence`` (a point of the early-pass design: quantbench.slo.EarlyPass).
 
     ``meta`` is what the load process wrote beside its records (its stop reason, its own lag and
     CPU); ``wall_offset`` turns a monotonic time into epoch seconds for the window's label.
@@ -329,7 +333,7 @@ def summarize(
         errors=dict(errors.most_common(10)),
     )
     if constraints:
-        _judge(result, constraints, measured, pcts, confidence)
+        _judge(result, constraints, measured, pcts, verdict_confidence or confidence)
     return result
 
 
@@ -502,15 +506,35 @@ def _judge(
     pcts: Sequence[float],
     confidence: float,
 ) -> None:
-    """The point's SLO verdicts, set on ``result``: an unanswered request is infinitely late for
-    the SLO's latency percentiles."""
+    """The point's SLO verdicts at one-sided ``confidence``, set on ``result``: an unanswered
+    request is infinitely late for the SLO's latency percentiles. Where ``confidence`` is not
+    the level of the result's own bounds, every latency and the error rate are bounded again
+    at it."""
     slo_stats: dict[str, LatencyStats] = {}
-    for metric in ("ttft", "e2e") if result.failed or result.not_served else ():
-        values, times = _slo_sample(measured, metric)
+    own = result.error_rate_interval.confidence if result.error_rate_interval else confidence
+    again = not math.isclose(own, confidence)
+    unanswered = ("ttft", "e2e") if result.failed or result.not_served else ()
+    for metric in slo_mod.LATENCY_METRICS if again else unanswered:
+        if metric in unanswered:
+            values, times = _slo_sample(measured, metric)
+        elif metric == "itl":
+            done = [r for r in measured if r.status == "completed"]
+            pairs = [(g, t) for r in done for g, t in zip(r.itls, r.chunk_times[1:], strict=False)]
+            values, times = [g for g, _ in pairs], [t for _, t in pairs]
+        else:
+            values, times = _timed([r for r in measured if r.status == "completed"], metric)
         stats = LatencyStats.of(values, pcts, confidence, times)
         if stats is not None:
             slo_stats[metric] = stats
-    result.slo = slo_mod.evaluate(constraints, lambda m, s: result.metric_value(m, s, slo_stats))
+    judged = result
+    if again and result.error_rate_interval is not None:
+        bad = round(result.error_rate * result.error_rate_interval.n)
+        judged = result.model_copy(
+            update={
+                "error_rate_interval": _proportion(bad, result.error_rate_interval.n, confidence)
+            }
+        )
+    result.slo = slo_mod.evaluate(constraints, lambda m, s: judged.metric_value(m, s, slo_stats))
     result.slo_verdict = slo_mod.overall(result.slo)
     result.slo_passed = result.slo_verdict == "pass"
 

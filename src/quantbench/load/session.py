@@ -39,7 +39,7 @@ from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.session import SessionSummary
 from quantbench.workloads.plan import LoadPlan, Precision
-from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
+from quantbench.workloads.spec import ClosedLoop, PrecisionSpec, WorkloadSpec
 from quantbench.workloads.traffic import Traffic, materialize, shuffled
 
 # Exit codes of a process stopped by SIGINT or SIGTERM (by the signal, or by a handler's exit).
@@ -121,6 +121,45 @@ def build_traffic(
     )
 
 
+def _precision(
+    spec: PrecisionSpec, constraints: Sequence[slo_mod.Constraint], confidence: float
+) -> Precision:
+    """How a precision-sized point stops: at its targets, at least the sample its SLO verdict
+    needs for power (a p90 needs 61 requests for 80 % at 95 %), at most its cap, early on a fail
+    beyond noise, and (``early_pass``) at a first look on a pass shown at the design's level."""
+    design = slo_mod.early_pass(constraints, confidence) if spec.early_pass else None
+    check_every = Precision.check_every
+    first = None
+    if design is not None:
+        first = max(spec.min_requests, -(-design.first_look // check_every) * check_every)
+    verdict = design.confidence if design is not None else confidence
+    needed, _ = slo_mod.requests_needed(constraints, verdict, spec.power)
+    floor = min(max(spec.min_requests, needed), spec.max_requests)
+    if design is not None and first is not None and first >= floor:
+        design, first, verdict = None, None, confidence  # no look before the cap: one look
+        needed, _ = slo_mod.requests_needed(constraints, confidence, spec.power)
+        floor = min(max(spec.min_requests, needed), spec.max_requests)
+    return Precision(
+        targets=spec.parsed(),
+        rel_half_width=spec.rel_half_width,
+        confidence=spec.confidence,
+        min_measured=floor,
+        max_measured=spec.max_requests,
+        fail_limits=slo_mod.fail_limits(constraints),
+        first_look=first,
+        verdict_confidence=verdict if design is not None else None,
+        pass_limits=design.limits if design is not None else [],
+        error_limit=design.error_limit if design is not None else None,
+    )
+
+
+def early_pass_look(
+    spec: PrecisionSpec, constraints: Sequence[slo_mod.Constraint], confidence: float
+) -> int | None:
+    """The first look of a precision-sized point's early-pass design (None: one look)."""
+    return _precision(spec, constraints, confidence).first_look
+
+
 def plan_point(
     spec: WorkloadSpec,
     index: int,
@@ -154,18 +193,7 @@ def plan_point(
     conversations = shuffled(traffic, seed)
     precision = None
     if spec.precision is not None:
-        # The SLO's percentiles and error-rate limit need their own sample to be decided with
-        # power (a p90 needs 61 requests for 80 % at 95 %): a precision-sized point measures at
-        # least that many, up to its cap (each verdict states the power its sample had).
-        needed, _ = slo_mod.requests_needed(constraints, confidence, spec.precision.power)
-        precision = Precision(
-            targets=spec.precision.parsed(),
-            rel_half_width=spec.precision.rel_half_width,
-            confidence=spec.precision.confidence,
-            min_measured=min(max(spec.precision.min_requests, needed), spec.precision.max_requests),
-            max_measured=spec.precision.max_requests,
-            fail_limits=slo_mod.fail_limits(constraints),
-        )
+        precision = _precision(spec.precision, constraints, confidence)
     warmup = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         mode, users, rate, burst, ramp = "closed", point.concurrency, None, 1.0, 0.0
@@ -301,6 +329,9 @@ def run_session(
                     percentiles=spec.percentiles,
                     constraints=constraints,
                     confidence=confidence,
+                    verdict_confidence=(
+                        plan.precision.verdict_confidence if plan.precision is not None else None
+                    ),
                     fixed_output_length=spec.fixed_output_length,
                     meta=meta,
                     wall_offset=wall_offset,

@@ -77,6 +77,16 @@ class Precision:
     """(metric, percentile, upper limit in seconds) of the SLO's per-request latency limits: once
     ``min_measured`` requests are in and one percentile's interval lies wholly above its limit,
     the point fails its SLO beyond noise and measuring more could not change that."""
+    first_look: int | None = None
+    """The early-pass design's first look (quantbench.slo.EarlyPass): at this many measured
+    requests the point stops if its SLO is shown met at ``verdict_confidence`` and its targets
+    are met; None: one look, at the cap."""
+    verdict_confidence: float | None = None
+    """The one-sided confidence the point's SLO verdict is judged at (None: the bench's)."""
+    pass_limits: list[tuple[str, float, float]] = field(default_factory=list)
+    """(metric, percentile, upper limit in seconds) the first look must show met."""
+    error_limit: float | None = None
+    """The error-rate limit the first look must show met."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +186,7 @@ class LoadPlan:
             p = dict(data["precision"])
             p["targets"] = [tuple(t) for t in p["targets"]]  # JSON made the tuples lists
             p["fail_limits"] = [tuple(t) for t in p.get("fail_limits", [])]
+            p["pass_limits"] = [tuple(t) for t in p.get("pass_limits", [])]
             data["precision"] = Precision(**p)
         return cls(**data)
 

@@ -135,6 +135,17 @@ class PrecisionSpec(Settings):
         "quarter of its limit): at 95 %, 0.8 needs p50 11, p90 61, p95 153, p99 773, "
         "error_rate<=0.1 61 (slo.requests_needed), capped at max_requests.",
     )
+    early_pass: bool = Field(
+        default=False,
+        description="Let a point stop as soon as its SLO verdict is a pass (and its targets are "
+        "met), in two looks: the first at the fewest requests that can show every limit met, "
+        "the last at the cap. The verdict's error rate is split between them, so each look "
+        "judges at one-sided 1 - (1 - confidence)/2 (97.5 % for 95 %) and the cap sized for the "
+        "power at that level (a p90: 85 requests, not 61). A point far within its limits stops "
+        "at the first look (p90 and error_rate<=0.1: 36 requests); one near them runs to the "
+        "cap. Only for SLOs of latency percentiles (ttft, tpot, e2e) and the error rate, upper "
+        "limits; any other constraint keeps one look (quantbench.slo.early_pass).",
+    )
 
     @field_validator("targets")
     @classmethod
