@@ -32,6 +32,7 @@ from quantbench.bench.search import find_edge
 from quantbench.bench.spec import BenchSettings
 from quantbench.estimate.pipeline import slo_targets
 from quantbench.schemas.roofline import PairPrediction
+from quantbench.slo import parse_slo
 from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
 SERVER_CHECK_S = 15.0
@@ -155,15 +156,39 @@ def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: T
     return shape.turns * point.e2e_s + max(0.0, shape.turns - 1) * shape.think_s
 
 
+def first_look(
+    spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: str, confidence: float
+) -> int | None:
+    """The measured requests of point i where its early-pass design would stop it at its first
+    look if the prediction were the truth (every SLO limit predicted met at its load); None
+    where it would run to its cap (no early pass, no prediction, or a limit predicted missed)."""
+    from quantbench.load.session import early_pass_look
+
+    point = spec.points[i]
+    if prediction is None or spec.precision is None or not isinstance(point, ClosedLoop):
+        return None
+    text = spec.slo_text(slo)
+    look = early_pass_look(spec.precision, parse_slo(text) if text.strip() else [], confidence)
+    if look is None:
+        return None
+    at = prediction.at(point.concurrency) or prediction.points[-1]
+    targets = slo_targets(text)
+    met = at.ttft_ms <= targets.ttft_ms and (at.itl_ms is None or at.itl_ms <= targets.itl_ms)
+    return look if met else None
+
+
 def grid_point(
     spec: WorkloadSpec,
     i: int,
     prediction: PairPrediction | None,
     shape: TrafficShape,
+    slo: str = "",
+    confidence: float = 0.95,
 ) -> PointPlan:
     point = spec.points[i]
     label = spec.point_label(i)
     n, seconds = spec.point_size(i)
+    n = first_look(spec, i, prediction, slo, confidence) or n
     warm = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         per = conversation_s(prediction, point.concurrency, shape)
@@ -255,7 +280,10 @@ def plan_pair(
             if bench.mode == "search":
                 points = search_points(spec, bench, slo, prediction, shape)
             else:
-                points = [grid_point(spec, i, prediction, shape) for i in range(len(spec.points))]
+                points = [
+                    grid_point(spec, i, prediction, shape, slo, bench.confidence)
+                    for i in range(len(spec.points))
+                ]
             for point in points:
                 point.server_point = label
                 point.workload = workload
@@ -287,8 +315,9 @@ def render(plans: Sequence[PairPlan]) -> str:
     lines.append(
         head
         + (f"{' plus' if known else ':'} {', '.join(unknown)} (no prediction)" if unknown else "")
-        + ". Each point at its precision cap (one that meets its target sooner stops sooner, so "
-        "this is an upper bound); requests timed from each pair's probe (its last bench), or the "
+        + ". Each point at its precision cap (one that meets its target sooner stops sooner), or "
+        "at its first look where its workload lets a pass stop it early (precision.early_pass) "
+        "and the prediction meets its SLO there; requests timed from each pair's probe (its last bench), or the "
         "roofline where a pair has none, optimistic where engines batch on a CPU "
         "(docs/ESTIMATE.md)."
     )

@@ -15,9 +15,12 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quantbench.errors import UserError
+
+if TYPE_CHECKING:
+    from quantbench.schemas.quality import QualityReport
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +53,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
     parser.add_argument("--calibration", type=Path, default=Path("reports/calibrate/this.json"))
+    parser.add_argument(
+        "--quality",
+        type=Path,
+        default=Path("reports/quality"),
+        help="the evaluate stage's reports: a pair whose variant the quality gate already "
+        "excludes is priced as its bench stage will run it, screened (bench.quality_gated)",
+    )
     parser.add_argument(
         "--bench",
         type=Path,
@@ -111,8 +121,18 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
     return float(engine.startup_estimate_s)
 
 
+def _quality(quality_dir: Path, variant: str) -> QualityReport | None:
+    """The variant's quality report where the evaluate stage wrote one (None: not yet)."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.quality import QualityReport
+
+    path = quality_dir / f"{variant}.json"
+    return schema_io.read(path, QualityReport, name=variant) if path.is_file() else None
+
+
 def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.duration import ProbeShape, TaskShape, TrafficShape, plan_pair, render
+    from quantbench.bench.job import at_floor, screened_by_quality
     from quantbench.bench.served_here import served_pairs
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
@@ -188,6 +208,12 @@ def run_plan(args: argparse.Namespace) -> int:
     for name, pair in pairs.items():
         engine = get_engine(pair.engine)
         labels = [label for label, _ in pair.settings.sweep_points()]
+        measured = workloads
+        why = screened_by_quality(params, bench, _quality(args.quality, bench.pairs[name].variant))
+        if why is not None:  # as its bench stage runs it: one setting, each point at its floor
+            labels = [probe_point(engine, pair.settings)[0]]
+            measured = {w: at_floor(spec) for w, spec in workloads.items()}
+            notes.append(f"{name}: screened, {why}")
         probe = ProbeShape()
         if bench.pairs[name].probe:  # the bench's probe for the estimate (estimate.pair_probe)
             label, point = probe_point(engine, pair.settings)
@@ -199,7 +225,7 @@ def run_plan(args: argparse.Namespace) -> int:
             )  # fmt: skip
         plans.append(
             plan_pair(
-                name, labels, workloads, shapes, predictions, bench, slo,
+                name, labels, measured, shapes, predictions, bench, slo,
                 _startup(args.bench, name, engine), task, probe,
             )
         )  # fmt: skip
