@@ -177,3 +177,61 @@ def test_the_plan_takes_a_params_overlay_by_its_name_and_its_old_one() -> None:
         assert parser.parse_args([flag, "profiles/full-space.yaml"]).overlay == Path(
             "profiles/full-space.yaml"
         )
+
+
+def test_an_early_pass_point_is_priced_at_its_first_look_where_its_slo_is_predicted_met():
+    """A point of the early-pass design stops at 36 requests when it passes; the plan prices
+    that where the prediction meets the SLO at the point's load, else the cap (88)."""
+    spec = WorkloadSpec.model_validate(
+        {
+            "prompts": {"source": "random", "input_len": 16, "output_len": 32},
+            "load": [{"kind": "concurrency", "concurrency": 1}],
+            "precision": {"min_requests": 12, "max_requests": 88, "early_pass": True},
+            "warmup_requests": 2,
+        }
+    )
+    slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"
+    args = ({"chat": spec}, {"chat": TrafficShape()})
+    met = _prediction([_point(1, 1.0, ttft_ms=100.0, itl_ms=20.0)])
+    plan = plan_pair("p-e", ["default"], *args, [met], BenchSettings(), slo, startup_s=0.0)
+    assert plan.points[0].conversations == 36 + 2  # the first look and the warm-up
+    missed = _prediction([_point(1, 1.0, ttft_ms=2500.0, itl_ms=20.0)])
+    plan = plan_pair("p-e", ["default"], *args, [missed], BenchSettings(), slo, startup_s=0.0)
+    assert plan.points[0].conversations == 88 + 2
+    one_look = spec.model_copy(
+        update={"precision": spec.precision.model_copy(update={"early_pass": False})}
+    )
+    plan = plan_pair("p-e", ["default"], {"chat": one_look}, {"chat": TrafficShape()}, [met],
+                     BenchSettings(), slo, startup_s=0.0)  # fmt: skip
+    assert plan.points[0].conversations == 88 + 2
+
+
+def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Path, capsys) -> None:
+    """With the evaluate stage's report of a variant the quality gate excludes, the plan prices
+    its pair on one server setting (Q4_K_M on llama.cpp sweeps two) and says why."""
+    import argparse
+
+    from tests.schemas import examples
+
+    from quantbench.cli.plan import add_plan_arguments, run_plan
+    from quantbench.schemas import io as schema_io
+
+    parser = argparse.ArgumentParser()
+    add_plan_arguments(parser)
+    quality = tmp_path / "quality"
+    args = parser.parse_args(["--calibration", str(tmp_path / "none.json"),
+                              "--quality", str(quality)])  # fmt: skip
+
+    def row() -> list[str]:
+        assert run_plan(args) == 0
+        out = capsys.readouterr().out
+        line = next(x for x in out.splitlines() if x.startswith("| gguf-q4_k_m-llamacpp |"))
+        return [*(c.strip() for c in line.split("|")[2:4]), out]
+
+    servers, points, _ = row()
+    assert (servers, points) == ("2", "6")
+    report = examples.quality_report("gguf-q4_k_m", 26.0, 0.3, 0.7, 5)  # ratio 1.62
+    schema_io.write(quality / "gguf-q4_k_m.json", report)
+    servers, points, out = row()
+    assert (servers, points) == ("1", "3")
+    assert "gguf-q4_k_m-llamacpp: screened, perplexity ratio" in out
