@@ -208,7 +208,7 @@ def test_an_early_pass_point_is_priced_at_its_first_look_where_its_slo_is_predic
 
 def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Path, capsys) -> None:
     """With the evaluate stage's report of a variant the quality gate excludes, the plan prices
-    its pair on one server setting (Q4_K_M on llama.cpp sweeps two) and says why."""
+    its pair on one server setting (Q8_0 on llama.cpp sweeps two) and says why."""
     import argparse
 
     from tests.schemas import examples
@@ -225,13 +225,14 @@ def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Pa
     def row() -> list[str]:
         assert run_plan(args) == 0
         out = capsys.readouterr().out
-        line = next(x for x in out.splitlines() if x.startswith("| gguf-q4_k_m-llamacpp |"))
+        line = next(x for x in out.splitlines() if x.startswith("| gguf-q8_0-llamacpp |"))
         return [*(c.strip() for c in line.split("|")[2:4]), out]
 
     servers, points, _ = row()
     assert (servers, points) == ("2", "6")
     report = examples.quality_report("gguf-q4_k_m", 26.0, 0.3, 0.7, 5)  # ratio 1.62
-    schema_io.write(quality / "gguf-q4_k_m.json", report)
+    report = report.model_copy(update={"name": "gguf-q8_0"})
+    schema_io.write(quality / "gguf-q8_0.json", report)
     servers, points, out = row()
     assert (servers, points) == ("1", "3")
-    assert "gguf-q4_k_m-llamacpp: screened, perplexity ratio" in out
+    assert "gguf-q8_0-llamacpp: screened, perplexity ratio" in out
