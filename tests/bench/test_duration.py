@@ -179,9 +179,10 @@ def test_the_plan_takes_a_params_overlay_by_its_name_and_its_old_one() -> None:
         )
 
 
-def test_an_early_pass_point_is_priced_at_its_first_look_where_its_slo_is_predicted_met():
-    """A point of the early-pass design stops at 36 requests when it passes; the plan prices
-    that where the prediction meets the SLO at the point's load, else the cap (88)."""
+def test_a_point_is_priced_where_its_verdict_would_stop_it():
+    """A point of the early-pass design stops at 36 requests when it passes, and any point at
+    its first decisive look when it clearly fails: the plan prices each where the prediction
+    puts it, else the cap (88)."""
     spec = WorkloadSpec.model_validate(
         {
             "prompts": {"source": "random", "input_len": 16, "output_len": 32},
@@ -195,9 +196,14 @@ def test_an_early_pass_point_is_priced_at_its_first_look_where_its_slo_is_predic
     met = _prediction([_point(1, 1.0, ttft_ms=100.0, itl_ms=20.0)])
     plan = plan_pair("p-e", ["default"], *args, [met], BenchSettings(), slo, startup_s=0.0)
     assert plan.points[0].conversations == 36 + 2  # the first look and the warm-up
-    missed = _prediction([_point(1, 1.0, ttft_ms=2500.0, itl_ms=20.0)])
-    plan = plan_pair("p-e", ["default"], *args, [missed], BenchSettings(), slo, startup_s=0.0)
+    near = _prediction([_point(1, 1.0, ttft_ms=2500.0, itl_ms=20.0)])  # 1.25x: may pass
+    plan = plan_pair("p-e", ["default"], *args, [near], BenchSettings(), slo, startup_s=0.0)
     assert plan.points[0].conversations == 88 + 2
+    # twice its TTFT limit: a fail shown at the first look that can (3 requests all above the
+    # limit bound a p90 from below at 95 % over 22 looks; looks come every 4)
+    missed = _prediction([_point(1, 1.0, ttft_ms=4000.0, itl_ms=20.0)])
+    plan = plan_pair("p-e", ["default"], *args, [missed], BenchSettings(), slo, startup_s=0.0)
+    assert plan.points[0].conversations == 4 + 2
     one_look = spec.model_copy(
         update={"precision": spec.precision.model_copy(update={"early_pass": False})}
     )

@@ -32,7 +32,7 @@ from quantbench.bench.search import find_edge
 from quantbench.bench.spec import BenchSettings
 from quantbench.estimate.pipeline import slo_targets
 from quantbench.schemas.roofline import PairPrediction
-from quantbench.slo import parse_slo
+from quantbench.slo import fail_limits, parse_slo
 from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
 SERVER_CHECK_S = 15.0
@@ -156,25 +156,45 @@ def conversation_s(prediction: PairPrediction | None, concurrency: int, shape: T
     return shape.turns * point.e2e_s + max(0.0, shape.turns - 1) * shape.think_s
 
 
-def first_look(
+# a predicted latency this many times its limit is priced as a fail shown at its first looks
+# (the roofline's figure is no percentile: a point predicted near its limit may pass or fail)
+CLEAR_MISS = 1.5
+
+
+def decided_at(
     spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: str, confidence: float
 ) -> int | None:
-    """The measured requests of point i where its early-pass design would stop it at its first
-    look if the prediction were the truth (every SLO limit predicted met at its load); None
-    where it would run to its cap (no early pass, no prediction, or a limit predicted missed)."""
+    """The measured requests after which point i stops if the prediction were the truth: its
+    early-pass design's first look where every SLO limit is predicted met at its load, or the
+    first look that can show a fail (quantbench.load.dispatch: Bonferroni over the cap's looks)
+    where TTFT or the per-token time is predicted at least CLEAR_MISS times its limit; None
+    where it runs to its cap (no precision, no prediction, an open loop, a prediction near a
+    limit)."""
     from quantbench.load.session import early_pass_look
+    from quantbench.slo import fewest_to_pass
 
     point = spec.points[i]
-    if prediction is None or spec.precision is None or not isinstance(point, ClosedLoop):
+    precision = spec.precision
+    if prediction is None or precision is None or not isinstance(point, ClosedLoop):
         return None
     text = spec.slo_text(slo)
-    look = early_pass_look(spec.precision, parse_slo(text) if text.strip() else [], confidence)
-    if look is None:
-        return None
+    constraints = parse_slo(text) if text.strip() else []
     at = prediction.at(point.concurrency) or prediction.points[-1]
     targets = slo_targets(text)
-    met = at.ttft_ms <= targets.ttft_ms and (at.itl_ms is None or at.itl_ms <= targets.itl_ms)
-    return look if met else None
+    itl = at.itl_ms if at.itl_ms is not None else 0.0
+    if at.ttft_ms <= targets.ttft_ms and itl <= targets.itl_ms:
+        return early_pass_look(precision, constraints, confidence)
+    missed = {"ttft": at.ttft_ms >= CLEAR_MISS * targets.ttft_ms,
+              "tpot": itl >= CLEAR_MISS * targets.itl_ms}  # fmt: skip
+    every = 4  # workloads.plan.Precision.check_every
+    looks = max(1, -(-precision.max_requests // every))
+    level = 1 - (1 - precision.confidence) / looks
+    shown = [
+        fewest_to_pass(1 - pct / 100, level)
+        for metric, pct, _ in fail_limits(constraints)
+        if missed.get(metric)
+    ]
+    return -(-min(shown) // every) * every if shown else None
 
 
 def grid_point(
@@ -188,7 +208,7 @@ def grid_point(
     point = spec.points[i]
     label = spec.point_label(i)
     n, seconds = spec.point_size(i)
-    n = first_look(spec, i, prediction, slo, confidence) or n
+    n = decided_at(spec, i, prediction, slo, confidence) or n
     warm = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         per = conversation_s(prediction, point.concurrency, shape)
