@@ -338,7 +338,8 @@ def test_a_point_far_within_its_slo_stops_at_the_first_look(bench) -> None:  # t
     limits stops at 36 measured requests with a pass judged at 97.5 % a look; one with a request
     in ten beyond its TTFT limit cannot show that at 36 and is measured on."""
     slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"  # the default run's
-    precision = {"targets": ["ttft:p50 ±50%"], "min_requests": 12, "max_requests": 48,
+    # a precision target no 36 requests meet: the decided verdict stops the point all the same
+    precision = {"targets": ["ttft:p50 ±1%"], "min_requests": 12, "max_requests": 48,
                  "early_pass": True}  # fmt: skip
     workload = {"prompts": RANDOM, "load": [{"kind": "concurrency", "concurrency": 2}],
                 "precision": precision}  # fmt: skip

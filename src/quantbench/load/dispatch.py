@@ -414,8 +414,12 @@ class Dispatcher:
                 )
                 return
         if p.first_look is not None and self._completed_measured == p.first_look:
+            # the verdict is decided: the point stops whatever its precision targets say (its
+            # figures keep their intervals; what the decision cannot separate, the decide stage
+            # measures again). TPOT drifts on a CPU server: its p50 within ±5 % took 88 requests
+            # or more at one stream, where 36 showed the pass.
             shown = self._pass_shown(p)
-            if shown is not None and self._targets_met(p):
+            if shown is not None:
                 self._stop_measuring(shown)
                 return
         if self._completed_measured < p.min_measured:
@@ -458,7 +462,7 @@ class Dispatcher:
                 return None
         return (
             f"SLO shown met at the first look (one-sided {level:.1%} a look: "
-            f"{1 - 2 * (1 - level):.0%} over 2 looks) and precision met, after "
+            f"{1 - 2 * (1 - level):.0%} over 2 looks), after "
             f"{self._completed_measured} measured requests"
         )
 

@@ -79,8 +79,8 @@ class Precision:
     the point fails its SLO beyond noise and measuring more could not change that."""
     first_look: int | None = None
     """The early-pass design's first look (quantbench.slo.EarlyPass): at this many measured
-    requests the point stops if its SLO is shown met at ``verdict_confidence`` and its targets
-    are met; None: one look, at the cap."""
+    requests the point stops if its SLO is shown met at ``verdict_confidence`` (its precision
+    targets aside); None: one look, at the cap."""
     verdict_confidence: float | None = None
     """The one-sided confidence the point's SLO verdict is judged at (None: the bench's)."""
     pass_limits: list[tuple[str, float, float]] = field(default_factory=list)

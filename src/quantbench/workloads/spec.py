@@ -137,8 +137,8 @@ class PrecisionSpec(Settings):
     )
     early_pass: bool = Field(
         default=False,
-        description="Let a point stop as soon as its SLO verdict is a pass (and its targets are "
-        "met), in two looks: the first at the fewest requests that can show every limit met, "
+        description="Let a point stop as soon as its SLO verdict is a pass, whatever its "
+        "precision targets say, in two looks: the first at the fewest requests that can show every limit met, "
         "the last at the cap. The verdict's error rate is split between them, so each look "
         "judges at one-sided 1 - (1 - confidence)/2 (97.5 % for 95 %) and the cap sized for the "
         "power at that level (a p90: 85 requests, not 61). A point far within its limits stops "
