@@ -1027,3 +1027,24 @@ def test_runs_imported_from_other_tools_are_shown_beside_ours_and_never_ranked(
         out.best_config == before.best_config
         and "## Runs from other tools" not in (before.files[Path("summary.md")])
     )
+
+
+def test_the_bench_verdicts_are_shown_at_the_level_the_bench_judged_them() -> None:
+    """A point of the early-pass design was judged at 97.5 % a look: the report's details of the
+    bench's own verdicts say the same level, not the bench confidence's 95 %."""
+    from quantbench.report.inputs import RepeatRecords
+    from quantbench.schemas.session import SessionSummary
+
+    workload = {"precision": {"max_requests": 88, "early_pass": True}}
+    session = SessionSummary(
+        url="http://x", engine="mock", model="m", workload=workload,
+        slo="ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1", created_at=0.0, points=[],
+    )  # fmt: skip
+    assert RepeatRecords(0, [], session).verdict_confidence(0.95) == pytest.approx(0.975)
+    one_look = session.model_copy(update={"workload": {"precision": {"max_requests": 88}}})
+    assert RepeatRecords(0, [], one_look).verdict_confidence(0.95) is None
+    assert (
+        RepeatRecords(0, [], session.model_copy(update={"slo": None})).verdict_confidence(0.95)
+        is None
+    )
+    assert RepeatRecords(0, [], None).verdict_confidence(0.95) is None

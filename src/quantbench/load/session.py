@@ -153,6 +153,14 @@ def _precision(
     )
 
 
+def verdict_level(
+    spec: PrecisionSpec | None, constraints: Sequence[slo_mod.Constraint], confidence: float
+) -> float | None:
+    """The one-sided level a point's SLO verdict was judged at where it is not ``confidence``
+    (the early-pass design's); None otherwise."""
+    return None if spec is None else _precision(spec, constraints, confidence).verdict_confidence
+
+
 def early_pass_look(
     spec: PrecisionSpec, constraints: Sequence[slo_mod.Constraint], confidence: float
 ) -> int | None:

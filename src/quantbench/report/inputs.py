@@ -79,6 +79,21 @@ class RepeatRecords:
         workload = self.session.workload if self.session is not None else {}
         return bool(workload.get("fixed_output_length", False))
 
+    def verdict_confidence(self, confidence: float) -> float | None:
+        """The level the bench judged this run's SLO verdicts at, where its workload's early-pass
+        design made it other than ``confidence`` (None: ``confidence``)."""
+        if self.session is None or not self.session.slo:
+            return None
+        from quantbench.load.session import verdict_level
+        from quantbench.slo import parse_slo
+        from quantbench.workloads.spec import PrecisionSpec
+
+        precision = (self.session.workload or {}).get("precision")
+        if precision is None:
+            return None
+        spec = PrecisionSpec.model_validate(precision)
+        return verdict_level(spec, parse_slo(self.session.slo), confidence)
+
     def point(self, load_point: str) -> PointResult | None:
         """The run's own result of this point (as the bench stage computed it)."""
         if self.session is None:

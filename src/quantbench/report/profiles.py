@@ -344,9 +344,11 @@ def resummarize(
     row: BenchRow,
     constraints: Sequence[slo_mod.Constraint],
     confidence: float,
+    as_bench: bool = False,
 ) -> list[PointResult]:
     """Each repeat's result of the row's point, recomputed from its raw records under
-    ``constraints``; [] unless every repeat's records are there."""
+    ``constraints``; [] unless every repeat's records are there. ``as_bench``: the bench's own
+    SLO, its verdicts judged at the level the bench judged them (an early-pass point's)."""
     key = PointKey(pair, row.server_point, row.workload, row.load_point)
     repeats = inputs.records.get(key, [])
     if not repeats or len(repeats) != row.repeats:
@@ -364,6 +366,7 @@ def resummarize(
                 percentiles=rep.percentiles or list(DEFAULT_PERCENTILES),
                 constraints=constraints,
                 confidence=confidence,
+                verdict_confidence=rep.verdict_confidence(confidence) if as_bench else None,
                 fixed_output_length=rep.fixed_output_length,
                 meta=_meta(own),
                 wall_offset=(own.window.started_at_wall - own.window.start) if own else None,
@@ -467,7 +470,7 @@ def judge_row(
     if not row.measured:
         return row, [], "not measured"
     confidence = row_confidence(row, confidence)
-    results = resummarize(inputs, summary.pair, row, constraints, confidence)
+    results = resummarize(inputs, summary.pair, row, constraints, confidence, as_bench)
     if as_bench:
         verdicts = _verdicts(_worst(results).slo) if results and constraints else []
         return row, verdicts, "bench"
