@@ -33,6 +33,7 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.estimate.pipeline import slo_targets
 from quantbench.schemas.roofline import PairPrediction
 from quantbench.slo import fail_limits, parse_slo
+from quantbench.workloads.plan import Precision
 from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
 SERVER_CHECK_S = 15.0
@@ -186,7 +187,7 @@ def decided_at(
         return early_pass_look(precision, constraints, confidence)
     missed = {"ttft": at.ttft_ms >= CLEAR_MISS * targets.ttft_ms,
               "tpot": itl >= CLEAR_MISS * targets.itl_ms}  # fmt: skip
-    every = 4  # workloads.plan.Precision.check_every
+    every = Precision.check_every
     looks = max(1, -(-precision.max_requests // every))
     level = 1 - (1 - precision.confidence) / looks
     shown = [
@@ -336,8 +337,9 @@ def render(plans: Sequence[PairPlan]) -> str:
         head
         + (f"{' plus' if known else ':'} {', '.join(unknown)} (no prediction)" if unknown else "")
         + ". Each point at its precision cap (one that meets its target sooner stops sooner), or "
-        "at its first look where its workload lets a pass stop it early (precision.early_pass) "
-        "and the prediction meets its SLO there; requests timed from each pair's probe (its last bench), or the "
+        "where its verdict would stop it if the prediction were the truth (a pass at the first "
+        "look, precision.early_pass; a clear miss at the first look that shows it); requests "
+        "timed from each pair's probe (its last bench), or the "
         "roofline where a pair has none, optimistic where engines batch on a CPU "
         "(docs/ESTIMATE.md)."
     )

@@ -135,7 +135,7 @@ def _precision(
     verdict = design.confidence if design is not None else confidence
     needed, _ = slo_mod.requests_needed(constraints, verdict, spec.power)
     floor = min(max(spec.min_requests, needed), spec.max_requests)
-    if design is not None and first is not None and first >= floor:
+    if first is not None and first >= floor:
         design, first, verdict = None, None, confidence  # no look before the cap: one look
         needed, _ = slo_mod.requests_needed(constraints, confidence, spec.power)
         floor = min(max(spec.min_requests, needed), spec.max_requests)
