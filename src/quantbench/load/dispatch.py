@@ -26,14 +26,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+
+# What the looks compute with, imported with the dispatcher (the template every load process is
+# forked from imports it): imported at a point's first look, its fourth measured request,
+# scipy.stats blocked the event loop for 0.9 s, and every request in flight stalled with it
+# (a TTFT or a gap 0.9 s late, a stream idle in the measured window).
+import scipy.stats  # noqa: F401
 from gevent.event import Event
 from gevent.queue import Queue
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
+from quantbench.load.race import cannot_reach
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import turn_body
 from quantbench.load.streaming import StreamError, StreamParser
+from quantbench.precision import proportion_bounds, quantile_bounds, quantile_interval
 from quantbench.workloads.plan import Conversation, LoadPlan, Precision, Ticket
 
 # After the stop, in-flight requests get this long to notice the interruption and be recorded.
@@ -84,6 +92,9 @@ class Dispatcher:
         self._unanswered_measured = 0  # measured requests that failed, were cut or never sent
         self.recorded = self.completed = self.failed = self.incomplete = 0
         self.output_chunks = 0
+        # every record, kept only where the point races the pair's leader (its looks summarize)
+        racing = plan.precision is not None and plan.precision.race is not None
+        self._race_records: list[RequestRecord] | None = [] if racing else None
 
     # -- phases ------------------------------------------------------------------------------
     def _phase(self, index: int, at: float | None) -> str | None:
@@ -354,6 +365,8 @@ class Dispatcher:
 
     def _record(self, rec: RequestRecord) -> None:
         self.recorded += 1
+        if self._race_records is not None:
+            self._race_records.append(rec)
         if rec.status == "completed":
             self.completed += 1
         elif rec.status == "failed":
@@ -392,8 +405,6 @@ class Dispatcher:
             return
         if self._completed_measured % p.check_every:
             return
-        from quantbench.precision import quantile_bounds
-
         # A fail is decided as the verdict decides it (a one-sided lower bound above the limit,
         # quantbench.slo), as soon as such a bound exists: a point sized for the power to PASS
         # (a p90: 61 requests) need not run that long to show it cannot. The point is looked at
@@ -422,6 +433,13 @@ class Dispatcher:
             if shown is not None:
                 self._stop_measuring(shown)
                 return
+        if p.race is not None and self._race_records is not None:
+            lost = cannot_reach(
+                p.race, self._completed_measured, self._race_records, self.in_flight.values()
+            )
+            if lost is not None:
+                self._stop_measuring(lost)
+                return
         if self._completed_measured < p.min_measured:
             return
         if self._targets_met(p):
@@ -432,8 +450,6 @@ class Dispatcher:
             )
 
     def _targets_met(self, p: Precision) -> bool:
-        from quantbench.precision import quantile_interval
-
         for metric, pct, width in p.targets:
             interval = quantile_interval(self.values[metric], pct, p.confidence)
             if interval is None or interval.relative_half_width > width:
@@ -445,8 +461,6 @@ class Dispatcher:
         where every limit is shown met at the design's one-sided level, judged as the verdict
         judges it (an unanswered request infinitely late for TTFT and E2E, an error for the
         error rate); None where one is not."""
-        from quantbench.precision import proportion_bounds, quantile_bounds
-
         level = p.verdict_confidence
         assert level is not None
         unanswered = self._unanswered_measured

@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from quantbench.load.requests import body_rules, check_fixed_length, endpoint_pa
 from quantbench.load.tokens import TokenCounter, fill_token_counts, load_counter
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.session import SessionSummary
-from quantbench.workloads.plan import LoadPlan, Precision
+from quantbench.workloads.plan import LoadPlan, Precision, RaceFloor
 from quantbench.workloads.spec import ClosedLoop, PrecisionSpec, WorkloadSpec
 from quantbench.workloads.traffic import Traffic, materialize, shuffled
 
@@ -180,6 +181,7 @@ def plan_point(
     repeat: int = 0,
     constraints: Sequence[slo_mod.Constraint] = (),
     confidence: float = 0.95,
+    race: RaceFloor | None = None,
 ) -> LoadPlan:
     """The load plan of point ``index`` (repeat ``repeat``): conversations, phases, limits.
 
@@ -201,7 +203,7 @@ def plan_point(
     conversations = shuffled(traffic, seed)
     precision = None
     if spec.precision is not None:
-        precision = _precision(spec.precision, constraints, confidence)
+        precision = replace(_precision(spec.precision, constraints, confidence), race=race)
     warmup = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         mode, users, rate, burst, ramp = "closed", point.concurrency, None, 1.0, 0.0
@@ -282,8 +284,10 @@ def run_session(
     confidence: float = 0.95,
     repeat: int = 0,
     points: Sequence[int] | None = None,
+    race: RaceFloor | None = None,
 ) -> SessionSummary:
-    """Run the workload's points (all, or those of ``points``) against the target."""
+    """Run the workload's points (all, or those of ``points``) against the target.
+    ``race``: stop a precision-sized point once it cannot reach this leader (bench.race)."""
     constraints = slo_mod.parse_slo(slo) if slo else []
     # what the server cannot be asked is refused once, here, before any request or output
     check_fixed_length(get_profile(target.engine), spec.fixed_output_length, spec.request_fields)
@@ -306,7 +310,7 @@ def run_session(
         for k, i in enumerate(indices):
             plan = plan_point(
                 spec, i, traffic, url=url, model=model, engine=target.engine, headers=headers,
-                repeat=repeat, constraints=constraints, confidence=confidence,
+                repeat=repeat, constraints=constraints, confidence=confidence, race=race,
             )  # fmt: skip
             print(
                 f"point {k + 1}/{len(indices)}: {plan.point} ({plan.mode} loop, "

@@ -60,6 +60,25 @@ class BodyRules:
 
 
 @dataclass(frozen=True)
+class RaceFloor:
+    """The race within a pair's grid (bench.race), handed to the load process: once this point's
+    interval on ``metric`` lies wholly below ``floor`` (the low end of the leader's interval),
+    it cannot win beyond noise and stops measuring (quantbench.load.race)."""
+
+    metric: str
+    """``good_output_throughput`` (ranked by goodput under ``slo``) or ``output_throughput``."""
+    floor: float
+    leader: str
+    """The leading row, '<server point> @ <load point>'."""
+    slo: str
+    """The per-request SLO that makes a request good (goodput)."""
+    after: int
+    """The first look: the workload's ``precision.min_requests`` measured requests."""
+    confidence: float
+    """The interval's two-sided level at each look (Bonferroni over the looks the cap allows)."""
+
+
+@dataclass(frozen=True)
 class Precision:
     """Measure until every target percentile is known to within its relative half-width (an
     order-statistic interval at ``confidence``), at least ``min_measured`` requests."""
@@ -87,6 +106,8 @@ class Precision:
     """(metric, percentile, upper limit in seconds) the first look must show met."""
     error_limit: float | None = None
     """The error-rate limit the first look must show met."""
+    race: RaceFloor | None = None
+    """Stop once the point cannot reach the pair's leader (None: no race)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +208,8 @@ class LoadPlan:
             p["targets"] = [tuple(t) for t in p["targets"]]  # JSON made the tuples lists
             p["fail_limits"] = [tuple(t) for t in p.get("fail_limits", [])]
             p["pass_limits"] = [tuple(t) for t in p.get("pass_limits", [])]
+            if p.get("race") is not None:
+                p["race"] = RaceFloor(**p["race"])
             data["precision"] = Precision(**p)
         return cls(**data)
 

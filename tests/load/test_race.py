@@ -1,0 +1,117 @@
+"""The race within a pair's grid as the load process judges it at its looks (load/race.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from quantbench.load.race import RACE_STOP, cannot_reach, reach
+from quantbench.load.records import RequestRecord
+from quantbench.workloads.plan import LoadPlan, Precision, RaceFloor
+
+from .test_metrics import rec
+
+
+def serial(n: int, tokens: int = 10, token_s: float = 0.1, *, ttft: float = 0.1, seed: int = 0):
+    """``n`` requests one after another on one stream: ``tokens`` chunks each, ``token_s``
+    apart (jittered by up to 5 %), the first ``ttft`` after the send."""
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        first = t + ttft
+        chunks = [first + k * token_s * (1 + rng.uniform(-0.05, 0.05)) for k in range(tokens)]
+        out.append(rec(i, t, chunks, chunks[-1]))
+        t = chunks[-1]
+    return out
+
+
+def floor(value: float, *, slo: str = "", after: int = 12, metric: str | None = None) -> RaceFloor:
+    metric = metric or ("good_output_throughput" if slo else "output_throughput")
+    return RaceFloor(
+        metric=metric, floor=value, leader="a @ c4", slo=slo, after=after, confidence=0.9975
+    )
+
+
+def test_a_point_whose_interval_lies_below_the_leader_stops() -> None:
+    records = serial(12)  # one stream at about 10 tokens a second
+    high = reach(floor(30.0), records)
+    assert high is not None and 10.0 < high < 12.0  # its interval's high end, just above 10
+    reason = cannot_reach(floor(30.0), 12, records)
+    assert reason is not None and reason.startswith(RACE_STOP)
+    assert "a @ c4" in reason and "after 12 measured requests" in reason
+    # a leader it could still reach: it goes on
+    assert cannot_reach(floor(high * 0.99), 12, records) is None
+    # before the workload's min_requests, no look
+    assert cannot_reach(floor(30.0, after=16), 12, records) is None
+
+
+def test_the_bound_is_the_ranked_figure_under_the_slo() -> None:
+    records = serial(12, ttft=0.3)
+    # every request misses the TTFT limit: no good tokens at all, so no leader is reachable
+    assert reach(floor(1.0, slo="ttft<=100ms"), records) == pytest.approx(0.0)
+    assert cannot_reach(floor(1.0, slo="ttft<=100ms"), 12, records) is not None
+    # within it, good throughput is the output throughput
+    good = reach(floor(1.0, slo="ttft<=1s"), records)
+    assert good == pytest.approx(reach(floor(1.0), records))
+
+
+def test_requests_in_flight_count_for_the_tokens_they_delivered() -> None:
+    done = serial(12)
+    end = done[-1].end_time
+    assert end is not None
+    # three more streams' requests, each half-way through its answer at the look
+    pending = [
+        rec(100 + k, end - 0.6, [end - 0.5 + 0.1 * j for j in range(5)], end)
+        for k in range(3)
+    ]
+    for r in pending:
+        r.end_time, r.status, r.output_tokens = None, "completed", None
+    alone = reach(floor(30.0), done)
+    with_pending = reach(floor(30.0), done, pending)
+    assert alone is not None and with_pending is not None and with_pending > alone
+    # and they are not judged: a look with them is a look at the same completed requests
+    assert isinstance(pending[0], RequestRecord) and pending[0].phase == "measured"
+
+
+def test_no_measured_request_no_bound() -> None:
+    assert reach(floor(1.0), []) is None
+    warm = [rec(0, 0.0, [0.1, 0.2], 0.2, warmup=True)]
+    assert cannot_reach(floor(1.0, after=0), 0, warm) is None
+
+
+def test_the_race_travels_in_the_load_plan() -> None:
+    race = floor(42.0, slo="tpot<=100ms")
+    precision = Precision(
+        targets=[("ttft", 50.0, 0.15)], rel_half_width=0.15, confidence=0.95, min_measured=12,
+        race=race,
+    )  # fmt: skip
+    from quantbench.workloads.plan import BodyRules
+
+    plan = LoadPlan(
+        url="http://127.0.0.1:1", path="/v1/chat/completions", api="chat", point="c1",
+        mode="closed", users=1, conversations=[],
+        rules=BodyRules(model="m", profile="openai", stream_usage={}, fixed_length=(),
+                        fixed_output_length=False),
+        precision=precision,
+    )  # fmt: skip
+    back = LoadPlan.from_dict(plan.to_dict())
+    assert back.precision is not None and back.precision.race == race
+
+
+def test_a_look_does_not_import_while_requests_are_in_flight() -> None:
+    # The first look (the fourth measured request) imported scipy.stats inside the event loop:
+    # 0.9 s in which every request in flight stalled and streams sat idle (a fake server's
+    # rows failed "ran the load it claims"). The load process now has it before its clock starts.
+    import subprocess
+    import sys
+
+    code = (
+        "import time, quantbench.load.dispatch as d\n"
+        "t = time.perf_counter()\n"
+        "d.quantile_bounds([0.1 * i for i in range(36)], 90.0, 0.975)\n"
+        "d.proportion_bounds(0, 36, 0.975)\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 0.2, f"a look took {out.stdout.strip()} s: it imported something"
