@@ -13,6 +13,7 @@ from quantbench.bench.job import workloads_job
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.base import EngineSettings
+from quantbench.load.race import RACE_STOP
 from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
@@ -258,6 +259,52 @@ def test_the_grid_races_settings_that_cannot_reach_the_leader(
     assert no_fake_servers_left(tmp_path)
 
 
+def test_a_lower_load_listed_after_the_leader_stops_once_it_cannot_reach_it(
+    fake_engine, fake_artifact, tmp_path
+) -> None:
+    # Precision-sized points ran to their targets even where the pair's best row was already
+    # out of reach: one stream of 10 ms tokens delivers a quarter of what four do. Listed after
+    # the four streams, the one stream now stops at its min_requests and says why.
+    settings = FakeSettings(itl_ms=10.0)
+    slo = "tpot:p50<=100ms"
+    sized = WorkloadSpec.model_validate(
+        {
+            "prompts": {"source": "random", "input_len": 8, "output_len": 32, "num_prompts": 4},
+            "load": [{"kind": "concurrency", "concurrency": c} for c in (4, 1)],
+            # a target the one stream cannot meet at 8 requests: only the race stops it there
+            "precision": {"targets": ["tpot:p50 ±0.1%"], "min_requests": 8, "max_requests": 24},
+            "warmup_requests": 4,
+            "fixed_output_length": True,
+            "name": "chat",
+        }
+    )
+    raced = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo, workloads={"chat": sized},
+            bench=BenchSettings()),
+        tmp_path / "raced",
+    )  # fmt: skip
+    c4, c1 = raced.rows
+    assert (c4.load_point, c1.load_point) == ("c4", "c1")
+    assert c4.rankable and RACE_STOP not in c4.stop_reason, (c4.flags, c4.stop_reason)
+    assert c1.stop_reason.startswith(RACE_STOP) and c1.completed == 8, c1.stop_reason
+    assert "(default @ c4," in c1.stop_reason
+    drop = raced.servers[0].raced["chat"]
+    assert drop.stopped == ["c1"] and drop.skipped == [] and drop.leader == "default @ c4"
+    assert drop.bound == pytest.approx(c1.intervals["good_output_throughput"].high)
+    assert drop.bound < drop.floor == pytest.approx(c4.intervals["good_output_throughput"].low)
+    assert raced.best["chat"] is not None and raced.best["chat"].load_point == "c4"
+
+    # without the race the one stream runs on to its cap, and the same row wins
+    full = run_pair(
+        job(fake_engine, fake_artifact, settings, slo=slo, workloads={"chat": sized},
+            bench=BenchSettings(race=False)),
+        tmp_path / "full",
+    )  # fmt: skip
+    assert full.rows[1].completed > 8 and not full.servers[0].raced
+    assert full.best["chat"] is not None and full.best["chat"].load_point == "c4"
+    assert no_fake_servers_left(tmp_path)
+
+
 class SlottedSettings(FakeSettings):
     """The fake server's settings with a batch limit it declares, as llama.cpp's slots."""
 
@@ -364,11 +411,11 @@ def test_an_interrupted_pair_resumes_without_measuring_again(
     pair = replace(job(fake_engine, fake_artifact, settings), store=store)
     real_run, calls = bench_run._PointRunner.run, []
 
-    def interrupted(self, workload, spec, index):  # the third point: Ctrl-C
+    def interrupted(self, workload, spec, index, race=None):  # the third point: Ctrl-C
         calls.append(index)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real_run(self, workload, spec, index)
+        return real_run(self, workload, spec, index, race)
 
     monkeypatch.setattr(bench_run._PointRunner, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):

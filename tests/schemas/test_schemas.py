@@ -324,7 +324,7 @@ PINNED: dict[str, str] = {
     "Recommended": "v1:f30ab9462085f9cb",  # a best_config.json entry (was format_version 3)
     "NoneFound": "v1:b061014d7413b74a",
     "ReportMetrics": "v1:a409d1b8d6c2cb16",  # DVC's metrics; v1: ranked_low/_high  # a best_config.json entry with nothing to recommend
-    "PairSummary": "v8:4d432699b1a64e80",  # v8: a pair measured at its floor says why (screened)
+    "PairSummary": "v9:b1db6f4b663bf42c",  # v9: grid points the race stopped part-way
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }
 

@@ -41,6 +41,7 @@ from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
+from quantbench.load.race import RACE_STOP
 from quantbench.load.session import Target, run_session
 from quantbench.ports import PortInUseError, free_port
 from quantbench.schemas import io as schema_io
@@ -56,6 +57,7 @@ from quantbench.schemas.bench import (
     TriedLoad,
 )
 from quantbench.schemas.machine import PairCalibration
+from quantbench.workloads.plan import Precision, RaceFloor
 from quantbench.workloads.spec import ClosedLoop, LoadPoint, OpenLoop, WorkloadSpec
 from quantbench.workloads.traffic import Traffic
 
@@ -143,8 +145,11 @@ class _PointRunner:
             tokenizer=job.tokenizer,
         )
 
-    def run(self, workload: str, spec: WorkloadSpec, index: int) -> dict[str, Any]:
-        """Every repeat of point ``index`` of ``spec``, folded into a row."""
+    def run(
+        self, workload: str, spec: WorkloadSpec, index: int, race: RaceFloor | None = None
+    ) -> dict[str, Any]:
+        """Every repeat of point ``index`` of ``spec``, folded into a row; ``race``: each
+        repeat stops once it cannot reach this leader."""
         point = spec.points[index]
         label = _label(point)
         results: list[PointResult] = []
@@ -158,7 +163,7 @@ class _PointRunner:
             log.info("%s: %s %s, repeat %d", self.job.name, workload, label, repeat + 1)
             summary = run_session(
                 spec, self.target, run_dir, slo=slo or None, traffic=self.job.traffic[workload],
-                confidence=self.job.bench.confidence, repeat=repeat, points=[index],
+                confidence=self.job.bench.confidence, repeat=repeat, points=[index], race=race,
             )  # fmt: skip
             results.extend(summary.points)
             if self.server.exit_code_now() is not None:
@@ -282,6 +287,36 @@ def _race(
     metric = rank_metric(by_goodput)
     return _Race(
         workload, leader, metric, metric_bounds(leader, metric)[0], top, max_batch, top_label
+    )
+
+
+def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> RaceFloor | None:
+    """Grid mode: the leader a precision-sized point races while it is measured (the best row
+    of this pair so far: the settings run before and this setting's earlier points), or None:
+    the race is off, the point is not precision-sized, or no row leads yet. A point that cannot
+    reach it stops from the workload's ``min_requests`` on: listing a workload's highest load
+    first lets its lower loads stop there once they cannot win (params.yaml's chat workload)."""
+    spec = job.workloads[workload]
+    if not job.bench.race or spec.precision is None:
+        return None
+    if spec.precision.max_requests <= spec.precision.min_requests:
+        return None  # measured at its floor (a screened pair's points): nothing left to save
+    by_goodput = _ranked_by_goodput(job, workload)
+    leader, _, _ = pick_best([r for r in rows if r["workload"] == workload], by_goodput)
+    if leader is None:
+        return None
+    metric = rank_metric(by_goodput)
+    p = spec.precision
+    # each look from min_requests to the cap, every check_every requests, spends an equal
+    # share of the race's error rate (Bonferroni): looking often must not race a winner away
+    looks = max(1, (p.max_requests - p.min_requests) // Precision.check_every + 1)
+    return RaceFloor(
+        metric=metric,
+        floor=metric_bounds(leader, metric)[0],
+        leader=f"{leader['server_point']} @ {leader['load_point']}",
+        slo=job.slo_for(workload),
+        after=p.min_requests,
+        confidence=1 - (1 - job.bench.confidence) / looks,
     )
 
 
@@ -422,7 +457,27 @@ class _Grid:
             if bound is not None:
                 self._skip(races[w], w, point, bound, raced)
                 continue
-            done.append(self._measure(w, i, point))
+            floor = _race_floor(self.job, w, [*self.earlier, *done])
+            row = self._measure(w, i, point, floor)
+            done.append(row)
+            if floor is not None and RACE_STOP in (row.get("stop_reason") or ""):
+                self._stopped(floor, w, point, row, raced)
+
+    def _stopped(
+        self, floor: RaceFloor, w: str, point: Any, row: dict[str, Any], raced: dict[str, RaceDrop]
+    ) -> None:
+        """Record a point the race stopped part-way: its row's interval bounds what it could
+        have delivered (the tuned-against-default figure allows for it)."""
+        high = metric_bounds(row, floor.metric)[1] if row.get(floor.metric) is not None else 0.0
+        drop = raced.get(w) or RaceDrop(
+            reason=row["stop_reason"], leader=floor.leader, metric=floor.metric,
+            floor=floor.floor, bound=high, skipped=[],
+        )  # fmt: skip
+        raced[w] = drop.model_copy(
+            update={"bound": max(drop.bound, high), "stopped": [*drop.stopped, _label(point)]}
+        )
+        log.info("%s %s: %s %s stopped by the race: %s", self.job.name, self.server_label, w,
+                 _label(point), row["stop_reason"])  # fmt: skip
 
     def _skip(
         self, race: _Race | None, w: str, point: Any, bound: float, raced: dict[str, RaceDrop]
@@ -441,10 +496,10 @@ class _Grid:
         log.info("%s %s: %s %s not run: %s", self.job.name, self.server_label, w,
                  _label(point), drop.reason)  # fmt: skip
 
-    def _measure(self, w: str, i: int, point: Any) -> dict[str, Any]:
+    def _measure(self, w: str, i: int, point: Any, race: RaceFloor | None = None) -> dict[str, Any]:
         job = self.job
         try:
-            row = self.runner.run(w, job.workloads[w], i)
+            row = self.runner.run(w, job.workloads[w], i, race)
         except RuntimeError as exc:  # a load process failed: lose this point only
             log.error("%s %s %s: %s", job.name, w, _label(point), exc)
             row = failed_row(f"load generator failed: {exc}", w)

@@ -133,8 +133,11 @@ class BenchSettings(Settings):
         "soon as what it measured there shows it cannot reach the best setting so far beyond "
         "noise (its throughput bound, up to the highest load tried or its engine's batch "
         "limit, below the low end of the leader's interval). Grid: the remaining closed-loop "
-        "points are skipped (each server point's `raced` says which and why); search: the "
-        "search stops. Put the setting you expect to win first in the sweep.",
+        "points are skipped (each server point's `raced` says which and why), and a "
+        "precision-sized point stops part-way, from its workload's min_requests on, once its own "
+        "interval lies below the best row of the pair so far, this setting's earlier points "
+        "included; search: the search stops. Put the setting you expect to win first in the "
+        "sweep, and a workload's highest load first in its list.",
     )
     quality_gated: Literal["screen", "full"] = Field(
         "screen",

@@ -76,8 +76,13 @@ def _value(v: object) -> str:
 
 
 def _raced_text(label: str, drop: RaceDrop) -> str:
+    left = [
+        f"{how} at {', '.join(points)}"
+        for how, points in (("not run", drop.skipped), ("stopped", drop.stopped))
+        if points
+    ]
     return (
-        f"{label} not run at {', '.join(drop.skipped)}: could deliver at most {drop.bound:.1f}, "
+        f"{label} {' and '.join(left)}: could deliver at most {drop.bound:.1f}, "
         f"below the leader's {drop.floor:.1f}"
     )
 
@@ -234,10 +239,12 @@ def tuning_gains(
             )
         if drop is not None:
             counted = ", counted in the interval" if widened else ""
-            note += (
-                f" (the default's {', '.join(drop.skipped)} not run: at most "
-                f"{drop.bound:.1f}{counted})"
+            left = " and ".join(
+                f"{', '.join(points)} {how}"
+                for how, points in (("not run", drop.skipped), ("stopped", drop.stopped))
+                if points
             )
+            note += f" (the default's {left}: at most {drop.bound:.1f}{counted})"
         got = gain(default, note, span)
         if source == "confirmed":
             got = replace(got, ratio=a / b)

@@ -203,8 +203,9 @@ class SearchInfo(Strict):
 
 
 class RaceDrop(Strict):
-    """Grid mode (bench.race): load points of one workload this server setting did not run,
-    because what it measured there bounds what it could deliver below the leader's interval."""
+    """Grid mode (bench.race): load points of one workload this server setting did not run, or
+    stopped part-way, because what it measured there bounds what it could deliver below the
+    leader's interval."""
 
     reason: str
     leader: str = Field(description="The leading row, '<server point> @ <load point>'.")
@@ -212,9 +213,16 @@ class RaceDrop(Strict):
     floor: float = Field(description="The low end of the leader's interval on it.")
     bound: float = Field(
         description="The most this setting could deliver at any skipped load (at or above its "
-        "lowest measured concurrency, up to the grid's highest load, serving at most the batch limit at once)."
+        "lowest measured concurrency, up to the grid's highest load, serving at most the batch "
+        "limit at once), or at a stopped point (the high end of its row's interval)."
     )
     skipped: list[str] = Field(description="The load points not run.")
+    stopped: list[str] = Field(
+        default_factory=list,
+        description="The load points stopped part-way, from the workload's min_requests on, once "
+        "their own interval lay below the leader's (the leader: the best row of this pair so "
+        "far, this setting's earlier points included).",
+    )
 
 
 class ServedCheck(Strict):
@@ -329,6 +337,7 @@ class PairSummary(StageOutput):
     # version 6: the fine-tune's task scored through the pair's server (PairSummary.task)
     # version 7: a pair that starts no server on this machine says why (PairSummary.not_served)
     # version 8: a pair the quality gate excludes is measured at its floor and says why (screened)
+    # version 9: grid points the race stopped part-way (RaceDrop.stopped)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
@@ -336,9 +345,10 @@ class PairSummary(StageOutput):
         5: stamp(6),
         6: stamp(7),
         7: stamp(8),
+        8: stamp(9),
     }
 
-    schema_version: Literal[8] = version(8)
+    schema_version: Literal[9] = version(9)
     pair: str
     variant: str
     format: str
