@@ -212,6 +212,37 @@ def test_a_point_is_priced_where_its_verdict_would_stop_it():
     assert plan.points[0].conversations == 88 + 2
 
 
+def test_a_point_the_race_stops_is_priced_at_min_requests():
+    """Four streams first, predicted to pass at 4 conversations in 1.2 s (3.3 a second); one
+    stream after them at 1 a second: the race stops it at min_requests (12) rather than its first
+    look (36). Without the race, or listed first, or close to the leader, it is not."""
+    def spec_of(*streams: int):
+        return WorkloadSpec.model_validate(
+            {
+                "prompts": {"source": "random", "input_len": 16, "output_len": 32},
+                "load": [{"kind": "concurrency", "concurrency": c} for c in streams],
+                "precision": {"min_requests": 12, "max_requests": 88, "early_pass": True},
+                "warmup_requests": 2,
+            }
+        )
+
+    slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"
+    fast = _prediction([_point(1, 1.0), _point(4, 1.2)])
+    shapes = {"chat": TrafficShape()}
+
+    def conversations(spec, prediction, bench):
+        plan = plan_pair("p-e", ["default"], {"chat": spec}, shapes, [prediction], bench, slo,
+                         startup_s=0.0)  # fmt: skip
+        return [p.conversations for p in plan.points]
+
+    assert conversations(spec_of(4, 1), fast, BenchSettings()) == [36 + 2, 12 + 2]
+    assert conversations(spec_of(4, 1), fast, BenchSettings(race=False)) == [36 + 2, 36 + 2]
+    assert conversations(spec_of(1, 4), fast, BenchSettings()) == [36 + 2, 36 + 2]
+    # four streams that batch badly: 4 in 3.5 s, 1.14 a second, within 1.5x of one stream
+    slow = _prediction([_point(1, 1.0), _point(4, 3.5)])
+    assert conversations(spec_of(4, 1), slow, BenchSettings()) == [36 + 2, 36 + 2]
+
+
 def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Path, capsys) -> None:
     """With the evaluate stage's report of a variant the quality gate excludes, the plan prices
     its pair on one server setting (Q8_0 on llama.cpp sweeps two) and says why."""

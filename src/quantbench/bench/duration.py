@@ -9,8 +9,11 @@ and the time they take:
   point at ``r`` conversations a second takes ``conversations / r`` plus one conversation's
   time to drain;
 * a search point runs the loads the search would try if the prediction were the truth (the
-  search itself run on the predicted pass/fail: where the edge is, how many runs it takes); the
-  race across settings (``bench.race``) is not counted: it can only shorten the run;
+  search itself run on the predicted pass/fail: where the edge is, how many runs it takes);
+* the race (``bench.race``): a precision-sized grid point whose predicted throughput is at most
+  1/CLEAR_MISS of a point run before it in the pair (same workload, predicted to pass) is priced
+  at its workload's ``min_requests``, where the race stops it; the skips across settings are not
+  counted (they can only shorten the run);
 * each server start costs what it cost when this pair last ran (its ``ready_seconds``), else
   the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check;
 * the fine-tune's task, scored once per pair on its first server (bench/task.py), takes its
@@ -183,7 +186,7 @@ def decided_at(
     at = prediction.at(point.concurrency) or prediction.points[-1]
     targets = slo_targets(text)
     itl = at.itl_ms if at.itl_ms is not None else 0.0
-    if at.ttft_ms <= targets.ttft_ms and itl <= targets.itl_ms:
+    if predicted_pass(spec, i, prediction, slo):
         return early_pass_look(precision, constraints, confidence)
     missed = {"ttft": at.ttft_ms >= CLEAR_MISS * targets.ttft_ms,
               "tpot": itl >= CLEAR_MISS * targets.itl_ms}  # fmt: skip
@@ -198,6 +201,29 @@ def decided_at(
     return -(-min(shown) // every) * every if shown else None
 
 
+def predicted_pass(spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: str) -> bool:
+    """Whether closed-loop point i meets every latency limit of its SLO as predicted."""
+    point = spec.points[i]
+    if prediction is None or not isinstance(point, ClosedLoop):
+        return False
+    at = prediction.at(point.concurrency) or prediction.points[-1]
+    targets = slo_targets(spec.slo_text(slo))
+    itl = at.itl_ms if at.itl_ms is not None else 0.0
+    return at.ttft_ms <= targets.ttft_ms and itl <= targets.itl_ms
+
+
+def predicted_rate(
+    spec: WorkloadSpec, i: int, prediction: PairPrediction | None, shape: TrafficShape
+) -> float | None:
+    """Closed-loop point i's predicted conversations a second (its streams over one stream's
+    time for a conversation); None for an open loop or without a prediction."""
+    point = spec.points[i]
+    if not isinstance(point, ClosedLoop):
+        return None
+    per = conversation_s(prediction, point.concurrency, shape)
+    return None if not per else point.concurrency / per
+
+
 def grid_point(
     spec: WorkloadSpec,
     i: int,
@@ -205,11 +231,17 @@ def grid_point(
     shape: TrafficShape,
     slo: str = "",
     confidence: float = 0.95,
+    leader_rate: float | None = None,
 ) -> PointPlan:
+    """Point i's conversations and time; ``leader_rate``: the highest predicted rate of the
+    pair's points run before it that are predicted to pass (the race's leader, bench.race)."""
     point = spec.points[i]
     label = spec.point_label(i)
     n, seconds = spec.point_size(i)
     n = decided_at(spec, i, prediction, slo, confidence) or n
+    rate = predicted_rate(spec, i, prediction, shape)
+    if spec.precision is not None and leader_rate and rate and leader_rate >= CLEAR_MISS * rate:
+        n = min(n or spec.precision.min_requests, spec.precision.min_requests)
     warm = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         per = conversation_s(prediction, point.concurrency, shape)
@@ -286,6 +318,7 @@ def plan_pair(
     probed = next((p for p in predictions if p.pair == name
                    and p.server_point == probe.server_point), first)  # fmt: skip
     plan.probe_s = probe_s(probed, probe)
+    leaders: dict[str, float] = {}  # the race's leader per workload: its predicted rate
     for label in server_points:
         for workload, spec in workloads.items():
             spec = spec if spec.name else spec.model_copy(update={"name": workload})
@@ -301,10 +334,15 @@ def plan_pair(
             if bench.mode == "search":
                 points = search_points(spec, bench, slo, prediction, shape)
             else:
-                points = [
-                    grid_point(spec, i, prediction, shape, slo, bench.confidence)
-                    for i in range(len(spec.points))
-                ]
+                points = []
+                for i in range(len(spec.points)):
+                    lead = leaders.get(workload) if bench.race else None
+                    points.append(
+                        grid_point(spec, i, prediction, shape, slo, bench.confidence, lead)
+                    )
+                    rate = predicted_rate(spec, i, prediction, shape)
+                    if rate and predicted_pass(spec, i, prediction, slo):
+                        leaders[workload] = max(leaders.get(workload, 0.0), rate)
             for point in points:
                 point.server_point = label
                 point.workload = workload
@@ -338,7 +376,9 @@ def render(plans: Sequence[PairPlan]) -> str:
         + (f"{' plus' if known else ':'} {', '.join(unknown)} (no prediction)" if unknown else "")
         + ". Each point at its precision cap (one that meets its target sooner stops sooner), or "
         "where its verdict would stop it if the prediction were the truth (a pass at the first "
-        "look, precision.early_pass; a clear miss at the first look that shows it); requests "
+        "look, precision.early_pass; a clear miss at the first look that shows it; a point "
+        "predicted at most 1/1.5 of an earlier one's throughput at min_requests, where the race "
+        "stops it); requests "
         "timed from each pair's probe (its last bench), or the "
         "roofline where a pair has none, optimistic where engines batch on a CPU "
         "(docs/ESTIMATE.md)."
