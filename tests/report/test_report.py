@@ -836,6 +836,14 @@ def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_ski
     assert "the default's c4 not run: at most" in gain.note
     # the race skips only below the leader's low end, so the gain stands, at most 1.05x less
     assert gain.note.startswith("a gain beyond noise")
+    # a default point the race stopped part-way is named as such, and bounds the same way
+    stopped = drop.model_copy(update={"skipped": [], "stopped": ["c1"]})
+    held = {**held, "raced": {"chat": stopped}}
+    servers = [s.model_copy(update=held) if s.is_default else s for s in pair.servers]
+    changed = {**inputs.pairs, pair.pair: pair.model_copy(update={"servers": servers})}
+    gain = {g.pair: g for g in tuning_gains(replace(inputs, pairs=changed), profile)}[pair.pair]
+    assert "the default's c1 stopped: at most" in gain.note
+    assert gain.low == pytest.approx(min(plain.low, low / bound))
 
 
 def test_the_summary_shows_tuned_against_default(files) -> None:
@@ -874,7 +882,15 @@ def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
         replace(inputs, pairs={**inputs.pairs, pair.pair: pair.model_copy(update={"servers": raced})}),
         slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS,
     ).files[Path("index.html")]  # fmt: skip
-    assert "chat: c4 not run (race across settings): cannot reach the leader" in html
+    assert "chat: c4 not run (race): cannot reach the leader" in html
+    # and the points it stopped part-way (the race within the grid), with the skipped ones
+    both = drop.model_copy(update={"stopped": ["c1"]})
+    raced = [*pair.servers[:1], pair.servers[1].model_copy(update={"raced": {"chat": both}})]
+    html = build_report(
+        replace(inputs, pairs={**inputs.pairs, pair.pair: pair.model_copy(update={"servers": raced})}),
+        slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS,
+    ).files[Path("index.html")]  # fmt: skip
+    assert "chat: c4 not run, c1 stopped part-way (race): cannot reach the leader" in html
 
 
 def test_rounds_short_of_a_block_leave_the_screening_standing(tmp_path) -> None:
