@@ -86,3 +86,59 @@ def test_on_a_terminal_the_bars_are_the_libraries_own(tmp_path: Path) -> None:
     text = b"".join(chunks).decode(errors="replace")
     assert "Grid search for model.layers.29" in text and "TQDM_DISABLE=-" in text
     assert "still running" not in text  # the bars show it
+
+
+# llm-compressor's logger as its import makes it: loguru, a handler on stdout at INFO, a METRIC
+# level at 38 (a line per quantized module's error), and the same warning at every module
+LOGURU_STAGE = textwrap.dedent("""
+    import sys
+    from quantbench.progress import quiet_chatty_loggers, setup_logging
+    setup_logging()
+    from loguru import logger
+    logger.remove()
+    logger.add(sys.stdout, level="INFO")
+    logger.level("METRIC", no=38)
+    quiet_chatty_loggers()
+    for module in range(190):
+        logger.info(f"Compressing model.layers.{module}")
+        logger.log("METRIC", f"error {module}")
+        logger.warning("No accelerator available! Compressing model on CPU instead")
+    logger.warning("a different warning")
+    logger.error("an error")
+""")
+
+
+def test_llm_compressor_s_loguru_lines_in_a_log_are_its_warnings_once_each(tmp_path: Path) -> None:
+    log = tmp_path / "stage.log"
+    with log.open("w") as out:
+        subprocess.run([sys.executable, "-c", LOGURU_STAGE], stdout=out, stderr=subprocess.STDOUT,
+                       env=_env(), check=True, timeout=120)  # fmt: skip
+    lines = log.read_text().splitlines()
+    assert sum("No accelerator available" in line for line in lines) == 1, lines[:5]
+    assert any("a different warning" in line for line in lines)
+    assert any("an error" in line for line in lines)
+    assert not any("Compressing model.layers" in line or "error 1" in line for line in lines)
+    assert len(lines) == 3, lines
+
+
+def test_on_a_terminal_llm_compressor_s_loguru_lines_are_its_own(tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", LOGURU_STAGE], stdout=follower,
+                                stderr=follower, env=_env())  # fmt: skip
+        os.close(follower)
+        chunks = []
+        while True:  # read as it writes: a full pty would block the child
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    text = b"".join(chunks).decode(errors="replace")
+    assert text.count("No accelerator available") == 190
+    assert "Compressing model.layers.189" in text

@@ -7,7 +7,9 @@ layer (calibrate, propagate, smooth, and a grid search whose every ratio prints)
 a table per module. When stderr is not a terminal, :func:`setup_logging` turns tqdm's bars off
 (`TQDM_DISABLE`, `HF_HUB_DISABLE_PROGRESS_BARS`: read when the libraries are imported, which the
 stages do later, in their functions), sends GPTQModel's log to warnings only and its bars off
-(`TERM=dumb`: the output is no terminal, whatever the shell's TERM said); in their place each
+(`TERM=dumb`: the output is no terminal, whatever the shell's TERM said), and llm-compressor's
+loguru lines to its warnings, each once (not its per-module INFO and METRIC lines, nor the same
+warning at every module); in their place each
 :func:`step` says every minute that it is still running. ``QUANTBENCH_LOG_BARS=1`` keeps the bars
 in logs too. On a terminal nothing changes (bars update in place). A variable the user set is
 kept. Only a stage's entry point (:func:`setup_logging`) changes the process's environment; the
@@ -66,12 +68,40 @@ def quiet_bars_in_logs(stream: object = None) -> bool:
 
 
 def quiet_chatty_loggers() -> None:
-    """After importing a library that makes its logger at INFO when imported (GPTQModel's LogBar):
-    its log to warnings only, where :func:`setup_logging` found a log rather than a terminal.
-    Nothing otherwise: a library call does not change its caller's output."""
+    """After importing a library that makes its logger at INFO when imported (GPTQModel's LogBar,
+    llm-compressor's loguru): its log to warnings only, where :func:`setup_logging` found a log
+    rather than a terminal. Nothing otherwise: a library call does not change its caller's
+    output."""
     if _in_log:
         for name in THIRD_PARTY_CHATTY:
             logging.getLogger(name).setLevel(logging.WARNING)
+        if "loguru" in sys.modules:
+            _loguru_warnings_once()
+
+
+def _loguru_warnings_once() -> None:
+    """llm-compressor logs through loguru (its own handler on stdout, made at its import): in a
+    log, its warnings and errors on stderr, each distinct message once. One default run's log had
+    about 630 of its INFO and METRIC lines (METRIC, its level 38, a line per module's GPTQ error)
+    and 190 times the same "No accelerator available" warning."""
+    from loguru import logger
+
+    seen: set[tuple[str, str]] = set()
+
+    def once(record: dict) -> bool:  # type: ignore[type-arg]
+        if record["level"].name == "METRIC":
+            return False
+        key = (record["level"].name, record["message"])
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    logger.remove()
+    logger.add(
+        sys.stderr, level="WARNING", filter=once,  # type: ignore[arg-type]
+        format="{time:HH:mm:ss} {level: <7} {name}: {message}",
+    )  # fmt: skip
 
 
 def setup_logging(level: int = logging.INFO) -> None:

@@ -36,6 +36,7 @@ from quantbench.formats.build import (
 )
 from quantbench.formats.registry import register_format
 from quantbench.native.dtype import compute_dtype, torch_dtype
+from quantbench.progress import quiet_chatty_loggers
 
 
 class AwqSpec(Recipe):
@@ -174,6 +175,7 @@ def build_awq(request: BuildRequest) -> BuildResult:
     from llmcompressor.modifiers.transform.awq import AWQModifier
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_chatty_loggers()  # llm-compressor's loguru handler is made by its import
     tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
     # calibrate in what this CPU computes fastest (float32 where bf16 is emulated: AWQ took 14
     # minutes in bf16 on an AVX2-only EPYC), save in bf16 as always (quantbench.native.dtype)

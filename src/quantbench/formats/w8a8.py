@@ -48,6 +48,7 @@ from quantbench.formats.build import (
 )
 from quantbench.formats.registry import register_format
 from quantbench.native.dtype import compute_dtype, torch_dtype
+from quantbench.progress import quiet_chatty_loggers
 
 # llm-compressor's observer names for the observers offered here (weights are observed once,
 # so the memoryless variants: same result, less memory).
@@ -186,6 +187,7 @@ def build_w8a8(request: BuildRequest) -> BuildResult:
     from llmcompressor import oneshot
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_chatty_loggers()  # llm-compressor's loguru handler is made by its import
     tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
     # calibrate in what this CPU computes fastest (float32 where bf16 is emulated: AWQ took 14
     # minutes in bf16 on an AVX2-only EPYC), save in bf16 as always (quantbench.native.dtype)
