@@ -803,6 +803,43 @@ def test_a_tuned_gain_confirmed_by_the_decide_stage_is_read_from_its_rounds(inpu
     assert gain.note == "a gain beyond noise"
 
 
+def test_a_contender_duel_between_tuned_and_default_is_the_tuning_s_confirmation(
+    inputs, by_key
+) -> None:
+    """The default setting, not separable from its own pair's tuned leader, was measured
+    against it by the decide stage (a contender duel, default against tuned: 0.935x [0.900,
+    0.971]); the report read that as "slower" in the decision and, in "tuned against default",
+    showed the screening's 1.02x [0.94, 1.12], "not separable ... no confirming measurement".
+    The tuning now reads the same rounds, the other way round."""
+    from dataclasses import replace
+
+    from quantbench.report.tuning import tuning_gains
+    from quantbench.schemas.decide import Duel, PooledContrast
+
+    fixed, profile = with_llama_4_slots_ranked(by_key["chat"])
+    plain = {g.pair: g for g in tuning_gains(inputs, profile)}["gguf-q4_k_m-llamacpp"]
+    contrast = PooledContrast(
+        log_ratio=-0.0672, se=0.02, df=12.0, ratio=0.935, low=0.900, high=0.971,
+        confidence=0.95, how="paired over 2 rounds in alternation",
+    )  # fmt: skip
+    duel = Duel(
+        workload="chat", purpose="contender", a=plain.default.key, b=fixed.key,
+        metric=profile.ranked_by, screened="not yet separable", contrast=contrast,
+        stopped="slower after 2 rounds",
+    )  # fmt: skip
+    confirm = inputs.confirm.model_copy(update={"duels": [*inputs.confirm.duels, duel]})
+    gain = {g.pair: g for g in tuning_gains(replace(inputs, confirm=confirm), profile)}[
+        "gguf-q4_k_m-llamacpp"
+    ]
+    assert gain.ratio == pytest.approx(1 / 0.935)
+    assert (gain.low, gain.high) == (pytest.approx(1 / 0.971), pytest.approx(1 / 0.900))
+    assert (
+        gain.confirmed == "confirmed apart from the selection: paired over 2 rounds in alternation"
+    )
+    assert gain.note == "a gain beyond noise"
+    assert "1.07x [1.03, 1.11] (confirmed apart from the selection" in gain.text()
+
+
 def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_skipped(
     inputs, by_key
 ) -> None:

@@ -17,6 +17,7 @@ apart from the selection); where there is none the text says the gain is the sel
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 
 from quantbench.decision.compare import figure_ratio
@@ -147,16 +148,36 @@ def _gain(
 
 
 def _confirming(inputs: ReportInputs, workload: str, tuned: str, default: str) -> Duel | None:
+    """The decide stage's rounds on these two rows, as tuned against default: its
+    tuned-vs-default duel, else a contender duel between the same two rows, either way round
+    (a default setting not separable from its pair's tuned leader is measured against it: the
+    same comparison, apart from the selection; the report must not read it two ways)."""
     if inputs.confirm is None:
         return None
-    return next(
-        (
-            d
-            for d in inputs.confirm.for_workload(workload)
-            if d.purpose == "tuned-vs-default" and (d.a, d.b) == (tuned, default)
-        ),
-        None,
+    duels = sorted(
+        inputs.confirm.for_workload(workload), key=lambda d: d.purpose != "tuned-vs-default"
     )
+    for d in duels:
+        if (d.a, d.b) == (tuned, default):
+            return d
+        if (d.a, d.b) == (default, tuned):
+            return _turned(d)
+    return None
+
+
+def _turned(duel: Duel) -> Duel:
+    """The duel read the other way round: b against a (the ratio and its interval inverted)."""
+    c = duel.contrast
+    if c is not None:
+        c = c.model_copy(
+            update={
+                "log_ratio": -c.log_ratio,
+                "ratio": 1 / c.ratio if c.ratio > 0 else math.inf,
+                "low": 1 / c.high if c.high > 0 else math.inf,
+                "high": 1 / c.low if c.low > 0 else math.inf,
+            }
+        )
+    return duel.model_copy(update={"a": duel.b, "b": duel.a, "contrast": c})
 
 
 def tuning_gains(
