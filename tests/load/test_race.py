@@ -62,8 +62,7 @@ def test_requests_in_flight_count_for_the_tokens_they_delivered() -> None:
     assert end is not None
     # three more streams' requests, each half-way through its answer at the look
     pending = [
-        rec(100 + k, end - 0.6, [end - 0.5 + 0.1 * j for j in range(5)], end)
-        for k in range(3)
+        rec(100 + k, end - 0.6, [end - 0.5 + 0.1 * j for j in range(5)], end) for k in range(3)
     ]
     for r in pending:
         r.end_time, r.status, r.output_tokens = None, "completed", None
@@ -101,16 +100,27 @@ def test_the_race_travels_in_the_load_plan() -> None:
 
 def test_a_look_does_not_import_while_requests_are_in_flight() -> None:
     # The first look (the fourth measured request) imported scipy.stats inside the event loop:
-    # 0.9 s in which every request in flight stalled and streams sat idle (a fake server's
-    # rows failed "ran the load it claims"). The load process now has it before its clock starts.
+    # 0.6-0.9 s in which every request in flight stalled and streams sat idle (a fake server's
+    # rows failed "ran the load it claims"). A precision-sized point's dispatcher now has it
+    # before its clock starts.
     import subprocess
     import sys
 
     code = (
-        "import time, quantbench.load.dispatch as d\n"
+        "import time\n"
+        "from quantbench.load.dispatch import Dispatcher, quantile_bounds, proportion_bounds\n"
+        "from quantbench.workloads.plan import BodyRules, LoadPlan, Precision\n"
+        "rules = BodyRules(model='m', profile='openai', stream_usage={}, fixed_length=(),\n"
+        "                  fixed_output_length=False)\n"
+        "precision = Precision(targets=[('ttft', 50.0, 0.15)], rel_half_width=0.15,\n"
+        "                      confidence=0.95, min_measured=12)\n"
+        "plan = LoadPlan(url='http://127.0.0.1:1', path='/v1/chat/completions', api='chat',\n"
+        "                point='c1', mode='closed', users=1, conversations=[], rules=rules,\n"
+        "                precision=precision)\n"
+        "Dispatcher(plan, lambda rec: None)\n"
         "t = time.perf_counter()\n"
-        "d.quantile_bounds([0.1 * i for i in range(36)], 90.0, 0.975)\n"
-        "d.proportion_bounds(0, 36, 0.975)\n"
+        "quantile_bounds([0.1 * i for i in range(36)], 90.0, 0.975)\n"
+        "proportion_bounds(0, 36, 0.975)\n"
         "print(time.perf_counter() - t)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -100,9 +100,14 @@ def test_open_loop_arrivals_follow_the_rate(bench) -> None:  # type: ignore[no-u
     # spread is that of a Poisson process (coefficient of variation near 1)
     assert statistics.fmean(gaps) == pytest.approx(1 / rate, rel=0.3)
     assert 0.7 < statistics.pstdev(gaps) / statistics.fmean(gaps) < 1.3
-    # and each request left when it was scheduled to
+    # and each request left when it was scheduled to: within 20 ms, unless the load process
+    # reported that the machine left its event loop unrun for longer (as the server-side check
+    # below allows); a 2-vCPU guest stalled it 130-139 ms in an hour when the first arrivals
+    # left 33-53 ms late, with the old and the new dispatcher alike (2026-11-28)
     lags = [r.send_time - r.scheduled_time for r in measured]
-    assert max(lags) < 0.02 and statistics.median(lags) < 0.003
+    client_stall = max(m["loop_lag"]["max_ms"] for m in run.load_meta.values()) / 1000
+    assert max(lags) < 0.02 + client_stall, (max(lags), client_stall)
+    assert statistics.median(lags) < 0.003
     assert run.point.completed == 120 and run.point.arrival_lag is not None
     assert run.point.load.reached and run.point.load.achieved_rate is not None
     # the server saw them arrive at the planned times too: within 30 ms, unless the load process
@@ -110,7 +115,6 @@ def test_open_loop_arrivals_follow_the_rate(bench) -> None:  # type: ignore[no-u
     # event loop's lateness every 10 ms). A 2-vCPU guest did so once in CI (35 ms, 2026-11-27);
     # a request the harness held back while its loop ran on would still fail this.
     by_id = {t["request_id"]: t["arrival"] for t in run.truth}
-    client_stall = max(m["loop_lag"]["max_ms"] for m in run.load_meta.values()) / 1000
     server_stall = max(t["loop_lag_max_ms"] for t in run.truth) / 1000
     budget = 0.03 + client_stall + server_stall
     late = max(abs(by_id[r.request_id] - r.scheduled_time) for r in measured)
