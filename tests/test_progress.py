@@ -42,6 +42,31 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def on_a_terminal(code: str, columns: int = 120) -> str:
+    """What ``code`` writes, run with a terminal (a pty) for its stdout and stderr, read as it
+    writes (a full pty would block the child)."""
+    leader, follower = pty.openpty()
+    # a terminal of some columns (a new pty has none, and tqdm draws nothing in 0 columns)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=follower, stderr=follower,
+                                env=_env())  # fmt: skip
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end closed: the process is done
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
 def test_a_stage_writing_to_a_log_writes_a_few_lines_per_step(tmp_path: Path) -> None:
     log = tmp_path / "stage.log"
     with log.open("w") as out:
@@ -64,26 +89,7 @@ def test_the_bars_stay_in_a_log_when_asked(tmp_path: Path) -> None:
 
 
 def test_on_a_terminal_the_bars_are_the_libraries_own(tmp_path: Path) -> None:
-    leader, follower = pty.openpty()
-    # a terminal of 120 columns (a new pty has none, and tqdm draws nothing in 0 columns)
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", STAGE], stdout=follower, stderr=follower,
-                                env=_env())  # fmt: skip
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the terminal's other end closed: the process is done
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        assert proc.wait(timeout=120) == 0
-    finally:
-        os.close(leader)
-    text = b"".join(chunks).decode(errors="replace")
+    text = on_a_terminal(STAGE)
     assert "Grid search for model.layers.29" in text and "TQDM_DISABLE=-" in text
     assert "still running" not in text  # the bars show it
 
@@ -122,23 +128,6 @@ def test_llm_compressor_s_loguru_lines_in_a_log_are_its_warnings_once_each(tmp_p
 
 
 def test_on_a_terminal_llm_compressor_s_loguru_lines_are_its_own(tmp_path: Path) -> None:
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", LOGURU_STAGE], stdout=follower,
-                                stderr=follower, env=_env())  # fmt: skip
-        os.close(follower)
-        chunks = []
-        while True:  # read as it writes: a full pty would block the child
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        assert proc.wait(timeout=120) == 0
-    finally:
-        os.close(leader)
-    text = b"".join(chunks).decode(errors="replace")
+    text = on_a_terminal(LOGURU_STAGE)
     assert text.count("No accelerator available") == 190
     assert "Compressing model.layers.189" in text
