@@ -191,7 +191,7 @@ def decided_at(
     missed = {"ttft": at.ttft_ms >= CLEAR_MISS * targets.ttft_ms,
               "tpot": itl >= CLEAR_MISS * targets.itl_ms}  # fmt: skip
     every = Precision.check_every
-    looks = max(1, -(-precision.max_requests // every))
+    looks = Precision.looks(precision.max_requests)
     level = 1 - (1 - precision.confidence) / looks
     shown = [
         fewest_to_pass(1 - pct / 100, level)

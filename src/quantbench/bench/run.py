@@ -309,7 +309,7 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
     p = spec.precision
     # each look from min_requests to the cap, every check_every requests, spends an equal
     # share of the race's error rate (Bonferroni): looking often must not race a winner away
-    looks = max(1, (p.max_requests - p.min_requests) // Precision.check_every + 1)
+    looks = Precision.looks(p.max_requests, first=p.min_requests)
     return RaceFloor(
         metric=metric,
         floor=metric_bounds(leader, metric)[0],

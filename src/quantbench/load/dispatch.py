@@ -412,7 +412,7 @@ class Dispatcher:
         # (a p90: 61 requests) need not run that long to show it cannot. The point is looked at
         # every check_every requests, so each look spends a share of the error rate (Bonferroni
         # over the looks the cap allows): repeated looks must not turn noise into a fail.
-        looks = max(1, -(-(p.max_measured or 1000) // p.check_every))
+        looks = Precision.looks(p.max_measured or 1000)
         look_confidence = 1 - (1 - p.confidence) / looks
         for metric, pct, limit in p.fail_limits:
             # Only completed requests are here; the unanswered would count as infinitely late,

@@ -109,6 +109,15 @@ class Precision:
     race: RaceFloor | None = None
     """Stop once the point cannot reach the pair's leader (None: no race)."""
 
+    @classmethod
+    def looks(cls, last: int, first: int | None = None) -> int:
+        """How many looks a point gets, one every ``check_every`` measured requests up to
+        ``last`` (from the first multiple, or from ``first`` on): each spends an equal share of
+        an error rate (Bonferroni)."""
+        if first is None:
+            return max(1, -(-last // cls.check_every))
+        return max(1, (last - first) // cls.check_every + 1)
+
 
 @dataclass(frozen=True)
 class Ticket:
