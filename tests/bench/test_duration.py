@@ -216,6 +216,7 @@ def test_a_point_the_race_stops_is_priced_at_min_requests():
     """Four streams first, predicted to pass at 4 conversations in 1.2 s (3.3 a second); one
     stream after them at 1 a second: the race stops it at min_requests (12) rather than its first
     look (36). Without the race, or listed first, or close to the leader, it is not."""
+
     def spec_of(*streams: int):
         return WorkloadSpec.model_validate(
             {

@@ -5,9 +5,10 @@ scored on the same token ids, in the same windows, in the same compute dtype. Co
 per stage cost a worker process, a model load and a scoring pass each time (about 12 s of each
 of the default run's six evaluations). The first evaluation keeps its result in a cache keyed by
 everything that determines it (the reference folder's hash, the ids, the windows, the compute
-dtype, the threads); the others read it. The cache is outside DVC, like any build cache: a
-missing or torn entry is computed again, and only the newest entry is kept, so it never holds
-more than one pass's log-probabilities (rows x vocabulary float32, ~0.5 GB for the default run).
+dtype, the threads, the answer batch's width); the others read it. The cache is outside DVC,
+like any build cache: a missing or torn entry is computed again, and only the newest entry is
+kept, so it never holds more than one pass's log-probabilities (rows x vocabulary float32,
+~0.5 GB for the default run).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantbench.quality.backends import get_backend
 from quantbench.quality.worker import ScoreJob, ScoreResult
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ def key(job: ScoreJob, reference_sha: str) -> str:
             "windows": [(w.start, w.end, w.first_target) for w in job.windows],
             "prompts": job.prompts,
             "max_new_tokens": job.max_new_tokens,
+            # a batch's width orders the sums of its matrix products: a near-tie can turn
+            "answer_batch": get_backend(job.backend).answer_batch,
         },
         sort_keys=True,
     )

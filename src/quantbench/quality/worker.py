@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from quantbench.chat import ANSWER_BATCH
 from quantbench.params import import_plugins
 from quantbench.quality.metrics import log_softmax, token_stats
 from quantbench.quality.windows import Window
@@ -124,8 +123,8 @@ def run_job(job: ScoreJob) -> ScoreResult:
     start = time.perf_counter()
     stop = set(job.stop_ids)
     scored = []
-    for lo in range(0, len(job.prompts), ANSWER_BATCH):
-        batch = job.prompts[lo : lo + ANSWER_BATCH]
+    for lo in range(0, len(job.prompts), kind.answer_batch):
+        batch = job.prompts[lo : lo + kind.answer_batch]
         scored += backend.generate_scored_batch(batch, job.max_new_tokens, stop)
     generations = [tokens for tokens, _ in scored]
     timings["heldout_s"] = round(time.perf_counter() - start, 3)
