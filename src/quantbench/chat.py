@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# questions answered per forward pass when scoring a held-out set
-ANSWER_BATCH = 16
+# questions answered per forward pass when scoring a held-out set: fine-tuning's before/after
+# (64 questions, one pass); on 2 cores 64 answered 128 questions in 16 s where 16 took 24
+ANSWER_BATCH = 64
 
 
 def chat_ids(
