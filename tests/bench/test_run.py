@@ -264,7 +264,7 @@ def test_a_lower_load_listed_after_the_leader_stops_once_it_cannot_reach_it(
 ) -> None:
     # Precision-sized points ran to their targets even where the pair's best row was already
     # out of reach: one stream of 20 ms tokens delivers a quarter of what four do. Listed after
-    # the four streams, the one stream now stops at its min_requests and says why. (At 10 ms a
+    # the four streams, the one stream now stops at its first look and says why. (At 10 ms a
     # token a noisy hour's client, its loop 0.8 ms late at p50, came near the 1 ms that flags
     # the load generator as the bottleneck, and the four streams' row was not ranked.)
     settings = FakeSettings(itl_ms=20.0)
@@ -288,11 +288,14 @@ def test_a_lower_load_listed_after_the_leader_stops_once_it_cannot_reach_it(
     c4, c1 = raced.rows
     assert (c4.load_point, c1.load_point) == ("c4", "c1")
     assert c4.rankable and RACE_STOP not in c4.stop_reason, (c4.flags, c4.stop_reason)
-    assert c1.stop_reason.startswith(RACE_STOP) and c1.completed == 8, c1.stop_reason
+    # at its first look (4 requests, before min_requests): one stream cannot deliver more than
+    # a token per 20 ms, whatever lengths its answers have, a quarter of what four streams did
+    assert c1.stop_reason.startswith(RACE_STOP) and c1.completed == 4, c1.stop_reason
     assert "(default @ c4," in c1.stop_reason
+    assert "1 stream(s) at one token per min(TTFT, TPOT)" in c1.stop_reason
     drop = raced.servers[0].raced["chat"]
     assert drop.stopped == ["c1"] and drop.skipped == [] and drop.leader == "default @ c4"
-    assert drop.bound == pytest.approx(c1.intervals["good_output_throughput"].high)
+    assert drop.bound <= c1.intervals["good_output_throughput"].high
     assert drop.bound < drop.floor == pytest.approx(c4.intervals["good_output_throughput"].low)
     assert raced.best["chat"] is not None and raced.best["chat"].load_point == "c4"
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from quantbench.load.race import RACE_STOP, cannot_reach, reach
+from quantbench.load.race import RACE_STOP, cannot_reach, ceiling, reach
 from quantbench.load.records import RequestRecord
 from quantbench.workloads.plan import LoadPlan, Precision, RaceFloor
 
@@ -26,11 +26,19 @@ def serial(n: int, tokens: int = 10, token_s: float = 0.1, *, ttft: float = 0.1,
     return out
 
 
-def floor(value: float, *, slo: str = "", after: int = 12, metric: str | None = None) -> RaceFloor:
+def floor(
+    value: float,
+    *,
+    slo: str = "",
+    after: int = 12,
+    metric: str | None = None,
+    first_look: int | None = None,
+) -> RaceFloor:
     metric = metric or ("good_output_throughput" if slo else "output_throughput")
     return RaceFloor(
-        metric=metric, floor=value, leader="a @ c4", slo=slo, after=after, confidence=0.9975
-    )
+        metric=metric, floor=value, leader="a @ c4", slo=slo, after=after, confidence=0.9975,
+        first_look=first_look,
+    )  # fmt: skip
 
 
 def test_a_point_whose_interval_lies_below_the_leader_stops() -> None:
@@ -125,3 +133,62 @@ def test_a_look_does_not_import_while_requests_are_in_flight() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert float(out.stdout) < 0.2, f"a look took {out.stdout.strip()} s: it imported something"
+
+
+def paced(paces: list[float], tokens: int = 10, ttft: float = 0.3) -> list[RequestRecord]:
+    """One stream's requests one after another, request k's tokens ``paces[k]`` apart."""
+    out, t = [], 0.0
+    for i, pace in enumerate(paces):
+        chunks = [t + ttft + k * pace for k in range(tokens)]
+        out.append(rec(i, t, chunks, chunks[-1]))
+        t = chunks[-1]
+    return out
+
+
+def test_a_closed_loop_stops_at_its_first_look_on_its_streams_ceiling() -> None:
+    # one stream, tokens 0.1 s apart after a 0.1-s TTFT: at most 10 tokens a second, whatever
+    # lengths its later answers have; four requests show it (the interval waits for 12)
+    records = serial(4)
+    cap = ceiling(records, 1, 0.99875)
+    assert cap is not None and 10.0 < cap < 13.0
+    assert ceiling(records, 4, 0.99875) == pytest.approx(4 * cap)
+    race = floor(30.0, first_look=4)
+    reason = cannot_reach(race, 4, records, streams=1)
+    assert reason is not None and reason.startswith(RACE_STOP), reason
+    assert "1 stream(s) at one token per min(TTFT, TPOT)" in reason
+    assert f"at most {cap:.1f}," in reason and "after 4 measured requests" in reason
+    # an open loop's streams are not fixed: nothing before min_requests
+    assert cannot_reach(race, 4, records, streams=None) is None
+    # no first look: nothing before min_requests either
+    assert cannot_reach(floor(30.0), 4, records, streams=1) is None
+    # four such streams could reach the leader: it goes on
+    assert cannot_reach(race, 4, records, streams=4) is None
+    # from min_requests on, the lower of the two bounds decides
+    twelve = serial(12)
+    both = cannot_reach(floor(30.0, first_look=4), 12, twelve, streams=1)
+    high = reach(floor(30.0), twelve)
+    cap12 = ceiling(twelve, 1, 0.99875)
+    assert both is not None and high is not None and cap12 is not None
+    assert f"at most {min(high, cap12):.1f}," in both
+
+
+def test_short_first_answers_do_not_stop_a_stream_that_long_ones_would_make_fast() -> None:
+    # the first answers are 2 tokens behind a 0.5-s TTFT: 2 tokens in 0.6 s, 3.3 a second, where
+    # the stream delivers 10 a second once answering. The throughput so far is below a leader at
+    # 8; the ceiling is not (a run of long answers would pass 8): the point goes on
+    short = serial(4, tokens=2, ttft=0.5)
+    end = short[-1].end_time
+    assert end is not None and 8 / (end - short[0].send_time) < 4.0
+    cap = ceiling(short, 1, 0.99875)
+    assert cap is not None and cap > 8.0
+    assert cannot_reach(floor(8.0, first_look=4), 4, short, streams=1) is None
+
+
+def test_a_spread_of_paces_widens_the_ceiling() -> None:
+    steady = ceiling(paced([0.1, 0.1, 0.1, 0.1]), 1, 0.99875)
+    spread = ceiling(paced([0.05, 0.15, 0.08, 0.12]), 1, 0.99875)  # the same mean pace
+    assert steady is not None and steady == pytest.approx(10.0)
+    assert spread is None or spread > 1.5 * steady
+    # below two requests, or nothing measured: no ceiling
+    assert ceiling(paced([0.1]), 1, 0.99875) is None
+    assert ceiling([rec(0, 0.0, [0.1, 0.2], 0.2, warmup=True)] * 3, 1, 0.99875) is None

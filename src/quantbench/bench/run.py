@@ -41,7 +41,8 @@ from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
-from quantbench.load.race import RACE_STOP
+from quantbench.load.race import RACE_STOP, ceiling
+from quantbench.load.records import read_records
 from quantbench.load.session import Target, run_session
 from quantbench.ports import PortInUseError, free_port
 from quantbench.schemas import io as schema_io
@@ -294,8 +295,9 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
     """Grid mode: the leader a precision-sized point races while it is measured (the best row
     of this pair so far: the settings run before and this setting's earlier points), or None:
     the race is off, the point is not precision-sized, or no row leads yet. A point that cannot
-    reach it stops from the workload's ``min_requests`` on: listing a workload's highest load
-    first lets its lower loads stop there once they cannot win (params.yaml's chat workload)."""
+    reach it stops from the workload's ``min_requests`` on, a closed loop from its first look
+    where its streams' ceiling shows it: listing a workload's highest load first lets its lower
+    loads stop there once they cannot win (params.yaml's chat workload)."""
     spec = job.workloads[workload]
     if not job.bench.race or spec.precision is None:
         return None
@@ -307,9 +309,11 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
         return None
     metric = rank_metric(by_goodput)
     p = spec.precision
-    # each look from min_requests to the cap, every check_every requests, spends an equal
-    # share of the race's error rate (Bonferroni): looking often must not race a winner away
-    looks = Precision.looks(p.max_requests, first=p.min_requests)
+    # each look from the first (a closed loop's ceiling, quantbench.load.race) to the cap,
+    # every check_every requests, spends an equal share of the race's error rate (Bonferroni):
+    # looking often must not race a winner away
+    first = min(Precision.check_every, p.min_requests)
+    looks = Precision.looks(p.max_requests, first=first)
     return RaceFloor(
         metric=metric,
         floor=metric_bounds(leader, metric)[0],
@@ -317,6 +321,7 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
         slo=job.slo_for(workload),
         after=p.min_requests,
         confidence=1 - (1 - job.bench.confidence) / looks,
+        first_look=first,
     )
 
 
@@ -467,8 +472,21 @@ class _Grid:
         self, floor: RaceFloor, w: str, point: Any, row: dict[str, Any], raced: dict[str, RaceDrop]
     ) -> None:
         """Record a point the race stopped part-way: its row's interval bounds what it could
-        have delivered (the tuned-against-default figure allows for it)."""
+        have delivered (the tuned-against-default figure allows for it), or, where a closed
+        loop stopped on its streams' ceiling before its interval could show it, that ceiling."""
         high = metric_bounds(row, floor.metric)[1] if row.get(floor.metric) is not None else 0.0
+        if isinstance(point, ClosedLoop) and floor.first_look is not None:
+            # the ceiling from its repeats' records, at the look's level (as the stop was shown)
+            records = [
+                r
+                for repeat in range(self.job.bench.repeats)
+                if (path := self.runner.server_dir / w / _label(point) / f"r{repeat}"
+                    / "records.jsonl").is_file()
+                for r in read_records(path)
+            ]  # fmt: skip
+            cap = ceiling(records, point.concurrency, 1 - (1 - floor.confidence) / 2)
+            if cap is not None:
+                high = min(high, cap)
         drop = raced.get(w) or RaceDrop(
             reason=row["stop_reason"], leader=floor.leader, metric=floor.metric,
             floor=floor.floor, bound=high, skipped=[],

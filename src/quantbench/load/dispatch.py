@@ -436,9 +436,13 @@ class Dispatcher:
                 self._stop_measuring(shown)
                 return
         if p.race is not None and self._race_records is not None:
+            # a closed loop's streams bound it before min_requests (a point shared between load
+            # processes is not precision-sized: this process's users are all its streams)
+            streams = self.plan.users if self.plan.mode == "closed" else None
             lost = cannot_reach(
-                p.race, self._completed_measured, self._race_records, self.in_flight.values()
-            )
+                p.race, self._completed_measured, self._race_records, self.in_flight.values(),
+                streams,
+            )  # fmt: skip
             if lost is not None:
                 self._stop_measuring(lost)
                 return

@@ -73,9 +73,12 @@ class RaceFloor:
     slo: str
     """The per-request SLO that makes a request good (goodput)."""
     after: int
-    """The first look: the workload's ``precision.min_requests`` measured requests."""
+    """The interval's first look: the workload's ``precision.min_requests`` measured requests."""
     confidence: float
     """The interval's two-sided level at each look (Bonferroni over the looks the cap allows)."""
+    first_look: int | None = None
+    """A closed loop's first look, before ``after``: its streams' ceiling, which the lengths of
+    its first requests cannot inflate (quantbench.load.race.ceiling); None: from ``after``."""
 
 
 @dataclass(frozen=True)
