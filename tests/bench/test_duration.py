@@ -212,10 +212,11 @@ def test_a_point_is_priced_where_its_verdict_would_stop_it():
     assert plan.points[0].conversations == 88 + 2
 
 
-def test_a_point_the_race_stops_is_priced_at_min_requests():
+def test_a_point_the_race_stops_is_priced_where_the_race_stops_it():
     """Four streams first, predicted to pass at 4 conversations in 1.2 s (3.3 a second); one
-    stream after them at 1 a second: the race stops it at min_requests (12) rather than its first
-    look (36). Without the race, or listed first, or close to the leader, it is not."""
+    stream after them at 1 a second: the race stops it at its first look, on its one stream's
+    ceiling (4 requests), rather than at its early pass (36). Without the race, or listed first,
+    or close to the leader, it is not."""
 
     def spec_of(*streams: int):
         return WorkloadSpec.model_validate(
@@ -236,7 +237,7 @@ def test_a_point_the_race_stops_is_priced_at_min_requests():
                          startup_s=0.0)  # fmt: skip
         return [p.conversations for p in plan.points]
 
-    assert conversations(spec_of(4, 1), fast, BenchSettings()) == [36 + 2, 12 + 2]
+    assert conversations(spec_of(4, 1), fast, BenchSettings()) == [36 + 2, 4 + 2]
     assert conversations(spec_of(4, 1), fast, BenchSettings(race=False)) == [36 + 2, 36 + 2]
     assert conversations(spec_of(1, 4), fast, BenchSettings()) == [36 + 2, 36 + 2]
     # four streams that batch badly: 4 in 3.5 s, 1.14 a second, within 1.5x of one stream

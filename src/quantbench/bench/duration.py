@@ -12,8 +12,9 @@ and the time they take:
   search itself run on the predicted pass/fail: where the edge is, how many runs it takes);
 * the race (``bench.race``): a precision-sized grid point whose predicted throughput is at most
   1/CLEAR_MISS of a point run before it in the pair (same workload, predicted to pass) is priced
-  at its workload's ``min_requests``, where the race stops it; the skips across settings are not
-  counted (they can only shorten the run);
+  where the race stops it: a closed loop at its first look (its streams' ceiling, 4 requests),
+  an open loop at its workload's ``min_requests``; the skips across settings are not counted
+  (they can only shorten the run);
 * each server start costs what it cost when this pair last ran (its ``ready_seconds``), else
   the engine's typical start (``Engine.startup_estimate_s``), plus its warm-up and served check;
 * the fine-tune's task, scored once per pair on its first server (bench/task.py), takes its
@@ -241,7 +242,13 @@ def grid_point(
     n = decided_at(spec, i, prediction, slo, confidence) or n
     rate = predicted_rate(spec, i, prediction, shape)
     if spec.precision is not None and leader_rate and rate and leader_rate >= CLEAR_MISS * rate:
-        n = min(n or spec.precision.min_requests, spec.precision.min_requests)
+        # the race stops it: a closed loop at its first look, on its streams' ceiling (a stream
+        # delivers at most a token per min(TTFT, TPOT): load/race.py), an open loop on its
+        # interval, from min_requests
+        first = spec.precision.min_requests
+        if isinstance(point, ClosedLoop):
+            first = min(Precision.check_every, first)
+        n = min(n or first, first)
     warm = spec.warmup_for(point)
     if isinstance(point, ClosedLoop):
         per = conversation_s(prediction, point.concurrency, shape)
@@ -377,8 +384,8 @@ def render(plans: Sequence[PairPlan]) -> str:
         + ". Each point at its precision cap (one that meets its target sooner stops sooner), or "
         "where its verdict would stop it if the prediction were the truth (a pass at the first "
         "look, precision.early_pass; a clear miss at the first look that shows it; a point "
-        "predicted at most 1/1.5 of an earlier one's throughput at min_requests, where the race "
-        "stops it); requests "
+        "predicted at most 1/1.5 of an earlier one's throughput where the race stops it: a "
+        "closed loop at its first look, an open one at min_requests); requests "
         "timed from each pair's probe (its last bench), or the "
         "roofline where a pair has none, optimistic where engines batch on a CPU "
         "(docs/ESTIMATE.md)."
