@@ -89,6 +89,31 @@ def test_the_served_task_is_timed_once_per_pair_at_its_concurrency_pace():
     unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "",
                         startup_s=1.0, task=TaskShape(13, 32, 1))  # fmt: skip
     assert unknown.task_s is None and unknown.seconds is None
+    # the answers' own length where it is known (the reference answers, about 15 tokens where
+    # the cap is 32), never above the cap
+    short = plan_pair("p-e", ["default"], *args, startup_s=30.0,
+                      task=TaskShape(13, 32, 1, answer_tokens=15.0))  # fmt: skip
+    assert short.task_s == pytest.approx(13 * (0.1 + 15 * 0.02))
+    long = plan_pair("p-e", ["default"], *args, startup_s=30.0,
+                     task=TaskShape(13, 32, 1, answer_tokens=40.0))  # fmt: skip
+    assert long.task_s == pytest.approx(one.task_s)
+
+
+def test_the_plan_prices_the_served_task_at_the_reference_answers_length(tmp_path: Path) -> None:
+    """Counted with the model's tokenizer, each with its stop token, capped; without a
+    tokenizer, None (the cap is priced and the plan says so)."""
+    from quantbench.cli.plan import _answer_tokens
+
+    tokenizer = tmp_path / "tokenizer.json"
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1, "capital": 2, "is": 3}, "[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tokenizer))
+    assert _answer_tokens(tokenizer, ["the capital is", "the"], 32) == pytest.approx((4 + 2) / 2)
+    assert _answer_tokens(tokenizer, ["the capital is"], 2) == pytest.approx(2.0)
+    assert _answer_tokens(tmp_path / "none", ["the"], 32) is None
+    assert _answer_tokens(tokenizer, [], 32) is None
 
 
 def test_the_probe_is_timed_on_its_setting_and_added_to_the_pair():

@@ -93,6 +93,17 @@ class TaskShape:
     questions: int = 0
     max_new_tokens: int = 0
     concurrency: int = 1
+    answer_tokens: float | None = None
+    """The answers' mean length in tokens (their stop token included), at most
+    ``max_new_tokens``; None: priced at the cap. The held-out set's reference answers say it:
+    about 15 tokens where the cap is 32, so the cap priced the task at twice its time."""
+
+    @property
+    def tokens(self) -> float:
+        """The tokens a question's answer is priced at."""
+        if self.answer_tokens is None:
+            return float(self.max_new_tokens)
+        return min(float(self.max_new_tokens), self.answer_tokens)
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ class ProbeShape:
     server_point: str = ""
 
 
-def _request_s(prediction: PairPrediction, concurrency: int, tokens: int) -> float | None:
+def _request_s(prediction: PairPrediction, concurrency: int, tokens: float) -> float | None:
     """One request's time at the highest predicted concurrency not above ``concurrency``."""
     below = [p for p in prediction.points if p.concurrency <= concurrency]
     if not below:
@@ -136,7 +147,8 @@ def probe_s(prediction: PairPrediction | None, probe: ProbeShape) -> float | Non
 def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
     """The served task's time at the predicted pace of its concurrency (None: no prediction).
 
-    Each question costs TTFT + answer length x ITL at the highest predicted concurrency that is
+    Each question costs TTFT + its answer's length (``TaskShape.tokens``) x ITL at the highest
+    predicted concurrency that is
     not above the task's, and that many are answered at once: an engine that batches worse than
     predicted is priced at a lower concurrency, never a higher one."""
     if task.questions == 0:
@@ -147,7 +159,7 @@ def task_s(prediction: PairPrediction | None, task: TaskShape) -> float | None:
     if not below:
         return None
     point = max(below, key=lambda p: p.concurrency)
-    one = _request_s(prediction, point.concurrency, task.max_new_tokens)
+    one = _request_s(prediction, point.concurrency, task.tokens)
     return None if one is None else task.questions * one / point.concurrency
 
 

@@ -23,6 +23,20 @@ if TYPE_CHECKING:
     from quantbench.schemas.quality import QualityReport
 
 
+def _answer_tokens(tokenizer: Path, answers: list[str], cap: int) -> float | None:
+    """The reference answers' mean length in tokens, each with its stop token and at most
+    ``cap`` (what a served answer that matches it costs); None without a tokenizer."""
+    from quantbench.load.tokens import load_counter
+
+    if not answers:
+        return None
+    try:
+        counter = load_counter(tokenizer)
+    except ValueError:
+        return None
+    return sum(min(cap, counter.count_text(a) + 1) for a in answers) / len(answers)
+
+
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument(
@@ -199,11 +213,15 @@ def run_plan(args: argparse.Namespace) -> int:
     if config.served_task.enabled:
         from quantbench.qa import load_qa
 
-        asked = len(load_qa(config.data.heldout))
+        items = load_qa(config.data.heldout)
         if config.evaluate.heldout_limit is not None:
-            asked = min(asked, config.evaluate.heldout_limit)
-        task = TaskShape(asked, config.evaluate.heldout_max_new_tokens,
-                         config.served_task.concurrency)  # fmt: skip
+            items = items[: config.evaluate.heldout_limit]
+        cap = config.evaluate.heldout_max_new_tokens
+        task = TaskShape(len(items), cap, config.served_task.concurrency,
+                         _answer_tokens(args.model, [i.answer for i in items], cap))  # fmt: skip
+        if task.answer_tokens is None:
+            notes.append(f"served task: answers priced at the {cap}-token cap ({args.model} "
+                         "holds no tokenizer to count the reference answers)")  # fmt: skip
     asked = config.estimate.probe
     for name, pair in pairs.items():
         engine = get_engine(pair.engine)
