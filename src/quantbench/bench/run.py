@@ -484,7 +484,7 @@ class _Grid:
                     / "records.jsonl").is_file()
                 for r in read_records(path)
             ]  # fmt: skip
-            cap = ceiling(records, point.concurrency, 1 - (1 - floor.confidence) / 2)
+            cap = ceiling(records, point.concurrency, floor.one_sided)
             if cap is not None:
                 high = min(high, cap)
         drop = raced.get(w) or RaceDrop(

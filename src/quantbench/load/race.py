@@ -100,8 +100,7 @@ def cannot_reach(
     bounds: list[tuple[float, str]] = []
     first = race.first_look
     if streams is not None and first is not None and measured_completed >= first:
-        # the same level a look as the interval's high end: one-sided, half its error
-        cap = ceiling(recorded, streams, 1 - (1 - race.confidence) / 2)
+        cap = ceiling(recorded, streams, race.one_sided)  # the interval's high end's level
         if cap is not None:
             bounds.append((cap, f"{streams} stream(s) at one token per min(TTFT, TPOT)"))
     if measured_completed >= race.after:

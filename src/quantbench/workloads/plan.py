@@ -80,6 +80,12 @@ class RaceFloor:
     """A closed loop's first look, before ``after``: its streams' ceiling, which the lengths of
     its first requests cannot inflate (quantbench.load.race.ceiling); None: from ``after``."""
 
+    @property
+    def one_sided(self) -> float:
+        """The level of a one-sided bound a look reads (the interval's high end spends half the
+        two-sided error): the ceiling's."""
+        return 1 - (1 - self.confidence) / 2
+
 
 @dataclass(frozen=True)
 class Precision:
