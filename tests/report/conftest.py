@@ -128,7 +128,7 @@ ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 ARGV = {
     "transformers": "transformers serve --host 127.0.0.1 --port 41001 --device cpu",
     "llamacpp": "build/llama.cpp/cmake/bin/llama-server -m "
-    "models/variants/gguf-q4_k_m/model-Q4_K_M.gguf --port 41002 -t 1 --jinja",
+    "models/variants/gguf-q4_k_m/model-Q4_K_M.gguf --port 41002 -t 1 --jinja --metrics",
     "vllm": "python -m vllm.entrypoints.openai.api_server --model models/variants/gptq-w4g64 "
     "--port 41003 --enforce-eager",
 }

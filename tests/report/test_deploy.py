@@ -124,6 +124,6 @@ def test_an_engine_this_process_does_not_know_keeps_its_command_whole(project: P
 
 def test_the_report_keeps_the_command_of_an_engine_it_does_not_know() -> None:
     # a plugin engine the report process has not loaded: its command kept whole, no failure
-    from quantbench.report.best_config import _engine
+    from quantbench.report.deploy import engine_or_none
 
-    assert _engine("no-such-engine") is None and _engine("vllm") is not None
+    assert engine_or_none("no-such-engine") is None and engine_or_none("vllm") is not None

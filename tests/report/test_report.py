@@ -488,6 +488,15 @@ def test_summary_markdown(files, by_key) -> None:
     assert "fine-tune's task served" in chat
     assert "9 of 13 right (42%-87%); offline 10: agrees (p = 1)" in chat
     assert "**Deploy gguf-q4_k_m on llamacpp (default settings; measured at load c4)" in multi
+    # the command to deploy, not the bench's own (its free port, the harness's flags): the
+    # same line as best_config.json's deploy entry
+    config = files.best_config
+    for section, key in ((chat, "chat"), (multi, "multi-turn")):
+        line = next(x for x in section.splitlines() if x.startswith("Command"))
+        assert config[key]["deploy"]["command_line"] in line.replace("\\", "")
+        assert "4100" not in line and "${PORT:-8000}" in line.replace("\\", "")
+    assert "Left out of the measured command (the harness's own): `--metrics`" in multi
+    assert "Left out of the measured command" not in chat
     # the decision: intervals, too few, the rule, the tie
     assert INTERVAL.search(chat.split("\n\n")[1])  # the headline's figure has its interval
     assert "TTFT p99 too few requests for p99" in chat

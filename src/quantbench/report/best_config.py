@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantbench.engines.registry import get_engine
-from quantbench.errors import UserError
-from quantbench.report.deploy import deployable
+from quantbench.report.deploy import deploy_entry
 from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs, clean_json
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.tables import (
@@ -158,13 +156,7 @@ def _winner(
         # the same server as a deployment starts it: from the project's root, on a host and
         # port of the user's choosing, without the harness's own flags (report/deploy.py)
         "deploy": {
-            **deployable(
-                argv,
-                env,
-                _engine(judged.engine),
-                inputs.root,
-                row.settings.get("secret_env", ()) if row.settings else (),
-            ),
+            **deploy_entry(argv, env, judged.engine, inputs.root, row.settings),
             "engine": judged.engine,
             "engine_version": summary.engine_version,
         },
@@ -209,15 +201,6 @@ def _winner(
         "quality": _quality(QualityDelta(judged.variant, quality, reference)),
         "not_recommended_for_quality": profile.gated,
     }
-
-
-def _engine(name: str) -> Any:
-    """The engine that declares its harness-only flags; None for one this process does not know
-    (a plugin not loaded here: its command is then kept whole)."""
-    try:
-        return get_engine(name)
-    except UserError:
-        return None
 
 
 def _none(inputs: ReportInputs, profile: Profile, reference: QualityReference) -> dict[str, Any]:

@@ -21,6 +21,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from quantbench.engines.registry import get_engine
+from quantbench.errors import UserError
 from quantbench.secrets import REDACTED, is_secret_name
 
 HOST, PORT = "{host}", "{port}"
@@ -97,6 +99,28 @@ def deployable(
         "command_line": " ".join([*env_words, *shell]),
         "left_out": dropped,
     }
+
+
+def engine_or_none(name: str) -> Any:
+    """The engine that declares its harness-only flags; None for one this process does not know
+    (a plugin not loaded here: its command is then kept whole)."""
+    try:
+        return get_engine(name)
+    except UserError:
+        return None
+
+
+def deploy_entry(
+    argv: list[str],
+    env: dict[str, str],
+    engine: str,
+    root: Path,
+    settings: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The winner's ``deploy`` entry from the command its bench measured, for ``engine`` by
+    name (best_config.json's, and the command the summary and the dashboard print)."""
+    secret_env = (settings or {}).get("secret_env", ())
+    return deployable(argv, env, engine_or_none(engine), root, secret_env)
 
 
 def _shell_word(arg: str) -> str:

@@ -171,10 +171,17 @@ def summary_markdown(
         if rec.winner is not None:
             parts.append(f"What you give up: {md(rec.given_up)}.")
             parts.append("")
-            parts.append(f"Command: {code(rec.command)}")
-            if rec.env:
-                env = " ".join(f"{k}={v}" for k, v in sorted(rec.env.items()))
-                parts.append(f"Environment: {code(env)}")
+            # the deployable command, not the bench's own (this clone's paths, its free port,
+            # the harness's flags): best_config.json keeps both
+            parts.append(
+                f"Command (from the project's root; `HOST` and `PORT` yours): {code(rec.command)}"
+            )
+            if rec.left_out:
+                parts.append("")
+                parts.append(
+                    "Left out of the measured command (the harness's own): "
+                    + ", ".join(code(x) for x in rec.left_out)
+                )
             if rec.verdicts:
                 parts.append("")
                 parts.append("SLO: " + "; ".join(md(v.reason) for v in rec.verdicts))

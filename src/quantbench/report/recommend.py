@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quantbench.report.deploy import deploy_entry
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
 from quantbench.report.tables import (
@@ -13,7 +14,6 @@ from quantbench.report.tables import (
     PairLine,
     QualityDelta,
     QualityReference,
-    command_line,
     figure_text,
     mib,
     money,
@@ -75,7 +75,10 @@ class Recommendation:
     """(label, value with its interval or 'too few requests for pNN') of the winner."""
     given_up: str
     command: str
-    env: dict[str, str]
+    """The deployable command line (best_config.json's ``deploy.command_line``): run from the
+    project's root, the host and port the user's, the harness's own flags left out."""
+    left_out: list[str]
+    """What of the measured command the deployable one leaves out (the harness's flags)."""
     verdicts: list[Verdict]
     ties: list[TieLine]
     winner_tie: TieLine | None
@@ -155,7 +158,7 @@ def recommend(
                 + " and every check."
             )
         return Recommendation(
-            profile, None, lines, headline, [], "", "", {}, [], [], None, profile.decided_by,
+            profile, None, lines, headline, [], "", "", [], [], [], None, profile.decided_by,
             misses,
         )  # fmt: skip
     summary = inputs.pairs[best.pair]
@@ -163,6 +166,7 @@ def recommend(
     server = summary.server(row.server_point)
     argv = row.command or (server.command if server else [])
     env = row.env or (server.env if server else {})
+    deploy = deploy_entry(argv, env, best.engine, inputs.root, row.settings)
     setting = row.server_point if row.server_point != "default" else "default settings"
     headline = (
         f"Deploy {best.variant} on {best.engine} ({setting}; measured at load {row.load_point}): "
@@ -183,8 +187,8 @@ def recommend(
         headline=headline,
         figures=figures(best, metric, summary.currency),
         given_up=delta.given_up(),
-        command=command_line(argv),
-        env=env,
+        command=deploy["command_line"],
+        left_out=deploy["left_out"],
         verdicts=best.verdicts,
         ties=[tie_line(t, metric) for t in profile.ties],
         winner_tie=tie_line(best, metric),
