@@ -10,6 +10,7 @@ import pytest
 from quantbench.bench.job import JobPaths, workloads_job
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.stage import SUMMARY, resume_key, run_pair_to
+from quantbench.decision.margins import DecisionMargins
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import PairSummary
 from quantbench.workloads.spec import WorkloadSpec
@@ -37,14 +38,16 @@ def test_the_resume_key_changes_with_what_was_measured_and_only_with_it(
     (paths.workloads / "chat.jsonl").write_text('{"turns": []}\n')
     env = tmp_path / "env.json"
 
-    def key(settings=None, slo="ttft<=1s") -> str:
+    def key(settings=None, slo="ttft<=1s", **extra) -> str:
         job = workloads_job("p", fake_artifact, fake_engine, settings or FakeSettings(),
-                            {"chat": CHAT}, slo, BenchSettings())  # fmt: skip
+                            {"chat": CHAT}, slo, BenchSettings(), **extra)  # fmt: skip
         return resume_key(job, paths, env)
 
     first = key()
     assert key() == first  # the same measurement: an interrupted run's points are kept
     assert key(slo="ttft<=2s") != first
+    # other margins move where the race stops a point
+    assert key(margins=DecisionMargins(equivalence=0.1)) != first
     assert key(FakeSettings(itl_ms=9.0)) != first
     (paths.variants / fake_artifact.name / "model.safetensors").write_bytes(b"other weights")
     assert key() != first  # another variant's files

@@ -17,6 +17,7 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
 from quantbench.data import DataSettings
 from quantbench.decision.gate import QualityLimits, shown_unrankable
+from quantbench.decision.margins import RaceMargins
 from quantbench.engines.artifact import Artifact, load_artifact
 from quantbench.engines.base import Engine, EngineSettings
 from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
@@ -95,6 +96,7 @@ def pair_job(
         probe=section(params, "estimate.probe", ProbeSettings)
         if with_probe and pair.probe
         else None,
+        margins=section(params, "report", RaceMargins),
     )
 
 

@@ -33,6 +33,7 @@ from quantbench.bench.search import find_edge, grid_size, reach_bound
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob, score_on
 from quantbench.bench.task import mismatch as task_mismatch
+from quantbench.decision.margins import DecisionMargins
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.server import Server, ServerError, describe_exit
@@ -95,6 +96,14 @@ class PairJob:
     """Probe the pair's server for the estimate (quantbench.estimate.pair_probe) on the sweep's
     setting that batches most, before its points; ``run_pair`` writes it to ``probe.json``
     (None: no probe, as in the decide stage's measurements again)."""
+    margins: DecisionMargins = field(default_factory=DecisionMargins)
+    """The decision's equivalence margin and drift (``report:``): the race stops only what the
+    decision could not rank first (quantbench.decision.margins)."""
+
+    def race_floor(self, leader: dict[str, Any], metric: str) -> float:
+        """The level a point's high end must fall below to lose to ``leader`` beyond what the
+        decision allows: its low end less the equivalence margin and the drift."""
+        return metric_bounds(leader, metric)[0] * self.margins.race_share(self.bench.confidence)
 
     def slo_for(self, workload: str) -> str:
         return self.workloads[workload].slo_text(self.slo)
@@ -248,7 +257,8 @@ class _Race:
         batch = f", serving at most {self.max_batch} at once" if self.max_batch else ""
         return (
             f"cannot reach the leader ({self.leader_label}, {self.floor:.1f} "
-            f"{self.metric.replace('_', ' ')} at the low end of its interval): at most "
+            f"{self.metric.replace('_', ' ')}: its interval's low end less the decision's "
+            f"margins): at most "
             f"{bound:.1f} at any concurrency up to {self.top_label} {self.reach}{batch}"
         )
 
@@ -287,7 +297,7 @@ def _race(
         return None
     metric = rank_metric(by_goodput)
     return _Race(
-        workload, leader, metric, metric_bounds(leader, metric)[0], top, max_batch, top_label
+        workload, leader, metric, job.race_floor(leader, metric), top, max_batch, top_label
     )
 
 
@@ -316,7 +326,7 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
     looks = Precision.looks(p.max_requests, first=first)
     return RaceFloor(
         metric=metric,
-        floor=metric_bounds(leader, metric)[0],
+        floor=job.race_floor(leader, metric),
         leader=f"{leader['server_point']} @ {leader['load_point']}",
         slo=job.slo_for(workload),
         after=p.min_requests,

@@ -48,6 +48,7 @@ def resume_key(job: PairJob, paths: JobPaths, env: Path) -> str:
             "traffic": {n: sha256_file(paths.workloads / f"{n}.jsonl") for n in job.workloads},
             "slo": job.slo,
             "bench": job.bench.model_dump(mode="json", exclude={"pairs"}),
+            "margins": job.margins.model_dump(mode="json"),
             "probe": None if job.probe is None else job.probe.model_dump(mode="json"),
             "env": sha256_file(env) if env.is_file() else None,
             "code": code_hash(),

@@ -114,7 +114,7 @@ def cannot_reach(
         return None
     name = race.metric.replace("_", " ")
     return (
-        f"{RACE_STOP} ({race.leader}, {race.floor:.1f} {name} at the low end of its "
-        f"interval): at most {high:.1f}, {how} ({race.confidence:.2%} two-sided a look), "
+        f"{RACE_STOP} ({race.leader}, {race.floor:.1f} {name}: its interval's low end less "
+        f"the decision's margins): at most {high:.1f}, {how} ({race.confidence:.2%} two-sided a look), "
         f"after {measured_completed} measured requests"
     )

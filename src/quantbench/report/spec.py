@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from quantbench.decision.gate import check_limits
+from quantbench.decision.margins import DecisionMargins
 from quantbench.decision.rules import DecisionSettings
 from quantbench.settings import Settings
 
@@ -64,7 +65,7 @@ class ConfirmSettings(Settings):
     max_rounds: int = Field(4, ge=1, le=20, description="Rounds (each side measured once) at most.")
 
 
-class ReportSettings(Settings):
+class ReportSettings(DecisionMargins):
     """How the report stage judges and draws the measurements (nothing here is measured)."""
 
     profiles: dict[str, str] = Field(
@@ -83,23 +84,6 @@ class ReportSettings(Settings):
         "merged model; kl_mean, kl_high: KL divergence from the merged model; top1_agreement; "
         "heldout_accuracy: the fine-tune's task scored offline on the variant; task_accuracy: "
         "the same task scored through each pair's own server, per pair).",
-    )
-    equivalence: float = Field(
-        0.05,
-        gt=0,
-        lt=1,
-        description="Equivalence margin: two configurations whose ranked figures are shown within "
-        "this ratio of each other (the ratio's interval inside [1/(1+m), 1+m]) are equivalent, "
-        "and only equivalent ones go to the tie-breaks. 0.05: within ±5 %.",
-    )
-    drift: float = Field(
-        0.04,
-        ge=0,
-        lt=1,
-        description="How much two measurements of one configuration taken at different times "
-        "differ beyond their own intervals (the spread of their log ratio): added to every "
-        "comparison of rows not measured in alternation. 0.04: measured on 2-core machines, "
-        "docs/BENCH.md.",
     )
     quality: dict[str, float] = Field(
         {"perplexity_ratio": 1.10},

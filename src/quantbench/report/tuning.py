@@ -84,7 +84,7 @@ def _raced_text(label: str, drop: RaceDrop) -> str:
     ]
     return (
         f"{label} {' and '.join(left)}: could deliver at most {drop.bound:.1f}, "
-        f"below the leader's {drop.floor:.1f}"
+        f"below {drop.floor:.1f}, the leader's low end less the decision's margins"
     )
 
 

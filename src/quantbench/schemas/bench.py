@@ -210,7 +210,10 @@ class RaceDrop(Strict):
     reason: str
     leader: str = Field(description="The leading row, '<server point> @ <load point>'.")
     metric: str = Field(description="The ranked figure the bound is on.")
-    floor: float = Field(description="The low end of the leader's interval on it.")
+    floor: float = Field(
+        description="What the bound had to fall below: the low end of the leader's interval on "
+        "it, less the decision's equivalence margin and drift (quantbench.decision.margins)."
+    )
     bound: float = Field(
         description="The most this setting could deliver at any skipped load (at or above its "
         "lowest measured concurrency, up to the grid's highest load, serving at most the batch "

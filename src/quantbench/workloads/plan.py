@@ -62,8 +62,9 @@ class BodyRules:
 @dataclass(frozen=True)
 class RaceFloor:
     """The race within a pair's grid (bench.race), handed to the load process: once this point's
-    interval on ``metric`` lies wholly below ``floor`` (the low end of the leader's interval),
-    it cannot win beyond noise and stops measuring (quantbench.load.race)."""
+    interval on ``metric`` lies wholly below ``floor`` (the low end of the leader's interval less
+    the decision's equivalence margin and drift: quantbench.decision.margins), the decision
+    could not rank it first and it stops measuring (quantbench.load.race)."""
 
     metric: str
     """``good_output_throughput`` (ranked by goodput under ``slo``) or ``output_throughput``."""
