@@ -64,6 +64,7 @@ def main() -> None:
 
         def needs(plan: Planned) -> None:
             servers.keep_only(servers_of(plan))
+            servers.start(servers_of(plan))  # side by side: two starts in the time of one
 
         # each server's start as the bench measured it: a duel whose start would not leave its
         # budget a round is passed over (one vLLM start could take a short budget whole)

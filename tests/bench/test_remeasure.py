@@ -1,0 +1,56 @@
+"""The decide stage's servers (quantbench.bench.remeasure.RowServers): started side by side."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from quantbench.bench.job import workloads_job
+from quantbench.bench.remeasure import RowServers
+from quantbench.bench.spec import BenchSettings
+from quantbench.engines.base import LaunchSpec
+
+from .conftest import FakeEngine, FakeSettings
+from .test_stage import CHAT
+
+START_S = 2.0
+
+
+class SlowStartEngine(FakeEngine):
+    """The fake engine whose server takes ``START_S`` to come up, as an engine importing itself."""
+
+    def launch(self, artifact, settings: FakeSettings, host: str, port: int) -> LaunchSpec:
+        spec = super().launch(artifact, settings, host, port)
+        code = (
+            f"import os, sys, time; time.sleep({START_S}); os.execv(sys.executable, {spec.argv!r})"
+        )
+        return dataclasses.replace(spec, argv=[sys.executable, "-c", code])
+
+
+def test_the_servers_a_duel_needs_start_side_by_side(fake_artifact, tmp_path: Path) -> None:
+    # Each duel of the decide stage started its two servers one after the other, as each was
+    # first measured: two vLLM starts are a minute on 2 cores, mostly each importing itself
+    engine = SlowStartEngine(tmp_path)
+    bench = BenchSettings()
+    jobs = {
+        name: workloads_job(name, fake_artifact, engine, FakeSettings(), {"chat": CHAT}, "", bench)
+        for name in ("a", "b")
+    }
+    servers = RowServers(jobs, tmp_path / "out")
+    try:
+        needed = {("a", "default"), ("b", "default")}
+        assert servers.start_s(needed, {("a", "default"): 30.0, ("b", "default"): 20.0}) == 30.0
+        servers.start(needed)
+        assert set(servers.running) == needed
+        first, second = sorted(servers.running.values(), key=lambda s: s.started_at)
+        ready = first.report()["ready_seconds"]
+        assert ready is not None and ready >= START_S
+        # the second began before the first was ready: side by side, not one after the other
+        assert second.started_at < first.started_at + ready
+        assert servers.start_s(needed, {}) == 0.0  # nothing left to start
+    finally:
+        servers.close()
+    assert all(
+        s.process is not None and s.process.poll() is not None for s in servers.used.values()
+    )
