@@ -272,7 +272,8 @@ def test_a_point_the_race_stops_is_priced_where_the_race_stops_it():
 
 def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Path, capsys) -> None:
     """With the evaluate stage's report of a variant the quality gate excludes, the plan prices
-    its pair on one server setting (Q8_0 on llama.cpp sweeps two) and says why."""
+    its pair on one server setting (Q8_0 on llama.cpp sweeps two), each workload's first load
+    point (chat's one stream is not run), and says why."""
     import argparse
 
     from tests.schemas import examples
@@ -298,5 +299,5 @@ def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Pa
     report = report.model_copy(update={"name": "gguf-q8_0"})
     schema_io.write(quality / "gguf-q8_0.json", report)
     servers, points, out = row()
-    assert (servers, points) == ("1", "3")
+    assert (servers, points) == ("1", "2")  # one setting, each workload's first load
     assert "gguf-q8_0-llamacpp: screened, perplexity ratio" in out

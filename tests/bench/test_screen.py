@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from tests.schemas import examples
 
-from quantbench.bench.job import at_floor, screened_by_quality
+from quantbench.bench.job import screened_by_quality, screened_workload
 from quantbench.bench.spec import BenchSettings
 from quantbench.params import section
 from quantbench.workloads.spec import workloads_section
@@ -39,14 +39,18 @@ def test_full_measures_every_pair_and_no_gate_screens_nothing() -> None:
     assert screened_by_quality(params, screen, gptq) is None
 
 
-def test_a_screened_workload_stops_each_point_at_its_precision_floor() -> None:
+def test_a_screened_workload_runs_its_first_load_at_its_precision_floor() -> None:
+    # a screened pair ran every load point at its floor: the one stream's 12 serial requests
+    # were most of its points' time, for rows the decision can never rank
     for name, spec in workloads_section(_params(), "params.yaml").items():
         assert spec.precision is not None and spec.precision.max_requests > 12, name
-        floor = at_floor(spec)
+        floor = screened_workload(spec)
         assert floor.precision is not None
         assert floor.precision.max_requests == floor.precision.min_requests == 12
-        assert floor.precision.targets == spec.precision.targets and floor.load == spec.load
-    fixed = next(iter(workloads_section(_params(), "params.yaml").values())).model_copy(
-        update={"precision": None, "num_requests": 8}
-    )
-    assert at_floor(fixed) is fixed
+        assert floor.precision.targets == spec.precision.targets
+        assert floor.points == spec.points[:1] and floor.points[0].concurrency == 4
+    chat = workloads_section(_params(), "params.yaml")["chat"]
+    assert [p.concurrency for p in chat.points] == [4, 1]
+    fixed = chat.model_copy(update={"precision": None, "num_requests": 8})
+    assert screened_workload(fixed).points == fixed.points[:1]
+    assert screened_workload(fixed).num_requests == 8

@@ -79,7 +79,7 @@ def pair_job(
     task = _task_job(params, quality) if with_task else None
     screened = None if not_served else screened_by_quality(params, bench, quality)
     if screened is not None:
-        workloads = {w: at_floor(spec) for w, spec in workloads.items()}
+        workloads = {w: screened_workload(spec) for w, spec in workloads.items()}
     return PairJob(
         name=name,
         artifact=load_artifact(paths.variants / pair.variant, name=pair.variant),
@@ -111,13 +111,17 @@ def screened_by_quality(
     return shown_unrankable(quality, section(params, "report.quality", QualityLimits).root)
 
 
-def at_floor(spec: WorkloadSpec) -> WorkloadSpec:
-    """A precision-sized workload measured at its floor: each point stops at
-    ``precision.min_requests`` (a fixed-size workload is left as it is)."""
+def screened_workload(spec: WorkloadSpec) -> WorkloadSpec:
+    """A workload as a screened pair runs it: its first load point only (params lists the
+    highest first: the most the pair delivers, its figure in the report), and a precision-sized
+    one at its floor, stopping at ``precision.min_requests``. Its lower loads would cost a
+    screened pair most of its points' time (one stream's 12 serial requests, 22-26 s a pair on
+    2 cores) for rows the decision can never rank."""
+    first = spec.model_copy(update={"load": spec.points[:1]})
     if spec.precision is None:
-        return spec
+        return first
     floor = spec.precision.model_copy(update={"max_requests": spec.precision.min_requests})
-    return spec.model_copy(update={"precision": floor})
+    return first.model_copy(update={"precision": floor})
 
 
 def _task_job(params: dict[str, Any], quality: QualityReport | None) -> TaskJob | None:

@@ -146,7 +146,7 @@ def _quality(quality_dir: Path, variant: str) -> QualityReport | None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.duration import ProbeShape, TaskShape, TrafficShape, plan_pair, render
-    from quantbench.bench.job import at_floor, screened_by_quality
+    from quantbench.bench.job import screened_by_quality, screened_workload
     from quantbench.bench.served_here import served_pairs
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
@@ -228,9 +228,9 @@ def run_plan(args: argparse.Namespace) -> int:
         labels = [label for label, _ in pair.settings.sweep_points()]
         measured = workloads
         why = screened_by_quality(params, bench, _quality(args.quality, bench.pairs[name].variant))
-        if why is not None:  # as its bench stage runs it: one setting, each point at its floor
+        if why is not None:  # as its bench stage runs it: one setting, its first load at its floor
             labels = [probe_point(engine, pair.settings)[0]]
-            measured = {w: at_floor(spec) for w, spec in workloads.items()}
+            measured = {w: screened_workload(spec) for w, spec in workloads.items()}
             notes.append(f"{name}: screened, {why}")
         probe = ProbeShape()
         if bench.pairs[name].probe:  # the bench's probe for the estimate (estimate.pair_probe)

@@ -241,9 +241,9 @@ def summary_markdown(
     if screened:
         parts += ["## Pairs measured at their floor (the quality gate excludes them)", ""]
         parts += [
-            "Served on one server setting, each point at its workload's `precision.min_requests` "
-            "(`bench.quality_gated: screen`): no decision can rank them, so their figures carry "
-            "wider intervals.",
+            "Served on one server setting, each workload's first load point at its "
+            "`precision.min_requests` (`bench.quality_gated: screen`): no decision can rank them, "
+            "so their figures carry wider intervals and their lower loads are not run.",
             "",
         ]
         parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(screened.items()))
