@@ -1110,3 +1110,32 @@ def test_the_bench_verdicts_are_shown_at_the_level_the_bench_judged_them() -> No
         is None
     )
     assert RepeatRecords(0, [], None).verdict_confidence(0.95) is None
+
+
+def test_a_row_the_race_stopped_is_named_against_the_leader(inputs, by_key) -> None:
+    # The decision's list against the leader left out the rows the race stopped part-way (named
+    # only in the server table): a reader could not tell they were measured, and why they lost
+    from dataclasses import replace
+
+    from quantbench.report.recommend import recommend
+    from quantbench.report.tables import quality_reference
+    from quantbench.schemas.bench import RaceDrop
+
+    chat = by_key["chat"]
+    plain = recommend(inputs, chat, quality_reference(inputs))
+    assert not [c for c in plain.comparisons if "stopped by the race" in c]
+    pair = inputs.pairs["bf16-transformers"]
+    drop = RaceDrop(
+        reason="cannot reach the leader", leader="continuous_batching=on @ c4",
+        metric=chat.ranked_by, floor=40.0, bound=19.0, skipped=[], stopped=["c1"],
+    )  # fmt: skip
+    first = pair.servers[0].model_copy(update={"raced": {"chat": drop}})
+    changed = {
+        **inputs.pairs,
+        pair.pair: pair.model_copy(update={"servers": [first, *pair.servers[1:]]}),
+    }
+    rec = recommend(replace(inputs, pairs=changed), chat, quality_reference(inputs))
+    line = next(c for c in rec.comparisons if "stopped by the race" in c)
+    assert line.startswith(f"bf16-transformers · {first.server_point} · c1: stopped by the race")
+    assert "at most 19.0 against bf16-transformers · continuous_batching=on @ c4's 40.0" in line
+    assert rec.comparisons[: len(plain.comparisons)] == plain.comparisons

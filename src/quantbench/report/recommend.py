@@ -136,6 +136,28 @@ def decision_lines(profile: Profile) -> tuple[list[str], list[str], list[str]]:
     return comparisons, list(decision.tradeoffs), stable
 
 
+def raced_lines(inputs: ReportInputs, profile: Profile) -> list[str]:
+    """The rows the race stopped part-way, each against what it raced (its pair's best row so
+    far, less the decision's margins): the decision never compares them, since the race showed
+    they could not rank first, and the list against the leader says so rather than leave them
+    out. The default profile only: the race ranked by its SLO."""
+    if not profile.is_default:
+        return []
+    out = []
+    for pair, summary in sorted(inputs.pairs.items()):
+        for server in summary.servers:
+            drop = server.raced.get(profile.workload)
+            if drop is None:
+                continue
+            for point in drop.stopped:
+                out.append(
+                    f"{pair} · {server.server_point} · {point}: stopped by the race, at most "
+                    f"{drop.bound:.1f} against {pair} · {drop.leader}'s {drop.floor:.1f} (its "
+                    "interval's low end less the decision's margins): it could not rank first"
+                )
+    return out
+
+
 def recommend(
     inputs: ReportInputs, profile: Profile, reference: QualityReference
 ) -> Recommendation:
@@ -176,6 +198,7 @@ def recommend(
     )
     delta = QualityDelta(best.variant, inputs.quality.get(best.variant), reference)
     comparisons, tradeoffs, stable = decision_lines(profile)
+    comparisons += raced_lines(inputs, profile)
     return Recommendation(
         comparisons=comparisons,
         tradeoffs=tradeoffs,
