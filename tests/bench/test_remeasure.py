@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from quantbench.bench.job import workloads_job
@@ -49,6 +51,14 @@ def test_the_servers_a_duel_needs_start_side_by_side(fake_artifact, tmp_path: Pa
         # the second began before the first was ready: side by side, not one after the other
         assert second.started_at < first.started_at + ready
         assert servers.start_s(needed, {}) == 0.0  # nothing left to start
+        # and both still serve once start() returned: started from worker threads, each server's
+        # guard was told its parent died when its thread ended, and stopped it (the default
+        # run's decide stage lost both vLLM servers of its first duel so)
+        time.sleep(1.5)
+        for server in servers.running.values():
+            assert server.process is not None and server.process.poll() is None
+            with urllib.request.urlopen(f"{server.spec.base_url}/health", timeout=5) as reply:
+                assert reply.status == 200
     finally:
         servers.close()
     assert all(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +99,11 @@ class RowServers:
             raise ServerError(self.failed[key])
         if key in self.running:
             return self.running[key]
+        return self._ready(key, self._launch(key))
+
+    def _launch(self, key: tuple[str, str]) -> Server:
+        """The server of ``key``, its process started (not yet ready)."""
+        pair, server_point = key
         job = self.jobs[pair]
         settings = self._settings(job, server_point)
 
@@ -111,33 +115,43 @@ class RowServers:
         folder = self.out_dir / "servers" / pair / server_point
         folder.mkdir(parents=True, exist_ok=True)
         server = Server(relaunch(), folder / "server.log", relaunch=relaunch)
+        self.used[key] = server
         try:
-            server.__enter__()
+            server.start()
+        except ServerError as exc:
+            server.stop()
+            self.failed[key] = str(exc)
+            raise
+        return server
+
+    def _ready(self, key: tuple[str, str], server: Server) -> Server:
+        """``server`` (of ``key``) once it is up and warmed up; a failure is recorded."""
+        job = self.jobs[key[0]]
+        try:
+            server.ready()
             server.warmup(timeout_s=min(s.timeout_s for s in job.workloads.values()))
         except ServerError as exc:
-            server.__exit__(None, None, None)
+            server.stop()
             self.failed[key] = str(exc)
-            self.used[key] = server
             raise
         self.running[key] = server
-        self.used[key] = server
         return server
 
     def start(self, needed: set[tuple[str, str]]) -> None:
-        """Start those of ``needed`` that are not running, at once: a start is mostly one process
-        importing its engine (a vLLM start is half a minute of it on 2 cores), so two starts side
-        by side take about as long as one; nothing is measured while they start. A server that
-        fails is recorded, and its rows' measuring says so."""
+        """Start those of ``needed`` that are not running, side by side: a start is mostly one
+        process importing its engine (a vLLM start is half a minute of it on 2 cores), so two
+        processes booting at once are up in about the time of one; nothing is measured while
+        they start. Every process is started from this thread, then waited for in turn (a
+        server started from a worker thread is stopped when that thread ends: Server.ready).
+        A server that fails is recorded, and its rows' measuring says so."""
         todo = sorted(k for k in needed if k not in self.running and k not in self.failed)
-        if len(todo) < 2:
-            return  # one start: measuring starts it when first needed
-
-        def one(key: tuple[str, str]) -> None:
+        launched = []
+        for key in todo:
             with contextlib.suppress(ServerError):
-                self.server(*key)
-
-        with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="start") as pool:
-            list(pool.map(one, todo))
+                launched.append((key, self._launch(key)))
+        for key, server in launched:
+            with contextlib.suppress(ServerError):
+                self._ready(key, server)
 
     def start_s(
         self, needed: set[tuple[str, str]], measured: dict[tuple[str, str], float]

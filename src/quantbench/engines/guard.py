@@ -9,7 +9,10 @@ parent-death signal reaches only a direct child. So each server runs under this 
 * is a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): every descendant that loses its parent is
   re-parented to the guard instead of init, so the guard can always find and stop it;
 * asks for ``SIGTERM`` when its own parent dies (``PR_SET_PDEATHSIG``): even when the bench stage
-  is killed with ``kill -9`` (which no handler sees), the guard is told, and stops the whole tree;
+  is killed with ``kill -9`` (which no handler sees), the guard is told, and stops the whole tree.
+  Linux sends it when the *thread* that started the guard ends, not its process: a server is
+  started from a thread that outlives it (the decide stage's side-by-side starts lost both of a
+  duel's vLLM servers to a thread pool's exit before ``Server.ready`` said so);
 * on ``SIGTERM``/``SIGINT`` (or when the server exits by itself) terminates every descendant
   (SIGTERM, a grace period, then SIGKILL), reaps them, and exits with the server's own status
   (re-raising the server's fatal signal, so the caller sees ``-SIGKILL`` as before).

@@ -545,8 +545,16 @@ class Server:
         }
 
     def __enter__(self) -> Server:
+        self.start()
+        return self.ready()
+
+    def ready(self) -> Server:
+        """Wait for the server :meth:`start` started. A port lost to another process starts it
+        again on another (``PORT_TRIES`` starts in all); a server that does not come up is
+        stopped and its error raised. Call it from the thread that called :meth:`start`, or
+        one that outlives it: the guard is told its parent died when the *thread* that started
+        it ends (``PR_SET_PDEATHSIG``), and stops the server."""
         for attempt in range(1, PORT_TRIES + 1):
-            self.start()
             try:
                 self.wait_ready()
                 return self
@@ -560,6 +568,7 @@ class Server:
                 self.spec = self.relaunch()
                 self.ready_seconds = self.exit_code = None
                 self.asked_to_stop = False
+                self.start()
             except BaseException:
                 self.stop()
                 raise
