@@ -138,10 +138,10 @@ class RowServers:
         return server
 
     def start(self, needed: set[tuple[str, str]]) -> None:
-        """Start those of ``needed`` that are not running, side by side: a start is mostly one
-        process importing its engine (a vLLM start is half a minute of it on 2 cores), so two
-        processes booting at once are up in about the time of one; nothing is measured while
-        they start. Every process is started from this thread, then waited for in turn (a
+        """Start those of ``needed`` that are not running, side by side: a start is mostly a
+        process importing its engine, so two booting at once are up sooner than one after the
+        other (two vLLM starts in 44 s on 2 cores, one alone 22-29 s); nothing is measured
+        while they start. Every process is started from this thread, then waited for in turn (a
         server started from a worker thread is stopped when that thread ends: Server.ready).
         A server that fails is recorded, and its rows' measuring says so."""
         todo = sorted(k for k in needed if k not in self.running and k not in self.failed)
@@ -158,7 +158,8 @@ class RowServers:
     ) -> float:
         """Seconds starting those of ``needed`` that are not running would take: the longest of
         their starts at the bench (``measured``), else their engine's estimate (they start side
-        by side: :meth:`start`)."""
+        by side, :meth:`start`; two vLLM starts took 1.5x one alone on 2 cores, which a short
+        budget's first round absorbs)."""
         return max(
             (
                 measured.get(key) or self.jobs[key[0]].engine.startup_estimate_s
