@@ -42,7 +42,7 @@ def test_the_servers_a_duel_needs_start_side_by_side(fake_artifact, tmp_path: Pa
     servers = RowServers(jobs, tmp_path / "out")
     try:
         needed = {("a", "default"), ("b", "default")}
-        assert servers.start_s(needed, {("a", "default"): 30.0, ("b", "default"): 20.0}) == 30.0
+        assert servers.start_s(needed, {("a", "default"): 30.0, ("b", "default"): 20.0}) == 50.0
         servers.start(needed)
         assert set(servers.running) == needed
         first, second = sorted(servers.running.values(), key=lambda s: s.started_at)
