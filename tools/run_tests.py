@@ -8,6 +8,10 @@
    clock against a scripted server's, quantbench against `vllm bench serve`, the machine's
    rates), alone, one after the other, so nothing else shares the cores while they measure.
 
+Before either, the free disk where the tests write (the temporary folder and the repository) is
+printed, and a disk too full for the suite stops it at once with what to free: a full disk fails
+hundreds of tests at their first write, with errors that do not say why (one CI run did).
+
 Then the counts of both phases on one line ("N passed, N failed"), and the slowest tests of the
 run from the per-test profile (tests/conftest.py: wall and CPU seconds). Extra arguments go to
 both pytest runs (`make test PYTEST_ARGS="-k report"`); a phase that selects no test is not a
@@ -21,8 +25,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +37,29 @@ PROFILE = REPO / "build" / "test-artifacts" / "test-profile.jsonl"
 NO_TESTS = 5  # pytest's exit code when it collected nothing
 COUNTS = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 WORKERS = os.environ.get("QUANTBENCH_TEST_WORKERS", "2")
+GIB = 1 << 30
+# The pipeline's end-to-end run alone asks its preflight for about 5 GiB (the embedded model's
+# base, merge and six variants, each also in DVC's cache: src/quantbench/preflight.py); the rest
+# of the suite writes well under 1 GiB at a time.
+DISK_NEEDED = 6 * GIB
+
+
+def disk_problem(places: dict[str, Path], needed: int = DISK_NEEDED) -> str | None:
+    """Print the free space of each place; a line naming what is short, or None."""
+    short = []
+    for what, place in places.items():
+        free = shutil.disk_usage(place).free
+        print(f"disk: {free / GIB:.1f} GiB free for {what} ({place})", flush=True)
+        if free < needed:
+            short.append(f"{what} ({place}: {free / GIB:.1f} GiB free)")
+    if not short:
+        return None
+    return (
+        f"the test suite needs {needed / GIB:.0f} GiB of free disk, short for "
+        + ", ".join(short)
+        + "; free space there (old pytest-of-* folders in the temporary folder, old clones and "
+        "runs) or point TMPDIR at a bigger disk"
+    )
 
 
 def phase(
@@ -70,6 +99,10 @@ def slowest(limit: int = 30) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    problem = disk_problem({"temporary files": Path(tempfile.gettempdir()), "the repository": REPO})
+    if problem:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        return 2
     PROFILE.parent.mkdir(parents=True, exist_ok=True)
     PROFILE.unlink(missing_ok=True)
     common = ["-p", "no:cacheprovider", *argv]

@@ -9,6 +9,8 @@ at what the params point to, so they run where a run begins (`make repro` calls
 - a local model folder or an adapter folder that does not exist;
 - a LoRA target module the model does not have (its linear layers, from its config alone);
 - an engine setting that reserves more memory than the machine has in all (vLLM's KV cache);
+- less free disk than the run's models take (the merge and every variant, each also copied into
+  DVC's cache);
 - a pair whose engine cannot serve its format on this machine (vLLM's build for a CPU without
   AVX-512 has no 4-bit weight kernel: GPTQ and AWQ);
 - a group size that does not divide the model's layer widths (read from the model's config, or
@@ -21,6 +23,8 @@ at what the params point to, so they run where a run begins (`make repro` calls
 from __future__ import annotations
 
 import functools
+import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -254,6 +258,60 @@ def memory_problems(config: Config, total: int | None = None) -> list[str]:
     return found
 
 
+def model_weight_bytes(config: Config) -> int | None:
+    """The model's weights at 16 bits a parameter (what the merge and the bf16 variant hold):
+    from the embedded GGUF's tensor table, or a local folder's safetensors files as stored; None
+    for a hub model not downloaded yet."""
+    from quantbench.model import embedded_gguf_path
+
+    if config.model.source == "embedded":
+        from quantbench.formats.gguf_header import read_header
+
+        return 2 * sum(math.prod(t.shape) for t in read_header(embedded_gguf_path()).tensors)
+    if config.model.source == "local" and config.model.path is not None:
+        files = list(Path(config.model.path).glob("*.safetensors"))
+        return sum(f.stat().st_size for f in files) or None
+    return None
+
+
+# DVC's cache keeps a copy of every output it tracks (its default link type copies where the
+# filesystem cannot reflink), beside the workspace's own.
+DVC_COPIES = 2
+DISK_HEADROOM = 1 << 30  # logs, reports, reference passes, the servers' scratch
+
+
+def disk_needed(config: Config, weights: int) -> int:
+    """Bytes the run writes that scale with the model: the prepared base, the merge and each
+    variant (none bigger than the 16-bit weights), in the workspace and in DVC's cache."""
+    models = 2 + len(config.variants)
+    return DVC_COPIES * models * weights + DISK_HEADROOM
+
+
+def disk_problems(config: Config, free: int | None = None, where: Path | None = None) -> list[str]:
+    """Less free space where the run writes than its models need: found now, not when a
+    quantizer's save fails an hour in (a full disk also fails every later write, logs included)."""
+    from quantbench.engines.memory import GIB
+
+    where = Path.cwd() if where is None else where
+    try:
+        weights = model_weight_bytes(config)
+    except (OSError, UserError):
+        return []  # the model's own problem, reported by the model checks
+    if weights is None:
+        return []
+    free = shutil.disk_usage(where).free if free is None else free
+    needed = disk_needed(config, weights)
+    if free >= needed:
+        return []
+    return [
+        f"disk: {free / GIB:.1f} GiB free on {where}, and the run writes about "
+        f"{needed / GIB:.1f} GiB (the base, the merge and {len(config.variants)} variants of "
+        f"{weights / GIB:.2f} GiB at 16 bits, each also in DVC's cache, and "
+        f"{DISK_HEADROOM / GIB:.0f} GiB of logs and reports); free space there (`dvc gc -w` "
+        "drops cached outputs of older runs) or drop variants"
+    ]
+
+
 def unservable_in_config(config: Config) -> Unservable:
     """Why each bench pair's engine cannot serve its variant on this machine (None: it can), from
     the validated config (the stages ask the same of raw params: served_here.unservable_in)."""
@@ -359,6 +417,7 @@ def problems(config: Config) -> list[str]:
         sizes[name] = one
         asked = max(asked, one.max_output)
     found += memory_problems(config)
+    found += disk_problems(config)
     found += engine_problems(config)
     found += served_task_problems(config)
     contexts = dict(engine_contexts(config))
