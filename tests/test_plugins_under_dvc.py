@@ -152,7 +152,8 @@ def _stale(project: Path) -> set[str]:
 
 def _edited(project: Path, file: str) -> set[str]:
     """The stages stale after appending a comment to ``file`` and rerunning validate (which
-    stamps the code); the file is restored, and validate rerun, before returning."""
+    stamps the engines' and formats' code; the closures stage before it stamps each stage's);
+    the file is restored, and validate rerun, before returning."""
     path = project / file
     original = path.read_text()
     try:
@@ -175,4 +176,17 @@ def test_a_plugin_edit_reruns_its_own_stages_and_nothing_changed_runs_nothing(
     stale = _edited(project, "plugins/ministream_server.py")  # a declared code file
     assert "bench@fp16-ministream" in stale
     assert not stale & {"quantize@fp16", "evaluate@fp16"}
+    assert _stale(project) == set()
+
+
+def test_a_library_edit_reruns_the_stages_whose_closure_holds_it(project: Path) -> None:
+    """dvc.yaml lists each stage's closure stamp (reports/closures/, tools/dag.py), not its
+    modules: editing the report's tables reruns the report and nothing before it; editing the
+    LoRA trainer reruns the fine-tuning and, through its outputs, what follows it."""
+    stale = _edited(project, "src/quantbench/report/tables.py")
+    assert "report" in stale
+    assert not stale & {"prepare", "finetune", "quantize@fp16", "evaluate@fp16"}
+    assert not any(s.startswith("bench@") for s in stale)
+    stale = _edited(project, "src/quantbench/lora/train.py")
+    assert {"finetune"} <= stale and "prepare" not in stale
     assert _stale(project) == set()

@@ -18,16 +18,30 @@ The two registries load built-in engines and formats by name; that is handled ex
                                     # the layers' problems (tools/layers.py)
     python tools/dag.py --write     # rewrite the code entries of each stage's deps
 
-Only entries under ``stages/``, ``src/``, ``reports/code/`` and ``plugins`` are managed; data,
-model and report deps are kept as written, except that a literal path equal to a ``data:`` setting is refused (write
-``${data.<key>}`` so the dependency follows the setting).
+The modules are not listed in dvc.yaml one by one: each stage depends on its script and on its
+closure's stamp, ``reports/closures/<script>[@<registry>].json``, which the first stage
+(``closures``: this tool run as ``--stamp``, under a second, whenever ``src/quantbench`` or
+``stages`` change) writes with every module's and template's sha256. A stamp's bytes change exactly when a file of that stage's
+closure does, so DVC reruns what it reran before; but dvc.lock, which DVC reads and rewrites
+whole at each stage's end, holds a few entries a stage instead of one per module (3,007 ``path:``
+entries, 417 KB: about 2.2 s a stage with its YAML library, 70 s over a run's 31 stages).
+
+Only entries under ``stages/``, ``src/``, ``reports/code/``, ``reports/closures/`` and ``plugins``
+are managed; data, model and report deps are kept as written, except that a literal path equal
+to a ``data:`` setting is refused (write ``${data.<key>}`` so the dependency follows the
+setting).
+
+    python tools/dag.py --stamp reports/closures   # the closures stage: one stamp per stage
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
+import json
 import re
+import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,7 +55,9 @@ SRC = REPO / "src"
 PACKAGE = "quantbench"
 PLUGINS = "plugins"
 STAMPS = "reports/code"
-CODE_PREFIXES = ("stages/", "src/", f"{STAMPS}/", PLUGINS)
+CLOSURES = "reports/closures"
+CLOSURE_STAGE = "closures"
+CODE_PREFIXES = ("stages/", "src/", f"{STAMPS}/", f"{CLOSURES}/", PLUGINS)
 REGISTRIES = {
     "engines": ("quantbench.engines.registry", "quantbench.engines.{}", "${item.engine}"),
     "formats": ("quantbench.formats.registry", "quantbench.formats.{}", "${item.format}"),
@@ -239,22 +255,109 @@ def data_settings(repo: Path) -> dict[str, str]:
     return {str(v): k for k, v in (params.get("data") or {}).items() if isinstance(v, str)}
 
 
+def stamped(deps: list[str]) -> list[str]:
+    """Of a stage's code dependencies, those its closure stamp holds: the package's modules and
+    templates (the script, the plugins' folder and the engine or format stamps stay in
+    dvc.yaml: DVC resolves ``${item.engine}`` there, and a plugin lies outside the package)."""
+    return [d for d in deps if d.startswith("src/")]
+
+
+def stamp_name(script: Path, keyed_by: set[str]) -> str:
+    """A closure stamp's file name: the script's, and the registry its stage is keyed by
+    (``bench@engines.json``), which changes what the closure holds (:func:`code_deps`)."""
+    return "@".join([script.stem, *sorted(keyed_by & set(REGISTRIES))]) + ".json"
+
+
+def dvc_deps(script: Path, keyed_by: set[str], src: Path = SRC) -> list[str]:
+    """What dvc.yaml lists for one stage's code: its script, its closure stamp, and the rest of
+    :func:`code_deps` that the stamp does not hold."""
+    deps = code_deps(script, keyed_by, src)
+    inside = set(stamped(deps))
+    return [
+        deps[0],
+        f"{CLOSURES}/{stamp_name(script, keyed_by)}",
+        *(d for d in deps[1:] if d not in inside),
+    ]
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(f for f in path.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+
+
+def closure_stamp(script: Path, keyed_by: set[str], repo: Path = REPO) -> dict:
+    """One stamp: the sha256 of every file of a script's closure that dvc.yaml does not list."""
+    files: dict[str, str] = {}
+    for dep in stamped(code_deps(script, keyed_by, repo / "src")):
+        for path in _files(repo / dep):
+            files[path.relative_to(repo).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {
+        "script": script.relative_to(repo).as_posix(),
+        "keyed_by": sorted(keyed_by),
+        "files": files,
+    }
+
+
+def stamp_keys(script: Path, src: Path = SRC) -> list[set[str]]:
+    """Every way a stage may run ``script``: alone, and keyed by each registry it reaches."""
+    modules = closure(imported(script, src), src)
+    return [set(), *({kind} for kind, (reg, _, _) in REGISTRIES.items() if reg in modules)]
+
+
+def write_stamps(folder: Path, repo: Path = REPO) -> list[Path]:
+    """The ``closures`` stage: the stamps of every script in stages/, each way a stage may run it
+    (so they follow the code alone, not dvc.yaml, which DVC refuses as a dependency), replacing
+    the folder whole. Sorted keys: the same closure gives the same bytes."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    written = []
+    for script in sorted((repo / "stages").glob("*.py")):
+        for keyed_by in stamp_keys(script, repo / "src"):
+            path = folder / stamp_name(script, keyed_by)
+            stamp = closure_stamp(script, keyed_by, repo)
+            path.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            written.append(path)
+    return written
+
+
+# the closures stage's dependencies: what the stamps are computed from (whole folders, so a new
+# module or script reruns it; .dvcignore leaves out Python's caches)
+CLOSURE_DEPS = ["tools/dag.py", "tools/layers.py", "src/quantbench", "stages"]
+
+
+def closure_stage_problems(dvc: dict) -> list[str]:
+    stage = dvc["stages"].get(CLOSURE_STAGE)
+    if stage is None:
+        return [f"{CLOSURE_STAGE}: missing (it writes the stamps {CLOSURES}/<script>.json)"]
+    problems = []
+    if str(stage.get("cmd")) != f"python tools/dag.py --stamp {CLOSURES}":
+        problems.append(f"{CLOSURE_STAGE}: cmd must be `python tools/dag.py --stamp {CLOSURES}`")
+    if [str(d) for d in stage.get("deps", [])] != CLOSURE_DEPS:
+        problems.append(f"{CLOSURE_STAGE}: deps must be {CLOSURE_DEPS}")
+    outs = [dict(o) if isinstance(o, dict) else o for o in stage.get("outs", [])]
+    if outs != [{CLOSURES: {"cache": False}}]:
+        problems.append(f"{CLOSURE_STAGE}: outs must be [{CLOSURES}: {{cache: false}}]")
+    return problems
+
+
 def check(repo: Path = REPO) -> list[str]:
     """Every difference between dvc.yaml and the import closures, as lines to print."""
     _, dvc = load_yaml(repo / "dvc.yaml")
     data = data_settings(repo)
-    problems: list[str] = []
+    problems: list[str] = closure_stage_problems(dvc)
     for name, stage, body in stages_of(dvc):
         match = _SCRIPT.search(str(body.get("cmd", "")))
         if not match:
             continue
         script = repo / match.group(1)
-        want = code_deps(script, _keyed_by(stage), repo / "src")
+        want = dvc_deps(script, _keyed_by(stage), repo / "src")
         have = [str(d) for d in body.get("deps", []) if str(d).startswith(CODE_PREFIXES)]
         missing = sorted(set(want) - set(have))
         extra = sorted(set(have) - set(want))
         for path in missing:
-            problems.append(f"{name}: missing dependency {path} (imported by the stage)")
+            problems.append(f"{name}: missing dependency {path}")
         for path in extra:
             problems.append(f"{name}: {path} is listed but not imported by the stage")
         for dep in body.get("deps", []):
@@ -273,7 +376,7 @@ def write(repo: Path = REPO) -> int:
         match = _SCRIPT.search(str(body.get("cmd", "")))
         if not match:
             continue
-        want = code_deps(repo / match.group(1), _keyed_by(stage), repo / "src")
+        want = dvc_deps(repo / match.group(1), _keyed_by(stage), repo / "src")
         others = [d for d in body.get("deps", []) if not str(d).startswith(CODE_PREFIXES)]
         new = [*want, *others]
         if [str(d) for d in body.get("deps", [])] != new:
@@ -289,8 +392,15 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--check", action="store_true", help="fail on any difference")
     group.add_argument("--write", action="store_true", help="rewrite the code deps in dvc.yaml")
+    group.add_argument(
+        "--stamp", type=Path, metavar="FOLDER", help="write each stage's closure stamp there"
+    )
     parser.add_argument("--repo", type=Path, default=REPO)
     args = parser.parse_args(argv)
+    if args.stamp is not None:
+        written = write_stamps(args.stamp, args.repo)
+        print(f"closures: {len(written)} closure stamps in {args.stamp}")
+        return 0
     if args.write:
         print(f"dvc.yaml: code dependencies of {write(args.repo)} stage(s) rewritten")
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -29,31 +30,99 @@ def test_the_repository_passes() -> None:
 def test_a_deliberately_missing_dependency_fails(repo_copy: Path) -> None:
     dvc = repo_copy / "dvc.yaml"
     text = dvc.read_text()
-    line = "      - src/quantbench/lora/spec.py\n"
+    line = "      - reports/closures/finetune.json\n"
     assert line in text
     start = text.index("\n  finetune:")
     dvc.write_text(text[:start] + text[start:].replace(line, "", 1))
     problems = dag.check(repo_copy)
-    assert "finetune: missing dependency src/quantbench/lora/spec.py (imported by the stage)" in (
-        problems
-    )
+    assert "finetune: missing dependency reports/closures/finetune.json" in problems
     assert dag.main(["--check", "--repo", str(repo_copy)]) == 1
 
 
-def test_a_new_import_in_the_library_makes_it_a_dependency(repo_copy: Path) -> None:
+def test_a_module_listed_by_name_again_is_refused(repo_copy: Path) -> None:
+    """The modules live in the stage's stamp: listed in dvc.yaml too, DVC would hash them twice
+    and the lock would grow back to one entry per module."""
+    dvc = repo_copy / "dvc.yaml"
+    text = dvc.read_text()
+    line = "      - reports/closures/finetune.json\n"
+    dvc.write_text(text.replace(line, line + "      - src/quantbench/lora/spec.py\n", 1))
+    assert "finetune: src/quantbench/lora/spec.py is listed but not imported by the stage" in (
+        dag.check(repo_copy)
+    )
+
+
+def test_each_stage_depends_on_its_stamp_and_the_stamp_on_its_closure() -> None:
+    """dvc.yaml lists a stage's script and its closure stamp, not its modules (3,007 `path:`
+    entries in dvc.lock, which DVC reloads and rewrites whole at every stage's end); the stamp
+    holds every module and template of the closure, by content."""
+    import yaml
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert stages["closures"]["deps"] == dag.CLOSURE_DEPS  # the one stage that reads src/ whole
+    for name, stage in stages.items():
+        if name == "closures":
+            continue
+        body = stage.get("do", stage)
+        assert not [d for d in body.get("deps", []) if str(d).startswith("src/")], name
+    finetune = stages["finetune"]["deps"]
+    assert finetune[:2] == ["stages/finetune.py", "reports/closures/finetune.json"]
+    quantize = dag.dvc_deps(REPO / "stages/quantize.py", {"formats"})
+    assert "reports/closures/quantize@formats.json" in quantize
+    assert "reports/code/formats/${item.format}.json" in quantize
+    stamp = dag.closure_stamp(REPO / "stages/quantize.py", {"formats"})
+    full = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
+    assert set(stamp["files"]) == {d for d in full if d.startswith("src/")}
+    assert "src/quantbench/formats/awq.py" in stamp["files"]  # imported by w8a8: by name
+    assert "src/quantbench/formats/gptq.py" not in stamp["files"]  # through its format's stamp
+    report = dag.closure_stamp(REPO / "stages/report.py", set())
+    assert "src/quantbench/report/templates/report.js" in report["files"]
+
+
+def test_an_edit_changes_exactly_the_stamps_of_the_closures_that_hold_it(repo_copy: Path) -> None:
+    """The stamps follow the code alone (every script, each way a stage may run it): editing a
+    module changes the bytes of the stamps whose closure holds it and of no other, so DVC reruns
+    what it reran when it listed each module itself; writing them twice gives the same bytes."""
+    before, again, after = (repo_copy / "reports" / n for n in ("a", "b", "c"))
+    dag.write_stamps(before, repo_copy)
+    dag.write_stamps(again, repo_copy)
+    read = {p.name: p.read_bytes() for p in before.iterdir()}
+    assert read == {p.name: p.read_bytes() for p in again.iterdir()}
+    assert {"bench@engines.json", "quantize@formats.json", "report.json"} <= set(read)
+    edited = repo_copy / "src/quantbench/report/tables.py"
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    dag.write_stamps(after, repo_copy)
+    changed = {p.name for p in after.iterdir() if p.read_bytes() != read[p.name]}
+    holding = {
+        p.name
+        for p in before.iterdir()
+        if "src/quantbench/report/tables.py" in json.loads(p.read_text())["files"]
+    }
+    assert changed == holding
+    assert "report.json" in changed
+    assert not changed & {"quantize@formats.json", "prepare.json", "finetune.json"}
+
+
+def test_a_new_import_in_the_library_enters_the_stamp(repo_copy: Path) -> None:
     new = repo_copy / "src/quantbench/helper_for_test.py"
     new.write_text('"""A module a stage starts to import."""\n')
     model = repo_copy / "src/quantbench/model.py"
+    before = dag.closure_stamp(repo_copy / "stages/prepare.py", set(), repo_copy)
     model.write_text(
         model.read_text() + "\n\ndef _later():\n    import quantbench.helper_for_test\n"
     )
-    problems = dag.check(repo_copy)
-    assert (
-        "prepare: missing dependency src/quantbench/helper_for_test.py (imported by the stage)"
-        in (problems)
-    )
-    assert dag.main(["--write", "--repo", str(repo_copy)]) == 0
-    assert dag.check(repo_copy) == []
+    after = dag.closure_stamp(repo_copy / "stages/prepare.py", set(), repo_copy)
+    assert "src/quantbench/helper_for_test.py" not in before["files"]
+    assert "src/quantbench/helper_for_test.py" in after["files"]
+    assert dag.check(repo_copy) == []  # dvc.yaml itself needs no rewrite
+
+
+def test_the_closures_stage_is_checked(repo_copy: Path) -> None:
+    dvc = repo_copy / "dvc.yaml"
+    text = dvc.read_text()
+    dvc.write_text(text.replace("      - src/quantbench\n", "", 1))
+    assert any(p.startswith("closures: deps must be") for p in dag.check(repo_copy))
+    dvc.write_text(text.replace("  closures:\n", "  closures_gone:\n", 1))
+    assert any(p.startswith("closures: missing") for p in dag.check(repo_copy))
 
 
 def test_a_literal_data_path_must_follow_its_setting(repo_copy: Path) -> None:
