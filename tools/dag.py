@@ -21,17 +21,18 @@ The two registries load built-in engines and formats by name; that is handled ex
 The modules are not listed in dvc.yaml one by one: each stage depends on its script and on its
 closure's stamp, ``reports/closures/<script>[@<registry>].json``, which the first stage
 (``closures``: this tool run as ``--stamp``, under a second, whenever ``src/quantbench`` or
-``stages`` change) writes with every module's and template's sha256. A stamp's bytes change exactly when a file of that stage's
-closure does, so DVC reruns what it reran before; but dvc.lock, which DVC reads and rewrites
-whole at each stage's end, holds a few entries a stage instead of one per module (3,007 ``path:``
-entries, 417 KB: about 2.2 s a stage with its YAML library, 70 s over a run's 31 stages).
+``stages`` change) writes with every module's and template's sha256. A stamp's bytes change
+exactly when a file of that stage's closure does, so DVC reruns what it reran before; but
+dvc.lock, which DVC reads and rewrites whole at each stage's end, holds a few entries a stage
+instead of one per module (3,007 ``path:`` entries, 417 KB: about 2.2 s a stage with its YAML
+library, 70 s over a run's 31 stages).
 
 Only entries under ``stages/``, ``src/``, ``reports/code/``, ``reports/closures/`` and ``plugins``
 are managed; data, model and report deps are kept as written, except that a literal path equal
 to a ``data:`` setting is refused (write ``${data.<key>}`` so the dependency follows the
 setting).
 
-    python tools/dag.py --stamp reports/closures   # the closures stage: one stamp per stage
+    python tools/dag.py --stamp reports/closures   # the closures stage: the stamps
 """
 
 from __future__ import annotations
@@ -308,18 +309,24 @@ def stamp_keys(script: Path, src: Path = SRC) -> list[set[str]]:
 def write_stamps(folder: Path, repo: Path = REPO) -> list[Path]:
     """The ``closures`` stage: the stamps of every script in stages/, each way a stage may run it
     (so they follow the code alone, not dvc.yaml, which DVC refuses as a dependency), replacing
-    the folder whole. Sorted keys: the same closure gives the same bytes."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    written = []
+    the folder whole (written beside it, then renamed: an interrupted stage leaves the last
+    stamps or none). Sorted keys: the same closure gives the same bytes."""
+    scratch = folder.with_name(f".{folder.name}.tmp")
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    names = []
     for script in sorted((repo / "stages").glob("*.py")):
         for keyed_by in stamp_keys(script, repo / "src"):
-            path = folder / stamp_name(script, keyed_by)
+            name = stamp_name(script, keyed_by)
             stamp = closure_stamp(script, keyed_by, repo)
-            path.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            written.append(path)
-    return written
+            text = json.dumps(stamp, indent=1, sort_keys=True) + "\n"
+            (scratch / name).write_text(text, encoding="utf-8")
+            names.append(name)
+    if folder.exists():
+        shutil.rmtree(folder)
+    scratch.rename(folder)
+    return [folder / name for name in names]
 
 
 # the closures stage's dependencies: what the stamps are computed from (whole folders, so a new

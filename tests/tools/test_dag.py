@@ -346,3 +346,18 @@ def test_each_stage_output_schema_path_is_an_output_of_its_stage_in_dvc_yaml() -
         assert any(
             path == out or fixed == out or fixed.startswith(out + "/") for out in declared
         ), f"{model.__name__}: {model.OUTPUT} is no output of stage {model.STAGE} ({declared})"
+
+
+def test_stamps_replace_the_folder_whole(repo_copy: Path) -> None:
+    """A stamp of a script removed since is gone, and an interrupted run's scratch folder (the
+    stamps are written beside the folder, then renamed into place) is cleared first."""
+    folder = repo_copy / "reports" / "closures"
+    folder.mkdir(parents=True)
+    (folder / "removed_stage.json").write_text("{}")
+    scratch = repo_copy / "reports" / ".closures.tmp"
+    scratch.mkdir()
+    (scratch / "half_written.json").write_text("{")
+    written = dag.write_stamps(folder, repo_copy)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in written)
+    assert "removed_stage.json" not in {p.name for p in written}
+    assert not scratch.exists()
