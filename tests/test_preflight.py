@@ -41,7 +41,7 @@ def test_too_little_disk_is_refused_with_what_is_free_what_is_needed_and_the_fix
     config = load_config("params.yaml")
     weights = preflight.model_weight_bytes(config)
     assert weights is not None
-    needed = preflight.disk_needed(config, weights)
+    needed = preflight.disk_needed(config, weights, Path("/x"))
     # the base, the merge and each variant, in the workspace and in DVC's cache, and headroom
     assert needed == 2 * (2 + len(config.variants)) * weights + preflight.DISK_HEADROOM
     assert preflight.disk_problems(config, free=needed, where=Path("/x")) == []
@@ -49,6 +49,22 @@ def test_too_little_disk_is_refused_with_what_is_free_what_is_needed_and_the_fix
     assert problem.startswith("disk: ") and "free on /x" in problem
     assert f"{needed / GIB:.1f} GiB" in problem
     assert f"{len(config.variants)} variants" in problem and "dvc gc" in problem
+
+
+def test_models_already_built_are_not_asked_for_again(tmp_path: Path) -> None:
+    """A rerun after a full run (a report setting changed) writes no model: it asks for the
+    headroom only, not for a second copy of what is on the disk already."""
+    config = load_config("params.yaml")
+    weights = preflight.model_weight_bytes(config)
+    assert weights is not None
+    full = preflight.disk_needed(config, weights, tmp_path)
+    (tmp_path / "models/base").mkdir(parents=True)
+    (tmp_path / "models/merged").mkdir()
+    assert preflight.disk_needed(config, weights, tmp_path) == full - 2 * 2 * weights
+    for name in config.variants:
+        (tmp_path / "models/variants" / name).mkdir(parents=True)
+    assert preflight.disk_needed(config, weights, tmp_path) == preflight.DISK_HEADROOM
+    assert preflight.disk_problems(config, free=2 * preflight.DISK_HEADROOM, where=tmp_path) == []
 
 
 def test_the_preflight_reports_a_full_disk_among_its_problems(

@@ -280,16 +280,29 @@ DVC_COPIES = 2
 DISK_HEADROOM = 1 << 30  # logs, reports, reference passes, the servers' scratch
 
 
-def disk_needed(config: Config, weights: int) -> int:
-    """Bytes the run writes that scale with the model: the prepared base, the merge and each
-    variant (none bigger than the 16-bit weights), in the workspace and in DVC's cache."""
-    models = 2 + len(config.variants)
-    return DVC_COPIES * models * weights + DISK_HEADROOM
+def model_outputs(config: Config) -> list[Path]:
+    """The folders of the models the run writes (the prepare, merge and quantize stages' outputs
+    in dvc.yaml), relative to the project."""
+    return [
+        Path("models/base"),
+        Path("models/merged"),
+        *(Path("models/variants") / name for name in config.variants),
+    ]
+
+
+def disk_needed(config: Config, weights: int, project: Path) -> int:
+    """Bytes the run still writes that scale with the model: each model folder not in
+    ``project`` yet (the prepared base, the merge, each variant: none bigger than the 16-bit
+    weights), in the workspace and in DVC's cache. A folder already there is on the disk
+    already: a rerun that changes a report setting asks for the headroom only."""
+    missing = [p for p in model_outputs(config) if not (project / p).exists()]
+    return DVC_COPIES * len(missing) * weights + DISK_HEADROOM
 
 
 def disk_problems(config: Config, free: int | None = None, where: Path | None = None) -> list[str]:
-    """Less free space where the run writes than its models need: found now, not when a
-    quantizer's save fails an hour in (a full disk also fails every later write, logs included)."""
+    """Less free space where the run writes (``where``: the project, the current folder) than
+    what it still has to write: found now, not when a quantizer's save fails an hour in (a full
+    disk also fails every later write, logs included)."""
     from quantbench.engines.memory import GIB
 
     where = Path.cwd() if where is None else where
@@ -300,15 +313,16 @@ def disk_problems(config: Config, free: int | None = None, where: Path | None = 
     if weights is None:
         return []
     free = shutil.disk_usage(where).free if free is None else free
-    needed = disk_needed(config, weights)
+    needed = disk_needed(config, weights, where)
     if free >= needed:
         return []
+    missing = (needed - DISK_HEADROOM) // (DVC_COPIES * weights)
     return [
-        f"disk: {free / GIB:.1f} GiB free on {where}, and the run writes about "
-        f"{needed / GIB:.1f} GiB (the base, the merge and {len(config.variants)} variants of "
-        f"{weights / GIB:.2f} GiB at 16 bits, each also in DVC's cache, and "
-        f"{DISK_HEADROOM / GIB:.0f} GiB of logs and reports); free space there (`dvc gc -w` "
-        "drops cached outputs of older runs) or drop variants"
+        f"disk: {free / GIB:.1f} GiB free on {where}, and the run writes up to about "
+        f"{needed / GIB:.1f} GiB ({missing} models not built yet, of the base, the merge and "
+        f"{len(config.variants)} variants: {weights / GIB:.2f} GiB each at 16 bits, each also in "
+        f"DVC's cache; and {DISK_HEADROOM / GIB:.0f} GiB of logs and reports); "
+        "free space there (`dvc gc -w` drops cached outputs of older runs) or drop variants"
     ]
 
 
