@@ -63,8 +63,8 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "statistics",
-        "intervals, sample sizes, SLOs",
-        ["precision", "slo"],
+        "intervals, sample sizes, SLOs, repeated looks",
+        ["precision", "sequential", "slo"],
     ),
     (
         "schemas",

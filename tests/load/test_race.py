@@ -5,9 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from scipy.stats import norm
 
-from quantbench.load.race import RACE_STOP, cannot_reach, ceiling, reach
+from quantbench.load.race import RACE_STOP, cannot_reach, ceiling, race_levels, reach
 from quantbench.load.records import RequestRecord
+from quantbench.sequential import crossing_probability, look_schedule
 from quantbench.workloads.plan import LoadPlan, Precision, RaceFloor
 
 from .test_metrics import rec
@@ -163,13 +165,53 @@ def test_a_closed_loop_stops_at_its_first_look_on_its_streams_ceiling() -> None:
     assert cannot_reach(floor(30.0), 4, records, streams=1) is None
     # four such streams could reach the leader: it goes on
     assert cannot_reach(race, 4, records, streams=4) is None
-    # from min_requests on, the lower of the two bounds decides
+    # from min_requests on, the interval alone decides: each family of looks spends only its
+    # own share of the race's error rate (race_levels)
     twelve = serial(12)
-    both = cannot_reach(floor(30.0, first_look=4), 12, twelve, streams=1)
+    later = cannot_reach(floor(30.0, first_look=4), 12, twelve, streams=1)
     high = reach(floor(30.0), twelve)
-    cap12 = ceiling(twelve, 1, 0.99875)
-    assert both is not None and high is not None and cap12 is not None
-    assert f"at most {min(high, cap12):.1f}," in both
+    assert later is not None and high is not None
+    assert f"at most {high:.1f}, its interval's high end" in later
+    assert "min(TTFT, TPOT)" not in later
+
+
+def test_from_min_requests_the_ceiling_no_longer_stops_a_point() -> None:
+    # one stream at 10 tokens a second: its ceiling is tighter than its interval, and a floor
+    # between the two stops it on the ceiling before min_requests and not after, where the
+    # ceiling's looks have no share of the race's error rate left (the interval's is tested)
+    records = serial(12)
+    cap = ceiling(records, 1, 0.99875)
+    high = reach(floor(1.0), records)
+    assert cap is not None and high is not None and cap < high
+    race = floor((cap + high) / 2, first_look=4)
+    cap8 = ceiling(records[:8], 1, 0.99875)
+    assert cap8 is not None and cap8 < race.floor
+    assert cannot_reach(race, 8, records[:8], streams=1) is not None
+    assert cannot_reach(race, 12, records, streams=1) is None
+
+
+def test_the_race_levels_spend_exactly_its_error_rate() -> None:
+    # the default schedule: min_requests 12, a cap of 88, a look every 4, 95 % two-sided
+    first, interval, ceiling_level = race_levels(12, 88, 0.95, 4)
+    assert first == 4
+    alpha = 0.025
+    interval_looks = look_schedule(12, 88, 4)
+    assert len(interval_looks) == 20
+    # the ceiling's two looks (4 and 8) at an equal share each; the interval's 20 the rest,
+    # through the boundary: together exactly the race's one-sided error
+    spent_ceiling = 2 * (1 - ceiling_level)
+    c = norm.isf((1 - interval) / 2)
+    spent_interval = crossing_probability(c, interval_looks)
+    assert spent_ceiling == pytest.approx(alpha * 2 / 22)
+    assert spent_ceiling + spent_interval == pytest.approx(alpha, rel=1e-3)
+    # and each interval look is tested less strictly than Bonferroni's share (0.11 %) would
+    one_sided = (1 - interval) / 2
+    assert 0.0035 < one_sided < 0.0045
+    assert one_sided > 3 * alpha / 22
+    # a RaceFloor carries both levels to the load process
+    race = RaceFloor(metric="output_throughput", floor=1.0, leader="a @ c4", slo="", after=12,
+                     confidence=interval, first_look=first, ceiling_confidence=ceiling_level)  # fmt: skip
+    assert race.one_sided == ceiling_level
 
 
 def test_short_first_answers_do_not_stop_a_stream_that_long_ones_would_make_fast() -> None:

@@ -183,7 +183,7 @@ def decided_at(
 ) -> int | None:
     """The measured requests after which point i stops if the prediction were the truth: its
     early-pass design's first look where every SLO limit is predicted met at its load, or the
-    first look that can show a fail (quantbench.load.dispatch: Bonferroni over the cap's looks)
+    first look that can show a fail (quantbench.load.dispatch: Precision.fail_level)
     where TTFT or the per-token time is predicted at least CLEAR_MISS times its limit; None
     where it runs to its cap (no precision, no prediction, an open loop, a prediction near a
     limit)."""
@@ -204,8 +204,7 @@ def decided_at(
     missed = {"ttft": at.ttft_ms >= CLEAR_MISS * targets.ttft_ms,
               "tpot": itl >= CLEAR_MISS * targets.itl_ms}  # fmt: skip
     every = Precision.check_every
-    looks = Precision.looks(precision.max_requests)
-    level = 1 - (1 - precision.confidence) / looks
+    level = Precision.fail_level(precision.confidence, precision.max_requests)
     shown = [
         fewest_to_pass(1 - pct / 100, level)
         for metric, pct, _ in fail_limits(constraints)

@@ -42,7 +42,7 @@ from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
-from quantbench.load.race import RACE_STOP, ceiling
+from quantbench.load.race import RACE_STOP, ceiling, race_levels
 from quantbench.load.records import read_records
 from quantbench.load.session import Target, run_session
 from quantbench.ports import PortInUseError, free_port
@@ -319,19 +319,18 @@ def _race_floor(job: PairJob, workload: str, rows: Sequence[dict[str, Any]]) -> 
         return None
     metric = rank_metric(by_goodput)
     p = spec.precision
-    # each look from the first (a closed loop's ceiling, quantbench.load.race) to the cap,
-    # every check_every requests, spends an equal share of the race's error rate (Bonferroni):
-    # looking often must not race a winner away
-    first = min(Precision.check_every, p.min_requests)
-    looks = Precision.looks(p.max_requests, first=first)
+    first, interval, ceiling_level = race_levels(
+        p.min_requests, p.max_requests, job.bench.confidence, Precision.check_every
+    )
     return RaceFloor(
         metric=metric,
         floor=job.race_floor(leader, metric),
         leader=f"{leader['server_point']} @ {leader['load_point']}",
         slo=job.slo_for(workload),
         after=p.min_requests,
-        confidence=1 - (1 - job.bench.confidence) / looks,
+        confidence=interval,
         first_look=first,
+        ceiling_confidence=ceiling_level,
     )
 
 

@@ -410,10 +410,10 @@ class Dispatcher:
         # A fail is decided as the verdict decides it (a one-sided lower bound above the limit,
         # quantbench.slo), as soon as such a bound exists: a point sized for the power to PASS
         # (a p90: 61 requests) need not run that long to show it cannot. The point is looked at
-        # every check_every requests, so each look spends a share of the error rate (Bonferroni
-        # over the looks the cap allows): repeated looks must not turn noise into a fail.
-        looks = Precision.looks(p.max_measured or 1000)
-        look_confidence = 1 - (1 - p.confidence) / looks
+        # every check_every requests, and repeated looks must not turn noise into a fail: each
+        # is tested at the nominal level of a group-sequential boundary over the looks the cap
+        # allows (quantbench.sequential), which all of them together cross at the error rate.
+        look_confidence, looks = p.fail_look_level()
         for metric, pct, limit in p.fail_limits:
             # Only completed requests are here; the unanswered would count as infinitely late,
             # which can only raise the percentile: a fail decided on these is a fail.
@@ -421,8 +421,8 @@ class Dispatcher:
             if bounds is not None and bounds.lower is not None and bounds.lower > limit:
                 self._stop_measuring(
                     f"fails its SLO beyond noise: {metric} p{pct:g} at least "
-                    f"{bounds.lower * 1e3:.0f} ms (one-sided {look_confidence:.2%}: "
-                    f"{p.confidence:.0%} over {looks} looks), above "
+                    f"{bounds.lower * 1e3:.0f} ms (one-sided {look_confidence:.2%} a look: "
+                    f"{p.confidence:.0%} over {looks} looks, group-sequential), above "
                     f"{limit * 1e3:.0f} ms, after {self._completed_measured} measured requests"
                 )
                 return

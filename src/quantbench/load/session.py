@@ -148,6 +148,7 @@ def _precision(
         max_measured=spec.max_requests,
         fail_limits=slo_mod.fail_limits(constraints),
         first_look=first,
+        fail_confidence=Precision.fail_level(spec.confidence, spec.max_requests),
         verdict_confidence=verdict if design is not None else None,
         pass_limits=design.limits if design is not None else [],
         error_limit=design.error_limit if design is not None else None,

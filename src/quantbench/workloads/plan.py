@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from quantbench.sequential import look_schedule, nominal_level
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -76,15 +78,21 @@ class RaceFloor:
     after: int
     """The interval's first look: the workload's ``precision.min_requests`` measured requests."""
     confidence: float
-    """The interval's two-sided level at each look (Bonferroni over the looks the cap allows)."""
+    """The interval's two-sided level at each of its looks (from ``after`` to the cap): its high
+    end is one-sided at the nominal level of a constant group-sequential boundary over those
+    looks (quantbench.sequential)."""
     first_look: int | None = None
     """A closed loop's first look, before ``after``: its streams' ceiling, which the lengths of
     its first requests cannot inflate (quantbench.load.race.ceiling); None: from ``after``."""
+    ceiling_confidence: float | None = None
+    """The ceiling's one-sided level at each of its looks (``first_look`` to before ``after``);
+    None: the interval's high end's level."""
 
     @property
     def one_sided(self) -> float:
-        """The level of a one-sided bound a look reads (the interval's high end spends half the
-        two-sided error): the ceiling's."""
+        """The level of the one-sided bound the ceiling's looks read."""
+        if self.ceiling_confidence is not None:
+            return self.ceiling_confidence
         return 1 - (1 - self.confidence) / 2
 
 
@@ -119,14 +127,27 @@ class Precision:
     race: RaceFloor | None = None
     """Stop once the point cannot reach the pair's leader (None: no race)."""
 
+    fail_confidence: float | None = None
+    """The one-sided level each look that may show a fail is tested at (None:
+    :meth:`fail_level` of ``confidence`` and the cap, computed where the plan is read)."""
+
     @classmethod
-    def looks(cls, last: int, first: int | None = None) -> int:
-        """How many looks a point gets, one every ``check_every`` measured requests up to
-        ``last`` (from the first multiple, or from ``first`` on): each spends an equal share of
-        an error rate (Bonferroni)."""
-        if first is None:
-            return max(1, -(-last // cls.check_every))
-        return max(1, (last - first) // cls.check_every + 1)
+    def fail_level(cls, confidence: float, cap: int) -> float:
+        """The one-sided level each of a point's fail looks (every ``check_every`` measured
+        requests up to its ``cap``) is tested at, so that all of them together show a fail
+        wrongly at most ``1 - confidence`` of the time: the nominal level of the constant
+        group-sequential boundary over them (quantbench.sequential; with 22 looks up to 88
+        requests at 95 %, 0.80 % a look where Bonferroni's equal share is 0.23 %)."""
+        looks = look_schedule(cls.check_every, cap, cls.check_every)
+        return 1 - nominal_level(looks, 1 - confidence)
+
+    def fail_look_level(self) -> tuple[float, int]:
+        """This point's fail looks' one-sided level and how many looks it is spread over."""
+        cap = self.max_measured or 1000
+        looks = len(look_schedule(self.check_every, cap, self.check_every))
+        if self.fail_confidence is not None:
+            return self.fail_confidence, looks
+        return self.fail_level(self.confidence, cap), looks
 
 
 @dataclass(frozen=True)
