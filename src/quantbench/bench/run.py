@@ -42,7 +42,7 @@ from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer, check_served, summarize_checks
 from quantbench.load.forkserver import load_processes
 from quantbench.load.metrics import PointResult
-from quantbench.load.race import RACE_STOP, ceiling, race_levels
+from quantbench.load.race import ON_CEILING, RACE_STOP, ceiling, race_levels
 from quantbench.load.records import read_records
 from quantbench.load.session import Target, run_session
 from quantbench.ports import PortInUseError, free_port
@@ -484,7 +484,7 @@ class _Grid:
         have delivered (the tuned-against-default figure allows for it), or, where a closed
         loop stopped on its streams' ceiling before its interval could show it, that ceiling."""
         high = metric_bounds(row, floor.metric)[1] if row.get(floor.metric) is not None else 0.0
-        if isinstance(point, ClosedLoop) and floor.first_look is not None:
+        if isinstance(point, ClosedLoop) and ON_CEILING in str(row.get("stop_reason")):
             # the ceiling from its repeats' records, at the look's level (as the stop was shown)
             records = [
                 r

@@ -44,6 +44,9 @@ from quantbench.workloads.plan import RaceFloor
 RACE_STOP = "cannot reach the leader"
 """How a point's stop reason begins where the race stopped it (the bench stage reads it)."""
 
+ON_CEILING = "at one token per min(TTFT, TPOT)"
+"""What a stop reason says where the streams' ceiling showed it (the bench stage reads it)."""
+
 
 def race_levels(after: int, cap: int, confidence: float, every: int) -> tuple[int, float, float]:
     """The race's looks for a point measured from ``after`` (``min_requests``) to ``cap``
@@ -127,10 +130,7 @@ def cannot_reach(
         # the ceiling bridges the looks before the interval has its sample; from then on the
         # interval alone decides, so each family spends only its own share of the error
         high = ceiling(recorded, streams, race.one_sided)
-        how = (
-            f"{streams} stream(s) at one token per min(TTFT, TPOT) "
-            f"(one-sided {race.one_sided:.2%} a look)"
-        )
+        how = f"{streams} stream(s) {ON_CEILING} (one-sided {race.one_sided:.2%} a look)"
     else:
         return None
     if high is None or not high < race.floor:
