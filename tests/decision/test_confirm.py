@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from quantbench.bench.results import pick_best
+from quantbench.decision import confirm
 from quantbench.decision.compare import LogEstimate, ratio
-from quantbench.decision.confirm import Planned, run_duels
+from quantbench.decision.confirm import Planned, contrast_of, look_level, run_duels
 from quantbench.decision.rules import DecisionSettings
 from quantbench.precision import Figure
 from quantbench.schemas.decide import Measured
@@ -232,3 +234,60 @@ def test_a_duel_whose_servers_start_would_take_the_budget_gives_its_turn_to_the_
     assert "vllm" not in running  # never started
     assert len(q4.rounds) == 2 and q4.verdict == "slower", q4.stopped
     assert clock.t <= 45.0
+
+
+def false_calls(trials: int, seed: int, level=None) -> float:
+    """How often a duel between two identical configurations (each measurement 3 % noise, its
+    interval saying so) ends "faster" or "slower", looked at after rounds 2, 3 and 4; ``level``
+    replaces the looks' level (the old code read each at the stated confidence)."""
+    rng = np.random.default_rng(seed)
+
+    def measure(key: str, index: int, side: str) -> Measured:
+        value = 100 * math.exp(rng.normal(0, 0.03))
+        return Measured(key=key, figure=figure(value, rel=0.03 * 2.262), rankable=True)
+
+    plan = Planned("chat", "contender", "b", "a", "good_output_throughput", "screened")
+    wrong = 0
+    original = confirm.look_level
+    if level is not None:
+        confirm.look_level = level  # type: ignore[assignment]
+    try:
+        for _ in range(trials):
+            (duel,) = run_duels(
+                [plan], measure, budget_s=1e9, max_rounds=4, margin=0.0, confidence=0.95
+            )
+            wrong += duel.verdict in ("faster", "slower")
+    finally:
+        confirm.look_level = original  # type: ignore[assignment]
+    return wrong / trials
+
+
+def test_a_duel_looked_at_after_every_round_keeps_its_error_rate() -> None:
+    """Looked at after rounds 2, 3 and 4 at 95 % each, duels between two identical
+    configurations called one of them faster in 6.7 % of 4,000 (above the 5 % stated); at the
+    boundary's level a look (97.6 %) in at most 5 %."""
+    trials = 4000
+    se = math.sqrt(0.05 * 0.95 / trials)
+    now = false_calls(trials, seed=1)
+    assert now <= 0.05 + 2 * se, now
+    naive = false_calls(trials, seed=1, level=lambda confidence, lo, hi: confidence)
+    assert naive > 0.05 + 2 * se, naive  # what the looks cost when left uncounted
+    assert look_level(0.95, 2, 4) == pytest.approx(0.9755, abs=5e-4)
+    assert look_level(0.95, 2, 2) == 0.95  # one look: the stated level
+
+
+def test_the_decision_reads_a_duel_at_the_level_its_looks_were_read() -> None:
+    clock = Clock()
+    measure, _ = drifting(clock, {"a": 100.0, "b": 100.0}, per_s=0.0)
+    plan = Planned("chat", "contender", "b", "a", "good_output_throughput", "screened")
+    (duel,) = run_duels(
+        [plan], measure, budget_s=1e9, max_rounds=4, margin=0.05, confidence=0.95, clock=clock
+    )
+    assert duel.contrast is not None
+    assert duel.contrast.confidence == pytest.approx(look_level(0.95, 2, 4))
+    assert "97.6 % a look, 95 % over rounds 2 to 4" in duel.contrast.how
+    contrast = contrast_of(duel)
+    assert contrast is not None
+    # asked at 95 %, it answers at its looks' level: the interval the duel stopped on
+    low, high = contrast.interval(0.95)
+    assert (low, high) == pytest.approx((duel.contrast.low, duel.contrast.high))

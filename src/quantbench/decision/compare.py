@@ -98,13 +98,19 @@ class Contrast:
     df: float
     how: str
     """What the error holds ('independent rows, drift 4 %', 'paired over 3 rounds, ...')."""
+    level: float | None = None
+    """The two-sided level this contrast's interval is read at whatever confidence is asked:
+    a duel's, looked at after each round, is a repeated confidence interval at the nominal
+    level of a group-sequential boundary over its looks (quantbench.decision.confirm), so that
+    the interval at whichever look stopped it still covers at the stated confidence. None: at
+    the confidence asked."""
 
     @property
     def ratio(self) -> float:
         return math.exp(self.log_ratio)
 
     def interval(self, confidence: float) -> tuple[float, float]:
-        half = critical(confidence, self.df) * self.se
+        half = critical(self.level if self.level is not None else confidence, self.df) * self.se
         return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
 
     def verdict(self, margin: float, confidence: float) -> Verdict:

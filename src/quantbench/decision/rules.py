@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from quantbench.decision.compare import Contrast, LogEstimate, Verdict, figure_ratio, ratio
@@ -139,7 +139,7 @@ def compare(
                 contrast.verdict(settings.equivalence, settings.confidence), "rounds",
             )  # fmt: skip
         if (a, b) == (leader.key, cand.key):
-            flipped = Contrast(-contrast.log_ratio, contrast.se, contrast.df, contrast.how)
+            flipped = replace(contrast, log_ratio=-contrast.log_ratio)
             return Comparison(
                 cand.key, leader.key, flipped,
                 flipped.verdict(settings.equivalence, settings.confidence), "rounds",

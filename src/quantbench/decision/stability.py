@@ -120,7 +120,7 @@ def stability(
         redrawn: Confirmed = {}
         for (a, b), c in confirmed.items():
             step = _draw(rng) * c.se
-            redrawn[(a, b)] = Contrast(c.log_ratio + step, c.se, c.df, c.how)
+            redrawn[(a, b)] = replace(c, log_ratio=c.log_ratio + step)  # its level kept
         got = decide(
             list(drawn.values()), settings, redrawn, _redrawn_quality(rng, quality_contrast)
         )

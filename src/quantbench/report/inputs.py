@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from quantbench.decision.compare import Contrast
+from quantbench.decision.confirm import contrast_of
 from quantbench.exchange.figures import ImportedRuns
 from quantbench.load.records import RequestRecord, iter_records
 from quantbench.schemas import io as schema_io
@@ -142,10 +143,10 @@ class ReportInputs:
         if self.confirm is None:
             return {}
         return {
-            (d.a, d.b): Contrast(d.contrast.log_ratio, d.contrast.se, d.contrast.df, d.contrast.how)
+            (d.a, d.b): contrast
             for d in self.confirm.for_workload(workload)
             if d.purpose == "contender"
-            and d.contrast is not None
+            and (contrast := contrast_of(d)) is not None
             and len(d.rounds) >= self.confirm.min_rounds
         }
 
