@@ -10,6 +10,7 @@ used to judge.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import psutil
@@ -215,14 +216,16 @@ def test_llamacpp_empties_its_prompt_cache_between_points(
 def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) -> None:
     """The bench's probe for the estimate on llama-server with 4 slots: three prompt lengths
     alone, 2-4 together; the fit sees what the engine does (a prompt costs per token, the
-    template's head comes from the prefix cache, 4 sequences step slower than 1 and no slower
-    than 4 steps of 1).
+    template's head comes from the prefix cache, 4 sequences step slower than 1, and the
+    fitted step of 4 is what the 4 requests sent together measured).
 
-    What 4 sequences share in a step is the fit's fixed part: large where decoding is bound by
-    reading the weights, about nothing where it is bound by arithmetic, as on one AVX2 core
-    (25 ms a sequence and a fixed part fitted at 0 there, beside the pipeline's run): so the
-    batch's step is held to 4 single steps within 5 %, not strictly below them, which failed
-    CI on that EPYC by 1 %."""
+    How much 4 sequences share in a step is the engine's on that CPU, not the fit's: large
+    where decoding is bound by reading the weights (the Xeon), about nothing where it is bound
+    by arithmetic (one AVX2 core: 25 ms a sequence, the fixed part fitted at 0), and less than
+    nothing on an AMD EPYC of family 26, where llama.cpp's step of 4 sequences took 44.5 ms
+    against 7.1 for one (its bench rows agree: TPOT 45 ms at 4 slots, 7 at one). The test held
+    the batch to 4 single steps within 5 % and failed CI there: an engine's speed is a figure
+    (docs/ESTIMATE.md), not a test; what is tested is that the fit says which case it saw."""
     from quantbench.engines.llamacpp import LlamaCppSettings
     from quantbench.estimate.pair_probe import probe_on, probe_point
 
@@ -243,7 +246,14 @@ def test_a_pair_probe_measures_a_real_llama_server(gguf_q8_0: Path, tmp_path) ->
     assert fit.cache_block == 1, repeat  # a slot keeps every token of its last prompt
     assert fit.batch_measured == 4
     one, four = fit.step_at_reference(1), fit.step_at_reference(4)
-    assert one < four <= 4 * one * 1.05, fit.describe()
+    assert one < four, fit.describe()  # the probe's 4 requests did decode together
+    together = [r.tpot_ms for r in probed.requests if r.concurrency == 4]
+    assert four == pytest.approx(statistics.median(together)), fit.describe()
+    # a fixed part shared by the 4 exactly where they stepped faster than 4 steps of one; where
+    # they did not, the fit says it took the shared part as 0
+    assert (fit.shared_step_ms > 0) == (four < 4 * one), fit.describe()
+    if four > 4 * one:
+        assert any("shared part" in n for n in fit.notes), fit.notes
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(gguf_q8_0) in " ".join(
         p.info["cmdline"] or []
     )]  # fmt: skip
