@@ -180,3 +180,52 @@ def test_one_slot_for_four_conversations_loses_their_histories(smol, tmp_path):
     assert one.at(4).ttft_ms > one.at(2).ttft_ms
     # four slots keep four conversations: the running request computes 10 tokens at 4 too
     assert four.at(4).itl_ms == pytest.approx(42.5 + 3 * 10 / 19 * 3.5)
+
+
+@pytest.mark.parametrize("probed", ["float32", "bfloat16"])
+def test_a_server_started_in_float32_is_predicted_from_the_fp32_weights_it_holds(
+    smol, tmp_path, monkeypatch, probed
+):
+    """`dtype: native` starts transformers (and vLLM's unquantized model) in float32 where this
+    CPU emulates bf16: the server then holds and reads the bf16 checkpoint as fp32, twice its
+    bytes. The plan priced every point at the checkpoint's bf16 bytes, whatever the dtype its
+    server computes in; now each point at what its own server holds."""
+    from quantbench.engines.vllm import VllmSettings
+    from quantbench.native import dtype as dt
+
+    dt.probe.cache_clear()
+    monkeypatch.setenv(dt.ENV, probed)  # what the timed probe would have found on this CPU
+    python = tmp_path / "python"
+    python.touch()
+    variants = {**VARIANTS, "awq": EstimatedVariant(name="awq", format="awq", bits=4)}
+    pairs = {
+        "bf16-transformers": BenchPair(
+            "bf16", "transformers", TransformersSettings(sweep={"dtype": ["auto", "native"]})
+        ),
+        "awq-transformers": BenchPair("awq", "transformers", TransformersSettings(dtype="native")),
+        "bf16-vllm": BenchPair(
+            "bf16", "vllm", VllmSettings(python=python, device="cpu", dtype="native")
+        ),
+        "awq-vllm": BenchPair(
+            "awq", "vllm", VllmSettings(python=python, device="cpu", dtype="native")
+        ),
+    }
+    chat = {"chat": WorkloadShape(40, 32, (1,))}
+    settings = EstimateSettings(efficiency={"step_overhead_ms": 5.0})
+    found = {
+        (p.pair, p.server_point): p.at(1).itl_ms
+        for p in predict_pairs(smol, tmp_path, variants, pairs, chat, "this", CPU, settings)
+    }
+    auto = found[("bf16-transformers", "dtype=auto")]
+    native = found[("bf16-transformers", "dtype=native")]
+    if probed == "float32":
+        assert native > 1.5 * auto  # a memory-bound step reads twice the bytes
+        assert found[("bf16-vllm", "default")] > 1.5 * auto
+        # transformers decompresses AWQ to the dtype it runs in; vLLM keeps it packed
+        assert found[("awq-transformers", "default")] == pytest.approx(native)
+        assert found[("awq-vllm", "default")] < auto
+    else:  # bf16 native: the checkpoint's own bytes, as `auto` holds them
+        assert native == pytest.approx(auto)
+        assert found[("bf16-vllm", "default")] == pytest.approx(auto)
+        assert found[("awq-transformers", "default")] == pytest.approx(auto)
+    dt.probe.cache_clear()

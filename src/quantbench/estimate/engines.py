@@ -18,7 +18,7 @@ module asks the registry, so a plugin engine is estimated like a built-in one:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from quantbench.engines.base import KernelEfficiency
 from quantbench.estimate.errors import EstimateInputError
@@ -49,12 +49,18 @@ def _engine(name: str) -> Engine | None:
 
 
 def held_weights(
-    engine: str, arch: ModelShape, variant: EstimatedVariant, weights: WeightBytes
+    engine: str,
+    arch: ModelShape,
+    variant: EstimatedVariant,
+    weights: WeightBytes,
+    settings: Any = None,
 ) -> WeightBytes:
     """The weights as ``engine`` holds and reads them: the variant's own bytes, or (where the
-    engine converts the checkpoint when it loads it) the nominal bytes of the layout it holds."""
+    engine converts the checkpoint when it loads it) the nominal bytes of the layout it holds.
+    ``settings``: the server point's engine settings, where known (its dtype: a bf16 checkpoint
+    served in float32 is held as fp32, twice the bytes, computed in fp32)."""
     found = _engine(engine)
-    held = found.holds_as(variant.format) if found is not None else None
+    held = found.holds_as(variant.format, settings) if found is not None else None
     if held is None or held == variant.format:
         return weights
     from quantbench.estimate.formats import nominal_weight_bytes

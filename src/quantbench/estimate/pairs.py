@@ -7,7 +7,8 @@ side by side like with like, the estimate stage also predicts, on this machine, 
 workload's own mean lengths (as generated), at the concurrencies the bench measures and at 1-16
 (where a search may go):
 
-* the bytes as the engine holds them (``held_weights``: transformers holds AWQ as bf16);
+* the bytes as the engine holds them at that setting (``held_weights``: transformers holds AWQ
+  as bf16; a server started in float32 holds a bf16 checkpoint as fp32);
 * the engine's overhead and kernel efficiencies as calibrated;
 * how many requests the engine runs at once with that setting (``Engine.max_batch``: llama.cpp's
   slots, vLLM's ``max_num_seqs``, one for ``transformers serve`` without continuous batching);
@@ -149,11 +150,12 @@ def predict_pairs(
         if variant is None:
             continue
         engine = canonical(pair.engine)
-        held = held_weights(engine, arch, variant, stored[pair.variant])
         served_by = get_engine(pair.engine)
         cached_template = pair.fit.cached_prompt_tokens if pair.fit is not None else 0.0
         block = pair.fit.cache_block if pair.fit is not None else 1
         for label, point_settings in pair.settings.sweep_points():
+            # as this point's server holds them (its dtype: float32 where bf16 is emulated)
+            held = held_weights(engine, arch, variant, stored[pair.variant], point_settings)
             max_batch = served_by.max_batch(point_settings)
             caches = served_by.prefix_caching(point_settings)
             kept = served_by.prefix_cache_conversations(point_settings)
