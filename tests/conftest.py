@@ -103,6 +103,22 @@ def compute_dtype_measured() -> str:
     return dt.compute_dtype()
 
 
+@pytest.fixture
+def probed_dtype(monkeypatch):  # type: ignore[no-untyped-def]
+    """Set what the compute-dtype probe answers for one test (``probed_dtype("float32")``: an
+    AVX2-only CPU's answer), and forget it after the test, passed or failed: the probe's answer
+    is cached per process, so a test that cleared it only on its last line left a failed test's
+    answer to every later test of the worker."""
+    from quantbench.native import dtype as dt
+
+    def answer(name: str) -> None:
+        dt.probe.cache_clear()
+        monkeypatch.setenv(dt.ENV, name)
+
+    yield answer
+    dt.probe.cache_clear()
+
+
 @pytest.fixture(autouse=True)
 def compute_dtype_kept(compute_dtype_measured: str):  # type: ignore[no-untyped-def]
     """A test that changes the compute dtype for the tests after it fails: each later

