@@ -83,7 +83,9 @@ def main() -> None:
                 got = servers.measure(key, 100 + index, metric, folder, confirm.round_s)
             except (ServerError, RuntimeError) as exc:
                 return Measured(key=key, figure=None, error=str(exc).splitlines()[0])
-            log.info("%s round %d: %s", rk, index, got.figure.value if got.figure else None)
+            f = got.figure
+            said = f"{f.value:.1f} [{f.low:.1f}, {f.high:.1f}]" if f else got.error or "no figure"
+            log.info("%s round %d: %s %s", rk, index, metric, said)
             row = got.row
             # a round compares the ranked figure: its own (short) SLO verdict is recorded, and
             # only what would make the figure itself wrong (the load not reached, the client

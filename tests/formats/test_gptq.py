@@ -50,3 +50,34 @@ def test_the_evaluation_runs_gptq_on_its_exact_dequantized_weights(
         a = dense(input_ids=ids).logits
         b = kernel(input_ids=ids).logits
     assert torch.allclose(a, b, atol=0.05, rtol=0.02), (a - b).abs().max()
+
+
+@pytest.mark.slow
+def test_gptq_keeps_its_chatter_out_of_a_stage_log(
+    tiny_model_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """GPTQModel's save printed the folder's files and both its configs (about 100 lines of a
+    quantize stage's log), and its loader logged about 40 INFO lines into each evaluation of a
+    GPTQ variant (the evaluate stage's worker process did not keep the stage's log quiet)."""
+    from quantbench.quality import EvaluateSettings, evaluate_variant
+
+    spec = recipe(
+        {"format": "gptq", "group_size": GROUP, "calibration": {"samples": 6, "max_tokens": 128}}
+    )
+    built = build_variant(
+        "gptq", spec, tiny_model_dir, tmp_path / "gptq", REPO / "data/calibration.txt", threads=1
+    )
+    written = "".join(capfd.readouterr())
+    assert "Content of saved" not in written and "Files in directory" not in written
+    monkeypatch.setenv("QUANTBENCH_REFERENCE_CACHE", str(tmp_path / "reference"))
+    settings = EvaluateSettings(
+        context_length=64, stride=32, max_tokens=128, heldout_limit=2, heldout_max_new_tokens=4
+    )
+    report = evaluate_variant(
+        "gptq", built.directory, tiny_model_dir, REPO / "data/eval.txt",
+        REPO / "data/heldout.jsonl", settings, threads=1,
+    )  # fmt: skip
+    assert report.heldout.total == 2
+    written = "".join(capfd.readouterr())
+    # what GPTQModel's loader said at INFO in the worker (stderr there is this test's file)
+    assert not [line for line in written.splitlines() if "Kernel:" in line or "Loader:" in line]

@@ -12,10 +12,14 @@ name, so the file does not change with where the merged model happens to live.
 from __future__ import annotations
 
 import ctypes
+import logging
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -25,6 +29,7 @@ from quantbench.formats.base import Format, Recipe
 from quantbench.formats.build import BuildRequest, BuildResult
 from quantbench.formats.registry import register_format
 from quantbench.native import llama_build as llamacpp
+from quantbench.native.llama_log import captured
 from quantbench.runtime import thread_env
 
 # llama.cpp file types that `llama_model_quantize` writes from an F16/BF16/F32 GGUF without an
@@ -53,6 +58,8 @@ GGUF_TYPES: tuple[str, ...] = (
 
 # Types that the converter writes itself: no quantize step after conversion.
 GGUF_CONVERTER_TYPES = {"F16": "f16", "BF16": "bf16"}
+
+log = logging.getLogger(__name__)
 
 
 class GgufSpec(Recipe):
@@ -109,8 +116,77 @@ def convert(merged_dir: Path, out_file: Path, outtype: str, model_name: str, thr
         raise GgufBuildError(f"convert_hf_to_gguf.py failed (exit {result.returncode}):\n{tail}")
 
 
-def quantize(src: Path, dst: Path, gguf_type: str, threads: int) -> None:
-    """llama_model_quantize(src -> dst) to `gguf_type` through the pinned bindings."""
+@dataclass(frozen=True)
+class QuantizeSummary:
+    """What llama.cpp's quantizer said it did, read from its log."""
+
+    tensors: int | None = None
+    fallback_tensors: int = 0
+    fallback_to: dict[str, int] = field(default_factory=dict)
+    """Per type a tensor fell back to (its rows do not fit the asked type's blocks)."""
+    source_mib: float | None = None
+    quantized_mib: float | None = None
+
+    def details(self) -> dict[str, Any]:
+        """For variant.json: how many tensors kept the asked type (sizes are recorded there)."""
+        if self.tensors is None:
+            return {}
+        return {
+            "tensors": self.tensors,
+            "fallback_tensors": self.fallback_tensors,
+            "fallback_to": dict(sorted(self.fallback_to.items())),
+        }
+
+    def line(self, gguf_type: str) -> str:
+        sizes = (
+            f" ({self.source_mib:.1f} -> {self.quantized_mib:.1f} MiB of tensors)"
+            if self.source_mib is not None and self.quantized_mib is not None
+            else ""
+        )
+        text = f"llama.cpp quantized {self.tensors or '?'} tensors to {gguf_type}{sizes}"
+        if self.fallback_tensors:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.fallback_to.items()))
+            text += (
+                f"; {self.fallback_tensors} of them in another type ({kinds}), their rows not a "
+                f"multiple of {gguf_type}'s block"
+            )
+        return text
+
+
+_SIZE = re.compile(r"(model|quant) size\s*=\s*([\d.]+) MiB")
+_FALLBACK_COUNT = re.compile(r"(\d+) of (\d+) tensor\(s\) required fallback")
+_FALLBACK_TO = re.compile(r"falling back to\s+(\w+)")
+_TENSOR = re.compile(r"^\[\s*\d+/\s*(\d+)\]")
+
+
+def read_summary(lines: list[str]) -> QuantizeSummary:
+    """The quantizer's own account of a run (llama_model_quantize's log lines)."""
+    sizes: dict[str, float] = {}
+    tensors = None
+    fallback = 0
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        if m := _SIZE.search(line):
+            sizes[m.group(1)] = float(m.group(2))
+        elif m := _FALLBACK_COUNT.search(line):
+            fallback, tensors = int(m.group(1)), int(m.group(2))
+        elif m := _FALLBACK_TO.search(line):
+            kinds[m.group(1)] += 1
+        elif (m := _TENSOR.match(line.strip())) and tensors is None:
+            tensors = int(m.group(1))
+    return QuantizeSummary(
+        tensors=tensors,
+        fallback_tensors=fallback or sum(kinds.values()),
+        fallback_to=dict(kinds),
+        source_mib=sizes.get("model"),
+        quantized_mib=sizes.get("quant"),
+    )
+
+
+def quantize(src: Path, dst: Path, gguf_type: str, threads: int) -> QuantizeSummary:
+    """llama_model_quantize(src -> dst) to `gguf_type` through the pinned bindings. Its log (the
+    loader's metadata, a line per tensor: hundreds of lines) is kept out of the stage's output;
+    one line says what it did, the whole log goes to the debug log and into an error."""
     llama_cpp = llamacpp.load_binding()
     ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{gguf_type}", None)
     if ftype is None:
@@ -118,11 +194,19 @@ def quantize(src: Path, dst: Path, gguf_type: str, threads: int) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = threads
-    status = llama_cpp.llama_model_quantize(
-        str(src).encode(), str(dst).encode(), ctypes.byref(params)
-    )
+    with captured(llama_cpp) as native_log:
+        status = llama_cpp.llama_model_quantize(
+            str(src).encode(), str(dst).encode(), ctypes.byref(params)
+        )
+    log.debug("llama_model_quantize's log:\n%s", native_log.text)
     if status != 0 or not dst.is_file():
-        raise GgufBuildError(f"llama_model_quantize to {gguf_type} failed (status {status})")
+        raise GgufBuildError(
+            f"llama_model_quantize to {gguf_type} failed (status {status}); the end of its "
+            f"log:\n{native_log.tail()}"
+        )
+    summary = read_summary(native_log.lines())
+    log.info("%s", summary.line(gguf_type))
+    return summary
 
 
 class Gguf(Format):
@@ -179,15 +263,20 @@ def build_gguf(request: BuildRequest) -> BuildResult:
     with tempfile.TemporaryDirectory(prefix=".convert-", dir=request.out_dir.parent) as tmp:
         intermediate = Path(tmp) / f"model-{spec.intermediate.upper()}.gguf"
         convert(request.merged_dir, intermediate, spec.intermediate, request.name, request.threads)
+        summary = QuantizeSummary()
         if spec.type in GGUF_CONVERTER_TYPES:
             shutil.move(intermediate, target)
         else:
-            quantize(intermediate, target, spec.type, request.threads)
+            summary = quantize(intermediate, target, spec.type, request.threads)
     libraries = {"llama-cpp-python": f"{llamacpp.VERSION} (source build)"}
     return BuildResult(
         target.name,
         libraries=libraries,
-        details={"intermediate": spec.intermediate, "converter": "convert_hf_to_gguf.py"},
+        details={
+            "intermediate": spec.intermediate,
+            "converter": "convert_hf_to_gguf.py",
+            **summary.details(),
+        },
     )
 
 

@@ -14,8 +14,10 @@ Two things make the output repeatable byte for byte:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import logging
 import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -33,6 +35,8 @@ from quantbench.formats.build import (
 from quantbench.formats.registry import register_format
 from quantbench.native.dtype import compute_dtype, torch_dtype
 from quantbench.progress import quiet_chatty_loggers
+
+log = logging.getLogger(__name__)
 
 QUANT_LOG = "quant_log.csv"
 
@@ -177,7 +181,12 @@ def build_gptq(request: BuildRequest) -> BuildResult:
     model.quantize(rows, batch_size=1, tokenizer=tokenizer)
     if compute != "bfloat16":
         _to_bf16(model.model)
-    model.save(str(request.out_dir))
+    # GPTQModel's save prints the folder's file list and its two configs in full (about 100
+    # lines, print() rather than its log): kept out of the stage's output, in the debug log
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        model.save(str(request.out_dir))
+    log.debug("GPTQModel's save printed:\n%s", printed.getvalue())
     # GPTQModel saves the tokenizer it wrapped; the merged model's own files are the reference.
     copy_tokenizer(request.merged_dir, request.out_dir)
     losses = _strip_times(request.out_dir / QUANT_LOG)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from quantbench.params import import_plugins
+from quantbench.progress import quiet_bars_in_logs
 from quantbench.quality.metrics import log_softmax, token_stats
 from quantbench.quality.windows import Window
 
@@ -172,6 +173,9 @@ def run_isolated(job: ScoreJob) -> ScoreResult:
 def main(argv: list[str]) -> int:
     """Child entry point: read a pickled ScoreJob, write a pickled ScoreResult."""
     job_file, result_file = Path(argv[0]), Path(argv[1])
+    # the stage's output policy holds in this process too: where stderr is a log, no bars and
+    # GPTQModel's loader at warnings (its INFO lines were 40 of an evaluate stage's 50)
+    quiet_bars_in_logs()
     job: ScoreJob = pickle.loads(job_file.read_bytes())
     import_plugins(list(job.plugins))
     result = run_job(job)
