@@ -81,3 +81,14 @@ def test_a_gguf_build_writes_a_line_not_llama_cpps_log(
     assert said and said[0].startswith("llama.cpp quantized 272 tensors to Q4_K_M")
     # and llama.cpp logs where it did before the build
     assert callback(binding) == before
+
+
+@pytest.mark.slow
+def test_a_failed_quantize_says_why_from_llama_cpps_log(tmp_path: Path) -> None:
+    """The log kept out of the output is what a failure needs: its end is in the error."""
+    from quantbench.formats.gguf import GgufBuildError, quantize
+
+    source = tmp_path / "not-a-model.gguf"
+    source.write_bytes(b"GGUF but not one")
+    with pytest.raises(GgufBuildError, match=r"(?s)failed \(status \d+\); the end of its log:\n.+"):
+        quantize(source, tmp_path / "out.gguf", "Q4_K_M", threads=1)
