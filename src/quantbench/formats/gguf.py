@@ -128,7 +128,8 @@ class QuantizeSummary:
     quantized_mib: float | None = None
 
     def details(self) -> dict[str, Any]:
-        """For variant.json: how many tensors kept the asked type (sizes are recorded there)."""
+        """For variant.json: how many tensors fell back to another type, and to which (the file's
+        size is recorded there already)."""
         if self.tensors is None:
             return {}
         return {
