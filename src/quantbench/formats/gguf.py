@@ -121,11 +121,14 @@ class QuantizeSummary:
     """What llama.cpp's quantizer said it did, read from its log."""
 
     tensors: int | None = None
-    fallback_tensors: int = 0
     fallback_to: dict[str, int] = field(default_factory=dict)
     """Per type a tensor fell back to (its rows do not fit the asked type's blocks)."""
     source_mib: float | None = None
     quantized_mib: float | None = None
+
+    @property
+    def fallback_tensors(self) -> int:
+        return sum(self.fallback_to.values())
 
     def details(self) -> dict[str, Any]:
         """For variant.json: how many tensors fell back to another type, and to which (the file's
@@ -155,7 +158,6 @@ class QuantizeSummary:
 
 
 _SIZE = re.compile(r"(model|quant) size\s*=\s*([\d.]+) MiB")
-_FALLBACK_COUNT = re.compile(r"(\d+) of (\d+) tensor\(s\) required fallback")
 _FALLBACK_TO = re.compile(r"falling back to\s+(\w+)")
 _TENSOR = re.compile(r"^\[\s*\d+/\s*(\d+)\]")
 
@@ -164,20 +166,16 @@ def read_summary(lines: list[str]) -> QuantizeSummary:
     """The quantizer's own account of a run (llama_model_quantize's log lines)."""
     sizes: dict[str, float] = {}
     tensors = None
-    fallback = 0
     kinds: Counter[str] = Counter()
     for line in lines:
         if m := _SIZE.search(line):
             sizes[m.group(1)] = float(m.group(2))
-        elif m := _FALLBACK_COUNT.search(line):
-            fallback, tensors = int(m.group(1)), int(m.group(2))
         elif m := _FALLBACK_TO.search(line):
             kinds[m.group(1)] += 1
-        elif (m := _TENSOR.match(line.strip())) and tensors is None:
+        elif m := _TENSOR.match(line.strip()):
             tensors = int(m.group(1))
     return QuantizeSummary(
         tensors=tensors,
-        fallback_tensors=fallback or sum(kinds.values()),
         fallback_to=dict(kinds),
         source_mib=sizes.get("model"),
         quantized_mib=sizes.get("quant"),
