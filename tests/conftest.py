@@ -187,3 +187,7 @@ def prepared_base(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("prepared") / "base"
     shutil.copytree(shared, out)
     return out
+
+
+# the stand-in GPU (recorded nvidia-smi) every package's tests may ask for: fake_gpu, no_gpu
+from tests.fake_gpu import fake_gpu, fake_gpu_factory, no_gpu  # noqa: E402, F401

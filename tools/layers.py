@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
             "secrets",
             "ports",
             "progress",
+            "accelerator",
             "runtime",
             "params",
             "native",

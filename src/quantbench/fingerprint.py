@@ -28,7 +28,7 @@ from quantbench.schemas.env import (
 PACKAGES = (
     "torch", "transformers", "peft", "accelerate", "safetensors", "tokenizers", "gguf",
     "gptqmodel", "llmcompressor", "compressed-tensors", "optimum", "locust", "gevent", "dvc",
-    "fastapi", "uvicorn", "numpy",
+    "fastapi", "uvicorn", "numpy", "nvidia-ml-py",
 )  # fmt: skip
 CPU_FLAGS = (
     "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",

@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+from typing import Literal
 
 from pydantic import Field
 
+from quantbench.accelerator.nvidia import DEVICE_ENV, Device, NoGpuError, resolve_device
+from quantbench.errors import UserError
 from quantbench.settings import Settings
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -28,6 +31,25 @@ class RuntimeSettings(Settings):
         "2 cores); servers under load have their own engines.<engine>.threads.",
     )
     seed: int = Field(1234, ge=0, description="Seed for training, sampling and shuffling.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Where every stage computes and every engine serves: auto, the first NVIDIA "
+        "GPU where one is found (quantbench.accelerator: NVML, else nvidia-smi), else the CPU; "
+        "cpu holds the whole pipeline on the CPU of a GPU machine; cuda refuses to run without "
+        "a GPU. An engine's own `device` setting left at auto follows it.",
+    )
+
+
+def configure_device(requested: str) -> Device:
+    """Resolve ``runtime.device`` once for this process and hand it on to every process it starts
+    (``QUANTBENCH_DEVICE``: an engine's server, the evaluate worker): ``cpu`` hides the GPUs from
+    :func:`quantbench.accelerator.nvidia`, so nothing later decides otherwise."""
+    try:
+        device = resolve_device(requested)
+    except NoGpuError as exc:
+        raise UserError(f"runtime.device: {exc}") from None
+    os.environ[DEVICE_ENV] = device
+    return device
 
 
 def thread_env(threads: int) -> dict[str, str]:
