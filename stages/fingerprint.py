@@ -13,7 +13,8 @@ from pathlib import Path
 from quantbench.engines.registry import engine_environments
 from quantbench.errors import run_main
 from quantbench.fingerprint import fingerprint
-from quantbench.params import read_params
+from quantbench.params import read_params, section
+from quantbench.runtime import RuntimeSettings
 from quantbench.schemas import io as schema_io
 
 
@@ -22,10 +23,14 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--out", type=Path, default=Path("reports/env.json"))
     args = parser.parse_args()
-    environments = engine_environments(read_params(args.params))
+    params = read_params(args.params)
+    environments = engine_environments(params)
+    device = section(params, "runtime", RuntimeSettings).device
     schema_io.write(
         args.out,
-        fingerprint({name: (env.python, env.packages) for name, env in environments.items()}),
+        fingerprint(
+            {name: (env.python, env.packages) for name, env in environments.items()}, device
+        ),
     )
 
 

@@ -33,3 +33,27 @@ def test_the_load_test_of_a_running_server_is_quantbench_load() -> None:
     for word in ("load", "bench"):
         args = parser.parse_args([word, "--url", "http://127.0.0.1:1", "--concurrency", "2"])
         assert args.handler is run_load
+
+
+def test_validate_names_the_device_it_found(fake_gpu, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["validate", "--params", str(REPO / "params.yaml"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "device: cuda (1 x NVIDIA H100 80GB HBM3 (compute capability 9.0" in out
+
+
+def test_validate_names_the_cpu_where_there_is_no_gpu(no_gpu, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["validate", "--params", str(REPO / "params.yaml"), "--quiet"]) == 0
+    assert "device: cpu (no NVIDIA GPU" in capsys.readouterr().out
+
+
+def test_cuda_asked_on_a_cpu_machine_is_refused_before_work(no_gpu, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["runtime"]["device"] = "cuda"
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert main(["validate", "--params", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "runtime.device: 'cuda', but this machine has no NVIDIA GPU" in err
+    assert "set it to auto" in err

@@ -9,13 +9,16 @@ Its schema is :class:`quantbench.schemas.env.EnvInfo`.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from quantbench.accelerator import detect
 from quantbench.schemas.env import (
+    AcceleratorInfo,
     CpuInfo,
     EnvInfo,
     GpuInfo,
@@ -63,18 +66,39 @@ def memory_gib() -> float | None:
 
 
 def gpus() -> list[GpuInfo]:
+    """The NVIDIA GPUs the machine's one probe found (quantbench.accelerator)."""
+    return [
+        GpuInfo(
+            index=g.index,
+            name=g.name,
+            memory_mib=g.memory_mib,
+            compute_capability=g.compute_capability,
+        )
+        for g in detect().gpus
+    ]
+
+
+# what `make setup` recorded of the stack it chose (quantbench.native.stack --write)
+STACK_FILE = Path(".venv/stack.json")
+
+
+def accelerator(device: str = "auto", stack_file: Path = STACK_FILE) -> AcceleratorInfo:
+    """What was found, the device ``runtime.device`` resolves to, and the stack setup chose."""
+    found = detect()
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = []
-    for line in out.strip().splitlines():
-        name, driver, memory = (p.strip() for p in line.split(","))
-        rows.append(GpuInfo(name=name, driver=driver, memory=memory))
-    return rows
+        stack = json.loads(stack_file.read_text())
+    except (OSError, ValueError):
+        stack = {}
+    chosen = stack.get("stack") if stack.get("stack") in ("cpu", "cuda") else None
+    return AcceleratorInfo(
+        source=found.source,
+        driver=found.driver,
+        cuda=found.cuda,
+        # cuda without a GPU is validate's to refuse; the record says what runs here
+        device="cuda" if found.has_gpu and device != "cpu" else "cpu",
+        stack=chosen,
+        stack_reason=stack.get("why") if chosen else None,
+    )
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
@@ -100,8 +124,6 @@ def other_python_versions(python: Path, names: tuple[str, ...]) -> dict[str, str
         "    except m.PackageNotFoundError: out[n] = None\n"
         "print(json.dumps(out))"
     )
-    import json
-
     result = subprocess.run(
         [str(python), "-c", code, *names], capture_output=True, text=True, timeout=60, check=False
     )
@@ -137,8 +159,6 @@ def torch_kernels(python: Path) -> TorchKernels | None:
 
     With ONEDNN_VERBOSE=1 a small bf16 matmul also names the ISA oneDNN picked.
     """
-    import json
-
     if not python.exists():
         return None
     code = _TORCH_KERNELS + (
@@ -147,9 +167,13 @@ def torch_kernels(python: Path) -> TorchKernels | None:
     env = {**os.environ, "ONEDNN_VERBOSE": "1", "OMP_NUM_THREADS": "1"}
     try:
         out = subprocess.run(
-            [str(python), "-c", code], capture_output=True, text=True, timeout=120, env=env,
+            [str(python), "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
             check=False,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -203,9 +227,12 @@ def native_kernels(vllm_python: Path | None) -> Kernels:
     )
 
 
-def fingerprint(environments: Mapping[str, tuple[Path, tuple[str, ...]]] | None = None) -> EnvInfo:
+def fingerprint(
+    environments: Mapping[str, tuple[Path, tuple[str, ...]]] | None = None, device: str = "auto"
+) -> EnvInfo:
     """This machine and its software; ``environments``: each engine with an environment of its
-    own (``Engine.environment``), as its interpreter and the distributions to record there."""
+    own (``Engine.environment``), as its interpreter and the distributions to record there;
+    ``device``: ``runtime.device`` as params give it."""
     from quantbench.native import llama_build as llamacpp
 
     environments = environments or {}
@@ -217,6 +244,7 @@ def fingerprint(environments: Mapping[str, tuple[Path, tuple[str, ...]]] | None 
         cpu=cpu_info(),
         memory_gib=memory_gib(),
         gpus=gpus(),
+        accelerator=accelerator(device),
         packages=package_versions(),
         engine_envs={
             name: other_python_versions(python, packages)

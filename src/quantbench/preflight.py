@@ -384,6 +384,28 @@ def served_task_problems(config: Config) -> list[str]:
     return standard_task_problems(served.standard_tasks)
 
 
+def device_problems(config: Config) -> list[str]:
+    """A device asked for that this machine does not have (runtime.device, an engine's own)."""
+    from quantbench.accelerator import detect
+
+    found = detect()
+    if found.has_gpu:
+        return []
+    asked = [("runtime.device", config.runtime.device)]
+    for name, settings in config.engines.items():
+        if getattr(settings, "enabled", False) and isinstance(
+            getattr(settings, "device", None), str
+        ):
+            asked.append((f"engines.{name}.device", settings.device))
+    return [
+        f"{key}: {value!r}, but this machine has {found.describe()}; set it to auto (the GPU "
+        "where one is found, else the CPU) or cpu, or run on a machine whose NVIDIA driver "
+        "answers nvidia-smi"
+        for key, value in asked
+        if value == "cuda" or value.startswith("cuda:")
+    ]
+
+
 def problems(config: Config) -> list[str]:
     """Every problem found, each naming the key, the value and the fix."""
     from quantbench.formats.base import VariantSpecError
@@ -391,7 +413,7 @@ def problems(config: Config) -> list[str]:
     from quantbench.model import ModelSourceError, check_local_folder
     from quantbench.quantize.build import check_calibration_file
 
-    found: list[str] = data_problems(config)
+    found: list[str] = device_problems(config) + data_problems(config)
     if config.model.source == "local" and config.model.path is not None:
         try:
             check_local_folder(config.model.path)
@@ -462,8 +484,11 @@ def check(config: Config) -> None:
 
 def describe(config: Config) -> dict[str, Any]:
     """What the checks looked at, for `quantbench validate`."""
+    from quantbench.accelerator import detect, resolve_device
+
     widths = model_widths(config)
     return {
+        "device": f"{resolve_device(config.runtime.device)}: {detect().describe()}",
         "model_widths": None if widths is None else widths.__dict__,
         "max_output_tokens": max_output_tokens(config),
         "engine_contexts": {k: v[0] for k, v in engine_contexts(config).items()},

@@ -23,7 +23,10 @@ def _machine(cpu: str, gpus: list[str] | None = None) -> Fingerprint:
     env = env_info()
     env = env.model_copy(update={
         "cpu": CpuInfo(model=cpu, logical_cores=2, flags=["avx2"]), "memory_gib": 24,
-        "gpus": [GpuInfo(name=g, driver="1", memory="24 GiB") for g in gpus or []],
+        "gpus": [
+            GpuInfo(index=i, name=g, memory_mib=24576, compute_capability="8.9")
+            for i, g in enumerate(gpus or [])
+        ],
     })  # fmt: skip
     return fingerprint(env)
 

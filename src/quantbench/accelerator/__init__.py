@@ -17,4 +17,12 @@ from quantbench.accelerator.nvidia import (
     torch_device,
 )
 
-__all__ = ["DEVICE_ENV", "DEVICES", "Accelerators", "Gpu", "detect", "resolve_device", "torch_device"]
+__all__ = [
+    "DEVICES",
+    "DEVICE_ENV",
+    "Accelerators",
+    "Gpu",
+    "detect",
+    "resolve_device",
+    "torch_device",
+]

@@ -17,6 +17,10 @@ def _validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.params) if args.no_preflight else validate_config(args.params)
     print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
+    from quantbench.accelerator import detect, resolve_device
+
+    if config.runtime.device != "cuda" or detect().has_gpu:  # (without --no-preflight: refused)
+        print(f"  device: {resolve_device(config.runtime.device)} ({detect().describe()})")
     if not args.quiet:
         from quantbench.secrets import redact_mapping
 

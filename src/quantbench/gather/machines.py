@@ -106,7 +106,7 @@ class MachineRun(BaseModel):
 def fingerprint(env: EnvInfo) -> Fingerprint:
     """The machine a run measured on, as far as it changes serving (``reports/env.json``)."""
     cpu = env.cpu
-    gpus = [f"{g.name} ({g.memory})" for g in env.gpus]
+    gpus = [f"{g.name} ({g.memory_mib / 1024:.0f} GiB)" for g in env.gpus]
     isa = [f for f in ISA_OF_NOTE if f in cpu.flags]
     memory = float(env.memory_gib or 0)
     key = {

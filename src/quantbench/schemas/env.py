@@ -22,9 +22,26 @@ class CpuInfo(Strict):
 
 
 class GpuInfo(Strict):
-    name: str
-    driver: str
-    memory: str = Field(description="As nvidia-smi prints it (e.g. '81559 MiB').")
+    """One NVIDIA GPU as NVML (or nvidia-smi) names it (quantbench.accelerator)."""
+
+    index: int
+    name: str = Field(description="e.g. 'NVIDIA H100 80GB HBM3'.")
+    memory_mib: int = Field(description="Its memory, MiB.")
+    compute_capability: str | None = Field(description="e.g. '9.0'; None: the driver says none.")
+
+
+class AcceleratorInfo(Strict):
+    """What the one probe of the machine found, and where the pipeline computes."""
+
+    source: Literal["nvml", "nvidia-smi", "none"] = Field(description="Which answered.")
+    driver: str | None = Field(description="The NVIDIA driver's version.")
+    cuda: str | None = Field(description="The highest CUDA version the driver supports.")
+    device: Literal["cpu", "cuda"] = Field(description="runtime.device, resolved here.")
+    stack: Literal["cpu", "cuda"] | None = Field(
+        description="The software stack `make setup` installed (.venv/stack.json; None: not "
+        "recorded, an environment made before setup chose stacks)."
+    )
+    stack_reason: str | None = Field(description="Why setup chose it, as it printed.")
 
 
 class LlamaCppRelease(Strict):
@@ -77,20 +94,47 @@ def _engine_envs(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _accelerator(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3: each GPU's memory in MiB and its compute capability (nvidia-smi's text before),
+    what found them and the device in ``accelerator``."""
+    out = dict(data)
+    old = data.get("gpus") or []
+    out["gpus"] = [
+        {
+            "index": i,
+            "name": g["name"],
+            "memory_mib": int("".join(c for c in str(g.get("memory", "")) if c.isdigit()) or 0),
+            "compute_capability": None,
+        }
+        for i, g in enumerate(old)
+    ]
+    out["accelerator"] = {
+        "source": "nvidia-smi" if old else "none",
+        "driver": old[0].get("driver") if old else None,
+        "cuda": None,
+        "device": "cuda" if old else "cpu",
+        "stack": None,
+        "stack_reason": None,
+    }
+    out["schema_version"] = 3
+    return out
+
+
 class EnvInfo(StageOutput):
     """Machine, accelerators, libraries and kernels."""
 
     OUTPUT: ClassVar[str] = "reports/env.json"
     STAGE: ClassVar[str] = "fingerprint"
-    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: _engine_envs}
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1), 1: _engine_envs, 2: _accelerator}
 
-    schema_version: Literal[2] = version(2)
+    schema_version: Literal[3] = version(3)
     python: str
     os: str
     machine: str
     cpu: CpuInfo
     memory_gib: float | None
     gpus: list[GpuInfo]
+    accelerator: AcceleratorInfo
     packages: dict[str, str | None] = Field(description="Distribution -> version (None: absent).")
     engine_envs: dict[str, dict[str, str | None] | None] = Field(
         description="Each enabled engine with an environment of its own (its interpreter apart "
@@ -102,6 +146,7 @@ class EnvInfo(StageOutput):
 
 
 __all__ = [
+    "AcceleratorInfo",
     "CpuInfo",
     "EnvInfo",
     "GpuInfo",
