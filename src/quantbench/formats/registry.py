@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "gptq": "quantbench.formats.gptq",
     "awq": "quantbench.formats.awq",
     "w8a8": "quantbench.formats.w8a8",
+    "rtn": "quantbench.formats.rtn",
     "bf16": "quantbench.formats.bf16",
 }
 _REGISTERED: dict[str, Format] = {}
