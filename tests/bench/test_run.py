@@ -115,6 +115,27 @@ def test_repeats_give_intervals(fake_engine, fake_artifact, tmp_path) -> None:
     assert len({tuple(o) for o in orders}) == 3
 
 
+def test_rows_on_the_stand_in_gpu_carry_its_counters_over_their_windows(
+    fake_engine, fake_artifact, tmp_path, fake_gpu, monkeypatch
+) -> None:
+    from quantbench.load import gpu_window
+
+    monkeypatch.setattr(gpu_window, "SAMPLE_INTERVAL_S", 0.02)  # the fake server's points are short
+    bench = BenchSettings(repeats=2, race=False)
+    summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), bench=bench), tmp_path)
+    for row in summary.rows:
+        assert row.gpu is not None and row.gpu.samples >= 4, row.key  # two repeats of >= 2
+        [device] = row.gpu.devices
+        assert (device.utilization_mean_pct, device.memory_used_max_mib) == (87.0, 61234.0)
+        assert (device.power_mean_w, device.sm_clock_mean_mhz) == (612.45, 1980.0)
+    # each repeat's own window is in its session summary, and the row adds their samples
+    repeats = [
+        json.loads((tmp_path / f"default/chat/c1/r{k}/summary.json").read_text())["points"][0]
+        for k in range(2)
+    ]
+    assert sum(r["gpu"]["samples"] for r in repeats) == summary.rows[0].gpu.samples
+
+
 def test_one_run_gives_every_headline_figure_its_interval(fake_engine, fake_artifact, tmp_path):
     # At one repeat, request throughput and goodput had no interval; every other figure has its
     # own (batch means, order statistics, Wilson) or says its sample is too small.

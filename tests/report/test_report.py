@@ -1139,3 +1139,59 @@ def test_a_row_the_race_stopped_is_named_against_the_leader(inputs, by_key) -> N
     assert line.startswith(f"bf16-transformers · {first.server_point} · c1: stopped by the race")
     assert "at most 19.0 against bf16-transformers · continuous_batching=on @ c4's 40.0" in line
     assert rec.comparisons[: len(plain.comparisons)] == plain.comparisons
+
+
+def test_the_gpu_columns_stand_beside_throughput_only_where_a_row_has_them(inputs, files) -> None:
+    from dataclasses import replace
+
+    from quantbench.report.profiles import DEFAULT_PROFILE
+    from quantbench.schemas.session import GpuDeviceWindow, GpuWindow
+
+    # a CPU run's tables have no GPU columns, not even empty ones
+    for name in ("summary.md", "index.html"):
+        text = files.files[Path(name)]
+        assert "GPU util" not in text and "GPU power" not in text and "sampled every" not in text
+    # llama.cpp's rows sampled on the stand-in GPU (tests/accelerator/recorded/nvidia-smi)
+    window = GpuWindow(
+        interval_s=0.5, samples=40,
+        devices=[GpuDeviceWindow(index=0, samples=40, utilization_mean_pct=87.0,
+                                 utilization_max_pct=87.0, memory_used_max_mib=61234.0,
+                                 power_mean_w=612.45, power_max_w=612.45,
+                                 sm_clock_mean_mhz=1980.0)],
+    )  # fmt: skip
+    pair = inputs.pairs[GGUF]
+
+    def sampled(row):  # type: ignore[no-untyped-def]
+        return row.model_copy(update={"gpu": window}) if row is not None and row.measured else row
+
+    changed = pair.model_copy(
+        update={"rows": [sampled(r) for r in pair.rows],
+                "best": {w: sampled(r) for w, r in pair.best.items()}}
+    )  # fmt: skip
+    gpu_inputs = replace(inputs, pairs={**inputs.pairs, GGUF: changed})
+    built = build_report(gpu_inputs, slo=FIXTURE_SLO, settings=SETTINGS,
+                         params={"slo": FIXTURE_SLO}, workloads=FIXTURE_WORKLOADS)  # fmt: skip
+    text = built.files[Path("summary.md")]
+    multi = _section(text, "## Workload `multi-turn`")
+    header = next(x for x in multi.splitlines() if x.startswith("| variant"))
+    assert "| Good output throughput | GPU util | GPU memory | GPU power | TTFT p90 |" in header
+    gguf = next(x for x in multi.splitlines() if x.startswith("| gguf"))
+    assert "| 87 % (max 87 %), SM 1,980 MHz | 61,234 MiB | 612 W (max 612 W) |" in gguf
+    bf16 = next(x for x in multi.splitlines() if x.startswith("| bf16"))
+    assert "| – | – | – |" in bf16  # a pair not sampled reads as such
+    assert "sampled every 0.5 s through the point's measured window" in multi
+    for block in text.split("\n\n"):  # the columns break no table
+        rows = [line for line in block.splitlines() if line.startswith("| ")]
+        assert len({line.count(" | ") for line in rows}) <= 1, block
+    page = built.files[Path("index.html")]
+    points = page[page.index('<section id="points">') :]
+    assert "<th>out tok/s</th><th>GPU util</th><th>GPU memory</th><th>GPU power</th>" in points
+    row = _html_row(page, f"{GGUF}/default/multi-turn/c4")
+    assert "<div>87 % (max 87 %), SM 1,980 MHz</div>" in row and "<div>61,234 MiB</div>" in row
+    assert 'data-sort="61234.0"' in row and "<div>612 W (max 612 W)</div>" in row
+    # a profile judged again from the records keeps the bench's GPU figures (not in the records)
+    judged = judge_profiles(gpu_inputs, FIXTURE_SLO, SETTINGS, workloads=FIXTURE_WORKLOADS)
+    batch = next(p for p in judged if p.key == "chat:batch")
+    again = _row(batch, f"{GGUF}/default/chat/c4")
+    assert again.judged_from == "records" and again.row.gpu == window
+    assert next(p for p in judged if p.name == DEFAULT_PROFILE).rows[0].row.gpu is None

@@ -40,12 +40,13 @@ def test_bench_rows_are_bench_row_schema() -> None:
     }
     folded.update(load_point="c4", shape=shape, error=None)
     row = BenchRow.model_validate(folded)
-    assert set(folded) == set(BenchRow.model_fields)
+    # every field but the GPUs' counters, which a point sampled on no GPU leaves out
+    assert set(folded) | {"gpu"} == set(BenchRow.model_fields) and "gpu" not in folded
     # one request of twelve fails on this fast engine: error_rate 0.08 > 0.05 in each repeat
     assert row.intervals["output_throughput"].n == 3 and row.slo_passes == "0/3"
     failed = {**COMMON, **failed_row("server died", "chat"), "load_point": "c1", "shape": None}
     assert set(failed) | {"slo_passes", "load", "cache", "lengths_ok", "length_note",
-                          "harness_ok", "harness_note", "stop_reason", "draft_acceptance"} == set(BenchRow.model_fields)  # fmt: skip
+                          "harness_ok", "harness_note", "stop_reason", "draft_acceptance", "gpu"} == set(BenchRow.model_fields)  # fmt: skip
     assert not BenchRow.model_validate(failed).measured
     assert pick_best([folded, failed], rank_by_goodput=True)[0] is None  # neither meets the SLO
 

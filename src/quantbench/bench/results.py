@@ -25,6 +25,7 @@ from quantbench.decision.rules import (
     QualityContrast,
     decide,
 )
+from quantbench.load.gpu_window import fold_windows
 from quantbench.load.metrics import PointResult
 from quantbench.precision import Figure, t_interval
 
@@ -171,6 +172,9 @@ def fold_repeats(
     proposed = sum(s.drafted for s in specs)
     row["draft_acceptance"] = sum(s.accepted for s in specs) / proposed if proposed else None
     row["stop_reason"] = "; ".join(sorted({r.stop_reason for r in results if r.stop_reason}))
+    gpu = fold_windows([r.gpu for r in results])
+    if gpu is not None:  # no key at all without a GPU: a CPU row is written as it always was
+        row["gpu"] = gpu.model_dump()
     tps = row["output_throughput"] or 0.0
     row["cost_per_million_tokens"] = cost_per_million_tokens(price_per_hour, tps)
     row["error"] = None

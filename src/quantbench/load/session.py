@@ -6,13 +6,15 @@ This is the parent side of the harness; it never imports Locust. Per point it wr
 tokenizer, and computes the point's metrics. Outputs, in ``out_dir``:
 
 * ``records.jsonl``: one line per request of every point (warm-up included, flagged);
-* ``summary.json``: a :class:`~quantbench.schemas.session.SessionSummary`;
+* ``summary.json``: a :class:`~quantbench.schemas.session.SessionSummary` (on a machine with a
+  GPU, each point with its GPUs' counters over its window: :mod:`quantbench.load.gpu_window`);
 * ``load_meta.json``: per point, what the load process knew beyond its records (why it stopped,
   its own event-loop lag and CPU time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -29,8 +31,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from quantbench import slo as slo_mod
+from quantbench.accelerator.telemetry import Telemetry
 from quantbench.load.distributed import run_distributed
 from quantbench.load.forkserver import load_processes, start_local
+from quantbench.load.gpu_window import GpuSampler
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.load.procs import stop_group
 from quantbench.load.profiles import get_profile
@@ -298,12 +302,16 @@ def run_session(
     counter = load_counter(target.tokenizer) if target.tokenizer else None
     if traffic is None:
         traffic = build_traffic(spec, counter)
+    for note in traffic.notes:  # where a prompt misses the length asked, and by how much
+        print(f"prompt lengths: {note}", file=sys.stderr, flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[PointResult] = []
     metas: dict[str, dict[str, Any]] = {}
     indices = list(points) if points is not None else list(range(len(spec.points)))
     wall_offset = time.time() - time.monotonic()
+    telemetry = Telemetry()  # inert without a GPU: no sampler thread, no point's `gpu`
     with (
+        contextlib.closing(telemetry),
         load_processes(),
         tempfile.TemporaryDirectory(prefix="qb-load-") as tmp,
         (out_dir / "records.jsonl").open("w", encoding="utf-8") as all_records,
@@ -320,7 +328,9 @@ def run_session(
                 flush=True,
             )
             raw = Path(tmp) / f"raw-{i}.jsonl"
-            records = run_plan(plan, raw, spec.workers, Path(tmp))
+            # the GPUs sampled while the load process runs; its window is kept once known
+            with GpuSampler(telemetry) as gpu:
+                records = run_plan(plan, raw, spec.workers, Path(tmp))
             records.sort(key=lambda r: (r.index, r.turn))
             fill_token_counts(records, counter, {}, spec.api)
             if not spec.keep_text:
@@ -333,23 +343,23 @@ def run_session(
             shape = spec.points[i].model_dump(mode="json")
             if traffic.schedule is not None:
                 shape["schedule"] = "trace"
-            results.append(
-                summarize(
-                    records,
-                    point=plan.point,
-                    scenario=spec.name,
-                    shape=shape,
-                    percentiles=spec.percentiles,
-                    constraints=constraints,
-                    confidence=confidence,
-                    verdict_confidence=(
-                        plan.precision.verdict_confidence if plan.precision is not None else None
-                    ),
-                    fixed_output_length=spec.fixed_output_length,
-                    meta=meta,
-                    wall_offset=wall_offset,
-                )
+            result = summarize(
+                records,
+                point=plan.point,
+                scenario=spec.name,
+                shape=shape,
+                percentiles=spec.percentiles,
+                constraints=constraints,
+                confidence=confidence,
+                verdict_confidence=(
+                    plan.precision.verdict_confidence if plan.precision is not None else None
+                ),
+                fixed_output_length=spec.fixed_output_length,
+                meta=meta,
+                wall_offset=wall_offset,
             )
+            result.gpu = gpu.over(result.window.start, result.window.end)
+            results.append(result)
     summary = SessionSummary(
         url=url,
         engine=target.engine,

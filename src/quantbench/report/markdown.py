@@ -16,11 +16,15 @@ from quantbench.report import foreign
 from quantbench.report.profiles import Profile
 from quantbench.report.recommend import Recommendation
 from quantbench.report.tables import (
+    GPU_COLUMNS,
     METRICS,
     PairLine,
     RankCell,
     RankingRow,
+    any_gpu,
     figure_text,
+    gpu_note,
+    gpu_parts,
     mib,
     sample_text,
     why_not,
@@ -58,11 +62,13 @@ STATUS = {
 }
 
 
-def _cell_pair(line: PairLine, metric: str) -> list[str]:
+def _cell_pair(line: PairLine, metric: str, gpu: bool = False) -> list[str]:
+    """One pair's cells; ``gpu``: with the GPU columns after the ranked figure."""
     r = line.row
     measured = r is not None and r.measured and not line.failure
     where = f"{r.server_point} @ {r.load_point}" if r is not None and measured else "–"
     reasons = _short("; ".join(line.reasons))
+    gpu_cells = [md("; ".join(c)) for c in gpu_parts(r if measured else None)] if gpu else []
     return [
         md(line.variant),
         md(line.engine),
@@ -72,6 +78,7 @@ def _cell_pair(line: PairLine, metric: str) -> list[str]:
         md(line.served_check),
         md("; ".join(line.task_parts)),
         md(figure_text(r, metric)) if measured else "–",
+        *gpu_cells,
         md(figure_text(r, "ttft_p90_ms")) if measured else "–",
         md(figure_text(r, "tpot_p50_ms")) if measured else "–",
         md(sample_text(r)) if measured and r is not None else "–",
@@ -80,13 +87,18 @@ def _cell_pair(line: PairLine, metric: str) -> list[str]:
 
 
 def table(lines: list[PairLine], metric: str) -> str:
+    """Each pair at its row; the GPU columns beside the ranked figure where a row has them."""
+    gpu = any_gpu(line.row for line in lines)
     header = [
         "variant", "engine", "setting @ load", "quality vs merged bf16", "peak mem",
-        "served check", "fine-tune's task served", METRICS[metric].label, "TTFT p90", "TPOT p50", "sample", "status",
+        "served check", "fine-tune's task served", METRICS[metric].label,
+        *(GPU_COLUMNS if gpu else ()), "TTFT p90", "TPOT p50", "sample", "status",
     ]  # fmt: skip
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for line in lines:
-        out.append("| " + " | ".join(_cell_pair(line, metric)) + " |")
+        out.append("| " + " | ".join(_cell_pair(line, metric, gpu)) + " |")
+    if gpu:
+        out += ["", md(gpu_note([line.row for line in lines]))]
     return "\n".join(out)
 
 

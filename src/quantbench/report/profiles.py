@@ -398,6 +398,8 @@ def refold(
         shape=row.shape,
         error=row.error,
     )
+    if row.gpu is not None:  # the GPUs' counters are not in the records: the bench's own
+        folded["gpu"] = row.gpu.model_dump()
     checks(folded, served_mismatch(summary.server(row.server_point)))
     return BenchRow.model_validate(folded)
 

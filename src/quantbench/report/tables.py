@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -217,6 +218,60 @@ def cache_text(row: BenchRow) -> str:
     served = pct(cache.served_share) if cache.served_share is not None else "not reported"
     reset = f"; cache before the point: {cache.reset}" if cache.reset else ""
     return f"possible {pct(cache.possible_share)}, served {served}{reset}"
+
+
+# The GPUs' counters over a row's measured windows: columns beside its throughput, shown only
+# where some row of the table has them (a CPU run's tables are as they were).
+GPU_COLUMNS = ("GPU util", "GPU memory", "GPU power")
+GPU_NOTE = (
+    "GPU: utilization mean (max) and SM clock mean, memory used at most, board power mean (max), "
+    "sampled every {interval:g} s through the point's measured window (warm-up excluded), per GPU."
+)
+
+
+def any_gpu(rows: Iterable[BenchRow | None]) -> bool:
+    """Whether any of ``rows`` carries GPU counters (the GPU columns are shown then only)."""
+    return any(r is not None and r.gpu is not None for r in rows)
+
+
+def gpu_note(rows: Iterable[BenchRow | None]) -> str:
+    """What the GPU columns hold, at the rows' sampling interval."""
+    interval = next((r.gpu.interval_s for r in rows if r is not None and r.gpu), 0.5)
+    return GPU_NOTE.format(interval=interval)
+
+
+def gpu_parts(row: BenchRow | None) -> list[list[str]]:
+    """One cell per :data:`GPU_COLUMNS`, one line per GPU ('GPU1 ' before each where several):
+    '87 % (max 92 %), SM 1,980 MHz'; '61,234 MiB'; '612 W (max 655 W)'."""
+    gpu = row.gpu if row is not None else None
+    if gpu is None or not gpu.devices:
+        return [["–"] for _ in GPU_COLUMNS]
+
+    def amount(value: float | None, unit: str) -> str:
+        return "–" if value is None or not math.isfinite(value) else f"{value:,.0f} {unit}"
+
+    util, memory, power = [], [], []
+    for d in gpu.devices:
+        name = f"GPU{d.index} " if len(gpu.devices) > 1 else ""
+        clock = f", SM {amount(d.sm_clock_mean_mhz, 'MHz')}" if d.sm_clock_mean_mhz else ""
+        util.append(
+            f"{name}{amount(d.utilization_mean_pct, '%')} "
+            f"(max {amount(d.utilization_max_pct, '%')}){clock}"
+        )
+        memory.append(f"{name}{amount(d.memory_used_max_mib, 'MiB')}")
+        power.append(f"{name}{amount(d.power_mean_w, 'W')} (max {amount(d.power_max_w, 'W')})")
+    return [util, memory, power]
+
+
+def gpu_sort(row: BenchRow | None) -> list[float | str]:
+    """The GPU columns' sort keys: the first GPU's mean utilization, most memory used and mean
+    power ('' where there is none)."""
+    gpu = row.gpu if row is not None else None
+    if gpu is None or not gpu.devices:
+        return ["" for _ in GPU_COLUMNS]
+    d = gpu.devices[0]
+    keys = (d.utilization_mean_pct, d.memory_used_max_mib, d.power_mean_w)
+    return ["" if v is None else v for v in keys]
 
 
 def sample_text(row: BenchRow) -> str:

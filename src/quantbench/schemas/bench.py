@@ -17,7 +17,7 @@ from pydantic import Field
 
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 from quantbench.schemas.common import HeldoutAnswer
-from quantbench.schemas.session import Figure
+from quantbench.schemas.session import Figure, GpuWindow
 
 # A figure with its interval: over repeats (Student t), or within one run (order statistics for
 # percentiles, batch means for rates, Clopper-Pearson for the error rate).
@@ -58,7 +58,7 @@ class BenchRow(Strict):
     """One (server point, workload, load point) of one pair: repeats folded, SLO verdict, cost,
     and every check that decides whether the row may be ranked."""
 
-    OMIT_WHEN_NONE = frozenset({"slo_passes"})
+    OMIT_WHEN_NONE = frozenset({"slo_passes", "gpu"})
 
     workload: str = Field(description="The workload (its traffic and SLO profile) of this row.")
     server_point: str = Field(description="The server setting's label ('default' without sweep).")
@@ -118,6 +118,12 @@ class BenchRow(Strict):
         "repeats (None: no speculation reported).",
     )
     stop_reason: str = ""
+    gpu: GpuWindow | None = Field(
+        None,
+        description="The GPUs' utilization, memory used, power and SM clock over the point's "
+        "measured windows, its repeats folded (quantbench.load.gpu_window.fold_windows); None, "
+        "and left out of the file, where no GPU was sampled.",
+    )
     cost_per_million_tokens: float | None = Field(description="At bench.price_per_hour.")
     rankable: bool = Field(
         False,
@@ -341,6 +347,7 @@ class PairSummary(StageOutput):
     # version 7: a pair that starts no server on this machine says why (PairSummary.not_served)
     # version 8: a pair the quality gate excludes is measured at its floor and says why (screened)
     # version 9: grid points the race stopped part-way (RaceDrop.stopped)
+    # version 10: the GPUs' counters over each row's windows (BenchRow.gpu; none without a GPU)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3, nested=_searches_by_workload),
         3: stamp(4),
@@ -349,9 +356,10 @@ class PairSummary(StageOutput):
         6: stamp(7),
         7: stamp(8),
         8: stamp(9),
+        9: stamp(10),
     }
 
-    schema_version: Literal[9] = version(9)
+    schema_version: Literal[10] = version(10)
     pair: str
     variant: str
     format: str

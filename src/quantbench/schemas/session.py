@@ -184,9 +184,38 @@ class Speculation(Strict):
     acceptance_rate: float | None = Field(description="accepted / drafted (None: none drafted).")
 
 
+class GpuDeviceWindow(Strict):
+    """One GPU's counters over a point's measured window (quantbench.load.gpu_window): each
+    figure over the samples that reported it (None: it never did)."""
+
+    index: int = Field(description="The GPU's index, as the driver numbers it.")
+    samples: int = Field(description="Samples of this GPU inside the window.")
+    utilization_mean_pct: float | None = Field(
+        description="Share of the time a kernel ran (%), mean over the samples."
+    )
+    utilization_max_pct: float | None
+    memory_used_max_mib: float | None = Field(
+        description="Device memory in use (MiB, every process), the most any sample saw."
+    )
+    power_mean_w: float | None = Field(description="Board power draw (W), mean over the samples.")
+    power_max_w: float | None
+    sm_clock_mean_mhz: float | None = Field(description="SM clock (MHz), mean over the samples.")
+
+
+class GpuWindow(Strict):
+    """Every GPU's counters, sampled every ``interval_s`` through the point's measured window
+    (warm-up excluded); absent on a machine without a GPU."""
+
+    interval_s: float = Field(description="Seconds between two samples.")
+    samples: int = Field(description="Sampling instants inside the window.")
+    devices: list[GpuDeviceWindow]
+
+
 class PointResult(Strict):
     """Results of one load point: the typed result schema of the harness (quantbench.load.metrics
     defines every figure)."""
+
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"gpu"})
 
     point: str
     scenario: str
@@ -249,6 +278,11 @@ class PointResult(Strict):
     slo: list[slo_mod.ConstraintResult] = Field(default_factory=list)
     slo_passed: bool | None = None
     slo_verdict: Literal["pass", "fail", "undecided"] | None = None
+    gpu: GpuWindow | None = Field(
+        None,
+        description="The GPUs' counters over the window (None, and left out of the file: no "
+        "GPU, or no sample inside the window).",
+    )
 
     def metric_value(
         self,
@@ -323,13 +357,16 @@ class SessionSummary(StageOutput):
     # verdicts were decided on two-sided intervals, as it says)
     # version 5: the workload's summary is the workloads stage's own schema (a version-4 copy
     # was its raw JSON, "version": 1 inside, or {} where there was none)
+    # version 6: the GPUs' counters over each point's window (PointResult.gpu; a version-5
+    # file, and any file written without a GPU, has none)
     MIGRATIONS: ClassVar[Migrations] = {
         2: stamp(3),
         3: stamp(4),
         4: stamp(5, nested=_workload_summary_v1),
+        5: stamp(6),
     }
 
-    schema_version: Literal[5] = version(5)
+    schema_version: Literal[6] = version(6)
     url: str
     engine: str
     model: str
@@ -356,6 +393,8 @@ class SessionSummary(StageOutput):
 __all__ = [
     "CacheUse",
     "Figure",
+    "GpuDeviceWindow",
+    "GpuWindow",
     "HarnessCheck",
     "LatencyStats",
     "LengthCheck",
