@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from quantbench.accelerator import detect
 from quantbench.machine_cache import CACHE_ENV
 from quantbench.native import llama_build as llamacpp
+from quantbench.native.isa import IsaReport
+
+
+@pytest.fixture(autouse=True)
+def _cpu_stack(no_gpu) -> None:
+    """These tests are of the CPU build, whatever this machine has (a test of the CUDA build
+    asks for the stand-in GPU, which shows it again)."""
 
 
 def test_root_can_be_moved_by_environment(monkeypatch, tmp_path: Path) -> None:
@@ -250,3 +258,88 @@ def test_the_source_release_is_taken_from_the_index_page_by_name_and_pinned_hash
     swapped = {**ours, "hashes": {"sha256": "0" * 64}}  # the same name with other bytes
     assert lb.sdist_url({"files": [other, swapped]}) is None
     assert lb.sdist_url({}) is None
+
+
+def _configure_recorded(tc: llamacpp.Toolchain, monkeypatch) -> list[list[str]]:
+    """Configure `tc` with cmake's run recorded, not made (a CUDA build is long); the probe
+    answers as a CPU where every extension runs."""
+    ran: list[list[str]] = []
+
+    def run(cmd, what: str) -> None:
+        ran.append(list(cmd))
+        build = Path(cmd[cmd.index("-B") + 1])
+        build.mkdir(parents=True)
+        (build / "CMakeCache.txt").write_text("")  # what cmake's configure leaves
+
+    monkeypatch.setattr(llamacpp, "_run", run)
+    monkeypatch.setattr(llamacpp, "probe_machine", lambda: IsaReport("x", "cc", ["avx2"], ["avx2"]))
+    tc.root.mkdir(parents=True, exist_ok=True)  # as ensure_built's lock makes it
+    llamacpp._configure(tc)
+    return ran
+
+
+def test_a_cuda_build_is_made_for_this_machines_gpus_only(fake_gpu, tmp_path, monkeypatch) -> None:
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"  # named to cmake, never run here
+    monkeypatch.setenv("CUDACXX", str(nvcc))
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("#!/bin/sh\n")
+    nvcc.chmod(0o755)
+    tc = llamacpp.toolchain(tmp_path / "llama")
+    assert tc.cuda_archs == ("90",) and tc.build_dir.name == "cmake-cuda"
+    [cmd] = _configure_recorded(tc, monkeypatch)
+    assert cmd[:5] == ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir)]
+    assert "-DGGML_CUDA=ON" in cmd and "-DCMAKE_CUDA_ARCHITECTURES=90" in cmd
+    assert f"-DCMAKE_CUDA_COMPILER={nvcc}" in cmd and "-DGGML_NATIVE=ON" in cmd
+    info = llamacpp.check_build(tc)  # fits the machine it was made on
+    assert info["cuda_architectures"] == ["90"] and info["cuda_compiler"] == str(nvcc)
+    # the same build is not taken for a CPU one, nor for other GPUs
+    cpu = llamacpp.Toolchain(tc.root)
+    assert cpu.build_dir.name == "cmake" and llamacpp.build_info(cpu) is None
+    assert llamacpp.mismatch(info, cuda_archs=()) == (
+        "it is a CUDA build for sm_90, this machine's stack wants a CPU build"
+    )
+    assert "wants a CUDA build for sm_89" in llamacpp.mismatch(info, cuda_archs=("89",))
+    with pytest.raises(llamacpp.LlamaCppError, match="no llama.cpp build yet.*STACK=cpu"):
+        llamacpp.check_build(cpu)
+    with pytest.raises(llamacpp.LlamaCppError, match="wants a CUDA build for sm_89.*STACK=cuda"):
+        llamacpp.check_build(llamacpp.Toolchain(tc.root, ("89",)))
+
+
+def test_a_cpu_build_is_not_taken_for_a_cuda_one(fake_gpu, tmp_path: Path) -> None:
+    # a build made before there were CUDA builds records none: a CPU build
+    assert llamacpp.wanted_cuda_archs() == ("90",)
+    assert llamacpp.mismatch(_info(), HERE) == (
+        "it is a CPU build, this machine's stack wants a CUDA build for sm_90"
+    )
+    assert llamacpp.mismatch(_info(), HERE, cuda_archs=()) is None  # STACK=cpu: it fits
+    # each is looked for in its own folder: switching runtime.device rebuilds neither
+    assert llamacpp.toolchain(tmp_path).build_dir == tmp_path / "cmake-cuda"
+    assert llamacpp.toolchain(tmp_path, device="cpu").build_dir == tmp_path / "cmake"
+
+
+def test_cpu_only_builds_record_no_cuda(tmp_path, monkeypatch) -> None:
+    tc = llamacpp.toolchain(tmp_path)
+    assert tc.cuda_archs == () and tc.build_dir == tmp_path / "cmake"
+    [cmd] = _configure_recorded(tc, monkeypatch)
+    assert not [flag for flag in cmd if "CUDA" in flag]
+    assert llamacpp.build_info(tc)["cuda_architectures"] == []
+    assert llamacpp.check_build(tc)["cuda_compiler"] is None
+
+
+def test_a_cuda_build_without_nvcc_says_what_is_missing_and_where_to_get_it(
+    fake_gpu, tmp_path: Path, monkeypatch
+) -> None:
+    assert detect().has_gpu  # found once, before PATH loses everything
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("CUDACXX", raising=False)
+    monkeypatch.setattr(llamacpp, "CUDA_HOME_BIN", tmp_path / "cuda" / "bin")
+    with pytest.raises(llamacpp.LlamaCppError) as err:
+        llamacpp.ensure_built(("llama-server",), root=tmp_path / "llama")
+    why = str(err.value)
+    assert "nvcc" in why and str(empty) in why and str(tmp_path / "cuda" / "bin") in why
+    assert "-DGGML_CUDA=ON for sm_90" in why
+    assert "CUDA toolkit" in why and "nvidia-cuda-toolkit" in why and "cuda-toolkit" in why
+    assert "make llamacpp STACK=cpu" in why and "runtime.device: cpu" in why
+    assert not (tmp_path / "llama" / "sdist").exists()  # refused before the 77 MB download

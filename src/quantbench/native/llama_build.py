@@ -21,8 +21,17 @@ they were made for are written to `build-info.json` in the build folder; a build
 CPU (a copied `build/`, a cached CI folder) is rebuilt by `ensure_built` and refused, with the
 command that rebuilds it, by everything that only loads it (`check_build`).
 
+On the cuda stack (:mod:`quantbench.native.stack`: an NVIDIA GPU found, or asked for) the build
+adds ``-DGGML_CUDA=ON`` and ``-DCMAKE_CUDA_ARCHITECTURES`` for this machine's GPUs only (``90``
+for an H100; one entry per kind of GPU), compiled by NVIDIA's ``nvcc``, in a folder of its own
+(``cmake-cuda``, beside the CPU build's ``cmake``): a machine switched between
+``runtime.device: cpu`` and ``auto`` keeps both builds. The architectures are recorded in
+``build-info.json`` (``cuda_architectures``, ``[]`` for a CPU build), so a CPU build is never
+taken for a CUDA one, nor one for other GPUs, nor the reverse.
+
     python -m quantbench.native.llama_build build [--target llama-server ...]   # paths, timings
     python -m quantbench.native.llama_build info                                # build-info.json
+    ... --device cpu|cuda|auto      # the stack's build (default: QUANTBENCH_DEVICE, else found)
 """
 
 from __future__ import annotations
@@ -47,8 +56,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from quantbench.errors import UserError
+from quantbench.errors import UserError, run_main
 from quantbench.machine_cache import machine_cache_dir
+from quantbench.native import stack
 from quantbench.native.isa import IsaReport, cpu_signature, probe_machine
 
 log = logging.getLogger(__name__)
@@ -94,9 +104,20 @@ RECIPE = 4
 RECIPE_FILE = Path(__file__).with_name("llama_recipe.cmake")
 BINDING_TARGET = "llama"
 BUILD_INFO = "build-info.json"
-REBUILD_HINT = (
-    "make llamacpp (or: python -m quantbench.native.llama_build build --target llama-server)"
-)
+# The CUDA build's own flags: llama.cpp's CUDA backend, for the architectures of this machine's
+# GPUs only (each one more multiplies the CUDA kernels' compile time).
+CUDA_FLAG = "-DGGML_CUDA=ON"
+# Where NVIDIA's CUDA toolkit installs nvcc when its bin/ is not on PATH.
+CUDA_HOME_BIN = Path("/usr/local/cuda/bin")
+
+
+def rebuild_hint(cuda: bool = False) -> str:
+    """The command that builds llama.cpp here for the CPU (or, ``cuda``, for the GPUs too)."""
+    device = "cuda" if cuda else "cpu"
+    return (
+        f"make llamacpp STACK={device} (or: python -m quantbench.native.llama_build build "
+        f"--target llama-server --device {device})"
+    )
 
 
 class LlamaCppError(UserError):
@@ -139,9 +160,15 @@ def _link_to_shared(root: Path) -> None:
 
 @dataclass(frozen=True)
 class Toolchain:
-    """Where each piece of the pinned release lives below `root`."""
+    """Where each piece of the pinned release lives below `root`; `cuda_archs`: the CUDA
+    architectures its build is for (``()``: the CPU only)."""
 
     root: Path
+    cuda_archs: tuple[str, ...] = ()
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.cuda_archs)
 
     @property
     def sdist(self) -> Path:
@@ -166,7 +193,8 @@ class Toolchain:
 
     @property
     def build_dir(self) -> Path:
-        return self.root / "cmake"
+        """The CPU build's folder, or the CUDA build's beside it (both are kept)."""
+        return self.root / ("cmake-cuda" if self.cuda else "cmake")
 
     @property
     def bin_dir(self) -> Path:
@@ -177,12 +205,19 @@ class Toolchain:
         return self.bin_dir / name
 
 
-def toolchain(root: Path | None = None) -> Toolchain:
+def wanted_cuda_archs(device: str | None = None) -> tuple[str, ...]:
+    """The CUDA architectures the build for ``device`` is for: the stack's decision
+    (``--device``, else QUANTBENCH_DEVICE, else the GPUs found); ``()`` on the cpu stack."""
+    return stack.decide(device).cuda_architectures
+
+
+def toolchain(root: Path | None = None, device: str | None = None) -> Toolchain:
     """The toolchain under ``root`` (default :func:`default_root`), its path resolved so that
-    cmake records real paths: a shared build stays valid whichever clone linked to it."""
+    cmake records real paths: a shared build stays valid whichever clone linked to it. Its build
+    is the one for ``device`` (see :func:`wanted_cuda_archs`)."""
     root = Path(root) if root is not None else default_root()
     _link_to_shared(root)
-    return Toolchain(root.resolve() if root.exists() else root)
+    return Toolchain(root.resolve() if root.exists() else root, wanted_cuda_archs(device))
 
 
 @contextmanager
@@ -286,9 +321,9 @@ def _unpack(tc: Toolchain) -> None:
     tmp.rmdir()
 
 
-def ensure_source(root: Path | None = None) -> Toolchain:
+def ensure_source(root: Path | None = None, tc: Toolchain | None = None) -> Toolchain:
     """Download (once) and unpack (once) the pinned release; return where everything is."""
-    tc = toolchain(root)
+    tc = tc or toolchain(root)
     with _locked(tc.root):
         _fetch_sdist(tc)
         _unpack(tc)
@@ -306,12 +341,44 @@ def disable_flags(isa: IsaReport) -> list[str]:
     return sorted(set(isa.disable_flags) | {f"-mno-{n}" for n in excluded(isa)})
 
 
-def compile_flags(isa: IsaReport) -> list[str]:
-    """CMAKE_FLAGS plus the C/C++ flags that keep out what faults here (probed or known)."""
+def cuda_compiler(archs: Sequence[str] = ()) -> Path:
+    """NVIDIA's nvcc: ``$CUDACXX`` (what cmake itself reads), else on PATH, else in
+    /usr/local/cuda/bin; refused, saying where to get it, where there is none."""
+    for found in (os.environ.get("CUDACXX"), shutil.which("nvcc"), CUDA_HOME_BIN / "nvcc"):
+        if found and os.access(found, os.X_OK) and Path(found).is_file():
+            return Path(found)
+    what = stack.arch_names(archs) or "this machine's GPUs"
+    raise LlamaCppError(
+        f"the cuda stack builds llama.cpp with CUDA ({CUDA_FLAG} for {what}), which needs "
+        f"NVIDIA's CUDA compiler nvcc: there is none on PATH ({os.environ.get('PATH', '')}) "
+        f"or in {CUDA_HOME_BIN}. Install NVIDIA's CUDA toolkit (Debian/Ubuntu: apt-get install "
+        "nvidia-cuda-toolkit, or the cuda-toolkit packages of NVIDIA's repository, "
+        "https://developer.nvidia.com/cuda-downloads) and put its bin/ on PATH (or set "
+        "CUDACXX); or build for the CPU instead: make llamacpp STACK=cpu (make setup "
+        "STACK=cpu for the whole CPU stack), with runtime.device: cpu in params.yaml"
+    )
+
+
+def cuda_flags(archs: Sequence[str], nvcc: Path) -> list[str]:
+    """llama.cpp's CUDA backend for ``archs`` only (``["90"]``), compiled by ``nvcc``."""
+    return [
+        CUDA_FLAG,
+        f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}",
+        f"-DCMAKE_CUDA_COMPILER={nvcc}",
+    ]
+
+
+def compile_flags(
+    isa: IsaReport, cuda_archs: Sequence[str] = (), nvcc: Path | None = None
+) -> list[str]:
+    """CMAKE_FLAGS plus the C/C++ flags that keep out what faults here (probed or known), and
+    on the cuda stack the CUDA backend's (``nvcc``: default :func:`cuda_compiler`)."""
     flags = list(CMAKE_FLAGS)
     if off := disable_flags(isa):
         extra = " ".join(off)
         flags += [f"-DCMAKE_C_FLAGS={extra}", f"-DCMAKE_CXX_FLAGS={extra}"]
+    if cuda_archs:
+        flags += cuda_flags(cuda_archs, nvcc or cuda_compiler(cuda_archs))
     return flags
 
 
@@ -326,8 +393,17 @@ def build_info(tc: Toolchain) -> dict[str, Any] | None:
         return {}  # configured, but by something that did not record what for
 
 
-def mismatch(info: dict[str, Any] | None, cpu: dict[str, Any] | None = None) -> str | None:
-    """Why the build described by `info` is not one for this machine, or None when it is."""
+def _kind(archs: Sequence[str]) -> str:
+    return f"a CUDA build for {stack.arch_names(archs)}" if archs else "a CPU build"
+
+
+def mismatch(
+    info: dict[str, Any] | None,
+    cpu: dict[str, Any] | None = None,
+    cuda_archs: Sequence[str] | None = None,
+) -> str | None:
+    """Why the build described by `info` is not one for this machine, or None when it is;
+    ``cuda_archs``: the CUDA architectures wanted (default: :func:`wanted_cuda_archs`)."""
     if info is None:
         return "there is no llama.cpp build yet"
     if not info:
@@ -336,6 +412,10 @@ def mismatch(info: dict[str, Any] | None, cpu: dict[str, Any] | None = None) -> 
         )
     if info.get("version") != VERSION:
         return f"it is llama.cpp {info.get('version')!r}, the project pins {VERSION}"
+    built = tuple(info.get("cuda_architectures") or ())  # none recorded: made before CUDA builds
+    wanted = tuple(cuda_archs) if cuda_archs is not None else wanted_cuda_archs()
+    if built != wanted:
+        return f"it is {_kind(built)}, this machine's stack wants {_kind(wanted)}"
     built_for, here = info.get("cpu"), cpu if cpu is not None else cpu_signature()
     if built_for != here:
         if not isinstance(built_for, dict):
@@ -355,19 +435,22 @@ def check_build(tc: Toolchain | None = None) -> dict[str, Any]:
     """Refuse a build made for another CPU (or none): its kernels may not run here."""
     tc = tc or toolchain()
     info = build_info(tc)
-    why = mismatch(info)
+    why = mismatch(info, cuda_archs=tc.cuda_archs)
     if why is not None:
         raise LlamaCppError(
             f"the llama.cpp build in {tc.build_dir} cannot be used on this machine: {why}. "
-            f"Rebuild it here with `{REBUILD_HINT}` (about 7 minutes on 2 cores)"
+            f"Rebuild it here with `{rebuild_hint(tc.cuda)}` (about 7 minutes on 2 cores for "
+            "the CPU; a CUDA build takes longer)"
         )
     assert info is not None
     return info
 
 
-def reconfigure_reason(info: dict[str, Any] | None, cpu: dict[str, Any]) -> str | None:
+def reconfigure_reason(
+    info: dict[str, Any] | None, cpu: dict[str, Any], cuda_archs: Sequence[str] | None = None
+) -> str | None:
     """Why the build must be configured (again) before building, or None to keep it."""
-    why = mismatch(info, cpu)
+    why = mismatch(info, cpu, cuda_archs)
     if why is None and info is not None and info.get("base_flags") != list(CMAKE_FLAGS):
         why = "the project's cmake flags changed"
     if why is None and info is not None and info.get("recipe", 1) != RECIPE:
@@ -378,7 +461,7 @@ def reconfigure_reason(info: dict[str, Any] | None, cpu: dict[str, Any]) -> str 
 def _configure(tc: Toolchain) -> None:
     cpu = cpu_signature()
     info = build_info(tc)
-    why = reconfigure_reason(info, cpu)
+    why = reconfigure_reason(info, cpu, tc.cuda_archs)
     if why is None:
         return
     log.warning("configuring llama.cpp for this machine: %s", why)
@@ -386,6 +469,7 @@ def _configure(tc: Toolchain) -> None:
         raise LlamaCppError(
             "building llama.cpp needs cmake and a C++ compiler (apt-get install cmake g++)"
         )
+    nvcc = cuda_compiler(tc.cuda_archs) if tc.cuda else None
     isa = probe_machine()
     if isa.dropped:
         log.warning(
@@ -394,7 +478,7 @@ def _configure(tc: Toolchain) -> None:
         )
     recipe = tc.root / RECIPE_FILE.name
     shutil.copyfile(RECIPE_FILE, recipe)
-    flags = [*compile_flags(isa), f"-DCMAKE_PROJECT_INCLUDE={recipe}"]
+    flags = [*compile_flags(isa, tc.cuda_archs, nvcc), f"-DCMAKE_PROJECT_INCLUDE={recipe}"]
     shutil.rmtree(tc.build_dir, ignore_errors=True)
     cmd = ["cmake", "-S", str(tc.llama_cpp_dir), "-B", str(tc.build_dir), *flags]
     _run(cmd, "configure llama.cpp")
@@ -406,6 +490,8 @@ def _configure(tc: Toolchain) -> None:
         "cpu": cpu,
         "isa": isa.to_dict(),
         "excluded": excluded(isa),
+        "cuda_architectures": list(tc.cuda_archs),
+        "cuda_compiler": str(nvcc) if nvcc else None,
     }
     (tc.build_dir / BUILD_INFO).write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
 
@@ -418,14 +504,21 @@ def _run(cmd: Sequence[str], what: str) -> None:
 
 
 def ensure_built(
-    targets: Sequence[str] = (BINDING_TARGET,), root: Path | None = None, jobs: int | None = None
+    targets: Sequence[str] = (BINDING_TARGET,),
+    root: Path | None = None,
+    jobs: int | None = None,
+    device: str | None = None,
 ) -> Toolchain:
     """Build the given cmake targets (cached; a no-op when up to date) and return the toolchain.
 
     `llama` is the shared library the Python bindings load; tools are `llama-server`,
-    `llama-quantize`, `llama-perplexity`, `llama-bench`, ...
+    `llama-quantize`, `llama-perplexity`, `llama-bench`, ... ``device``: whose stack's build
+    (:func:`toolchain`); a CUDA build without nvcc is refused before anything is downloaded.
     """
-    tc = ensure_source(root)
+    tc = toolchain(root, device)
+    if tc.cuda:
+        cuda_compiler(tc.cuda_archs)
+    tc = ensure_source(tc=tc)
     jobs = jobs or os.cpu_count() or 1
     with _locked(tc.root):
         _configure(tc)
@@ -480,34 +573,38 @@ def converter_env(tc: Toolchain) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch and build the pinned llama.cpp toolchain.")
     sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="download, unpack and build (cached)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--device",
+        choices=stack.DEVICES,
+        default=None,
+        help="the stack whose build (default: QUANTBENCH_DEVICE, else a GPU where one is found)",
+    )
+    build = sub.add_parser("build", parents=[common], help="download, unpack and build (cached)")
     build.add_argument("--target", action="append", default=None, help="cmake target (repeatable)")
     build.add_argument("--jobs", type=int, default=None)
-    sub.add_parser("paths", help="print where the pieces are (no download, no build)")
-    sub.add_parser("info", help="print build-info.json and whether it fits this machine")
+    sub.add_parser("paths", parents=[common], help="print where the pieces are (no download)")
+    sub.add_parser("info", parents=[common], help="print build-info.json and whether it fits")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s"
     )
     if args.command == "info":
-        tc = toolchain()
+        tc = toolchain(device=args.device)
         info = build_info(tc)
+        why = mismatch(info, cuda_archs=tc.cuda_archs)
         print(
             json.dumps(
-                {
-                    "build_info": info,
-                    "fits_this_machine": mismatch(info) is None,
-                    "why_not": mismatch(info),
-                },
-                indent=2,
+                {"build_info": info, "fits_this_machine": why is None, "why_not": why}, indent=2
             )
         )
         return 0
     if args.command == "paths":
-        tc = toolchain()
+        tc = toolchain(device=args.device)
     else:
         start = time.perf_counter()
-        tc = ensure_built(tuple(args.target or [BINDING_TARGET]), jobs=args.jobs)
+        targets = tuple(args.target or [BINDING_TARGET])
+        tc = ensure_built(targets, jobs=args.jobs, device=args.device)
         print(f"built in {time.perf_counter() - start:.1f} s")
     for name in ("root", "sdist", "source", "converter", "gguf_py", "build_dir", "bin_dir"):
         print(f"{name}: {getattr(tc, name)}")
@@ -515,4 +612,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)  # a user error (no nvcc, no cmake, a failed download) as one line, exit 2
