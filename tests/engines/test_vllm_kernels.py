@@ -46,7 +46,7 @@ def fake_vllm(monkeypatch, tmp_path: Path):
     return python, answer
 
 
-def test_vllm_says_why_it_cannot_serve_gptq_on_this_cpu(fake_vllm) -> None:
+def test_vllm_says_why_it_cannot_serve_gptq_on_this_cpu(fake_vllm, fake_gpu_factory) -> None:
     from quantbench.engines.registry import get_engine
     from quantbench.engines.vllm import VllmSettings
 
@@ -56,6 +56,7 @@ def test_vllm_says_why_it_cannot_serve_gptq_on_this_cpu(fake_vllm) -> None:
     assert why is not None and "cpu_gemm_wna16" in why and "AVX-512" in why
     assert engine.unservable_here("w8a8", settings) is None
     assert engine.unservable_here("bf16", settings) is None
+    fake_gpu_factory()  # on a GPU the CPU kernel library is not what serves it
     assert engine.unservable_here("gptq", settings.model_copy(update={"device": "cuda"})) is None
     answer["probe"] = AVX512_BUILD
     assert engine.unservable_here("gptq", settings) is None

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
+from quantbench.engines.memory import GpuNeeds
 from quantbench.errors import UserError
 from quantbench.formats.registry import known_format
 from quantbench.load.requests import RequestProfile
@@ -38,9 +39,11 @@ from quantbench.schemas.hardware import EngineOverhead
 from quantbench.secrets import (
     REDACTED,
     is_secret_name,
+    mask_assignments,
     redact,
     redact_argv,
     redact_env,
+    secret_env_problem,
     secret_values,
 )
 from quantbench.settings import Settings
@@ -99,7 +102,11 @@ class LaunchSpec:
     """Environment variables whose values are secrets whatever their names (secret_env)."""
     memory_needs: tuple[tuple[int, str], ...] = ()
     """(bytes, what) this server needs at least: its weights and what its settings reserve,
-    checked against the machine's available memory before it starts (engines.memory)."""
+    checked against the machine's available memory before it starts (engines.memory). On a
+    GPU, what stays in host memory only."""
+    gpu_memory: GpuNeeds | None = None
+    """What it holds on each GPU it uses (None: it computes on the CPU, or declares nothing),
+    checked against the GPUs found before it starts."""
 
     @property
     def base_url(self) -> str:
@@ -162,6 +169,9 @@ class EngineSettings(Settings):
 
     @model_validator(mode="after")
     def _no_secret_in_params(self) -> EngineSettings:
+        problem = secret_env_problem(self.secret_env)  # model-level: its value is never shown
+        if problem:
+            raise ValueError(problem)
         for name, value in self.extra_env.items():
             if is_secret_name(name) and value:
                 raise ValueError(
@@ -261,6 +271,8 @@ class Engine(ABC):
     full_sweep: ClassVar[dict[str, list[Any]]] = {}
     """The settings worth sweeping when the whole setting space is asked for, on a CPU
     (profiles/full-space.yaml is generated from it: ``quantbench.bench.full_space``)."""
+    full_sweep_gpu: ClassVar[dict[str, list[Any]] | None] = None
+    """The same on a GPU (None: the CPU's, ``full_sweep``); see :meth:`full_sweep_on`."""
     server: ClassVar[str] = ""
     """What its server is, in a line: the engine tables of README.md and docs/ENGINES.md are
     generated from it (``python -m quantbench.engines.table``)."""
@@ -280,6 +292,14 @@ class Engine(ABC):
     follow it: best_config.json's deployable command leaves them out (report/deploy.py)."""
     harness_env: ClassVar[frozenset[str]] = frozenset()
     """Environment variables :meth:`launch` sets only for the harness (left out likewise)."""
+
+    def full_sweep_on(self, device: str, gpus: int = 0) -> dict[str, list[Any]]:
+        """The settings worth sweeping over the whole setting space on ``device`` (``cpu`` or
+        ``cuda``) with ``gpus`` GPUs: ``full_sweep`` on a CPU, ``full_sweep_gpu`` (where declared)
+        on a GPU."""
+        if device == "cuda" and self.full_sweep_gpu is not None:
+            return dict(self.full_sweep_gpu)
+        return dict(self.full_sweep)
 
     def model_name_in(self, argv: list[str]) -> str | None:
         """The model name clients send, read from a command line :meth:`launch` built (for
@@ -345,7 +365,8 @@ class Engine(ABC):
         """The :class:`LaunchSpec` of a server :meth:`launch` built the command line of: what
         every launch shares comes from the engine (name, ready and metrics paths) and its
         settings (start timeout, secret variables, ``base_env`` unless ``env`` is given), and
-        the memory needs from :meth:`memory_needs` where ``artifact`` is given."""
+        the memory needs from :meth:`memory_needs` and :meth:`gpu_memory_needs` where
+        ``artifact`` is given."""
         return LaunchSpec(
             engine=self.name,
             argv=argv,
@@ -358,14 +379,22 @@ class Engine(ABC):
             startup_timeout_s=settings.startup_timeout_s,
             secret_env=tuple(settings.secret_env),
             memory_needs=() if artifact is None else self.memory_needs(artifact, settings),
+            gpu_memory=None if artifact is None else self.gpu_memory_needs(artifact, settings),
         )
 
     def memory_needs(self, artifact: Artifact, settings: Any) -> tuple[tuple[int, str], ...]:
         """What a server of ``artifact`` with these settings holds in memory at the least, as
         (bytes, what: the setting that reserves it), checked against the machine before it
         starts (``engines/memory.py``) and, less the weights, before any work (the preflight
-        checks). An engine that declares nothing is not checked."""
+        checks). On a GPU, what stays in host memory. An engine that declares nothing is not
+        checked."""
         return ()
+
+    def gpu_memory_needs(self, artifact: Artifact, settings: Any) -> GpuNeeds | None:
+        """What a server of ``artifact`` with these settings holds on each GPU it uses, at the
+        least, checked against the GPUs found before it starts; None where it computes on the
+        CPU (or declares nothing)."""
+        return None
 
     @abstractmethod
     def version(self, settings: Any) -> str:
@@ -443,13 +472,13 @@ class Engine(ABC):
 
     @staticmethod
     def base_env(settings: EngineSettings) -> dict[str, str]:
-        missing = [n for n in settings.secret_env if n not in os.environ]
+        missing = [str(mask_assignments(n)) for n in settings.secret_env if n not in os.environ]
         if missing:
             from quantbench.errors import UserError
 
             raise UserError(
                 f"secret_env names {', '.join(missing)}, which is not set in the environment: "
-                f"export {missing[0]}=... before running"
+                f"export {missing[0].partition('=')[0]}=... before running"
             )
         secrets = {name: os.environ[name] for name in settings.secret_env}
         return {**thread_env(settings.threads), **settings.extra_env, **secrets}

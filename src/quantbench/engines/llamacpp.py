@@ -2,11 +2,16 @@
 
 Not `python -m llama_cpp.server`: it serializes requests and by default aborts a running request
 when a new one arrives, which makes it unfit for load tests.
+
+On a GPU (``device`` resolved to cuda: engines/device.py) every layer is offloaded by default
+(``-ngl all``, a draft model's too: ``-ngld all``), its weights and KV cache held on the GPUs
+(split by layers over every GPU found, llama.cpp's default); on a CPU ``-ngl 0`` as always.
 """
 
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -14,7 +19,14 @@ from pydantic import Field, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, KernelEfficiency, LaunchSpec
-from quantbench.engines.memory import Need, gguf_kv_bytes_per_token
+from quantbench.engines.device import (
+    DEVICE_HELP,
+    DeviceSetting,
+    gpus,
+    intended_device,
+    serving_device,
+)
+from quantbench.engines.memory import GpuNeeds, Need, gguf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
 from quantbench.load.requests import RequestProfile
@@ -116,12 +128,22 @@ class LlamaCppSettings(EngineSettings):
     draft_max: int | None = Field(
         None, ge=1, description="`--spec-draft-n-max`: tokens drafted per step (default 3)."
     )
-    n_gpu_layers: int = Field(0, ge=0, description="Layers offloaded to the GPU (`-ngl`).")
+    device: DeviceSetting = Field("auto", description=f"{DEVICE_HELP} Sets `-ngl`.")
+    n_gpu_layers: Annotated[int, Field(ge=0)] | Literal["all"] = Field(
+        "all",
+        description="Layers offloaded to the GPU (`-ngl`, and a draft model's `-ngld`). all: on "
+        "a GPU every layer (`-ngl all`, the output layer included), on a CPU none (`-ngl 0`); a "
+        "number N: `-ngl N` as given, the other layers computed on the CPU (their weights and KV "
+        "cache in host memory).",
+    )
     flash_attn: Literal["on", "off", "auto"] = Field(
         "off",
         description="`-fa`. Off by default: with this release on CPU, llama-server's default "
         "(auto -> on) made SmolLM2 answer garbage ('L'Étoile, la Marseillaise' for the capital "
-        "of France) where -fa off answers 'Paris'. Try 'on' on GPUs.",
+        "of France) where -fa off answers 'Paris'. Off on a GPU too until measured there: the CUDA "
+        "build's flash-attention kernels are another code path (auto turns them on), 'on' is "
+        "worth sweeping there (less KV memory traffic; a quantized V cache needs it), and the "
+        "served answers' fidelity check says whether they answer as the reference does.",
     )
 
     @property
@@ -146,6 +168,51 @@ class LlamaCppSettings(EngineSettings):
         return self
 
 
+def gpu_layers(settings: LlamaCppSettings, device: str) -> str:
+    """``-ngl``'s value on ``device`` (resolved): ``all`` every layer on a GPU, none on a CPU; a
+    number as given."""
+    if settings.n_gpu_layers == "all":
+        return "all" if device == "cuda" else "0"
+    return str(settings.n_gpu_layers)
+
+
+@dataclass(frozen=True)
+class LayerSplit:
+    """Where a GGUF's weights and KV cache are with ``-ngl``: bytes on the GPU and on the CPU,
+    and the part of the layers (so of the KV cache) on the GPU."""
+
+    gpu_bytes: int
+    cpu_bytes: int
+    kv_on_gpu: float
+
+
+def layer_split(gguf: Path, n_gpu_layers: int | str) -> LayerSplit:
+    """On a GPU, as llama.cpp places them: the last ``-ngl`` of the ``block_count`` repeating
+    layers on the GPU, the output layer too where ``-ngl`` exceeds them (``all``), the token
+    embeddings always on the CPU (the input layer; a tied output layer gets its own copy on the
+    GPU)."""
+    from quantbench.formats.gguf_header import read_header
+
+    header = read_header(gguf)
+    total = sum(t.n_bytes for t in header.tensors)
+    layers = int(header.hparam("block_count"))
+    offloaded = layers + 1 if n_gpu_layers == "all" else int(n_gpu_layers)
+    first_on_gpu = layers - min(offloaded, layers)
+    embeddings = next((t.n_bytes for t in header.tensors if t.name == "token_embd.weight"), 0)
+    tied = not any(t.name == "output.weight" for t in header.tensors)
+    gpu = 0
+    for t in header.tensors:
+        if t.name.startswith("blk."):
+            on_gpu = int(t.name.split(".")[1]) >= first_on_gpu
+        else:
+            on_gpu = t.name.startswith("output") and offloaded > layers
+        gpu += t.n_bytes if on_gpu else 0
+    if tied and offloaded > layers:
+        gpu += embeddings  # the output layer's copy of the embeddings
+    cpu = total - gpu + (embeddings if tied and offloaded > layers else 0)
+    return LayerSplit(gpu, cpu, min(offloaded, layers) / layers if layers else 1.0)
+
+
 def _slot_dir() -> Path:
     path = Path(".cache/llama-slots").resolve()
     path.mkdir(parents=True, exist_ok=True)
@@ -158,6 +225,12 @@ class LlamaCppEngine(Engine):
     full_sweep: ClassVar[dict[str, list[Any]]] = {
         "parallel": ["auto", 8, 2, 1],
         "cache_type_k": ["f16", "q8_0"],
+    }
+    # on a GPU: more slots (a GPU's batch is nearly free up to dozens), and its flash-attention
+    # kernels, off by default until measured there (flash_attn)
+    full_sweep_gpu: ClassVar[dict[str, list[Any]] | None] = {
+        "parallel": ["auto", 32, 8],
+        "flash_attn": ["off", "on"],
     }
     server: ClassVar[str] = (
         "native `llama-server` built from the pinned llama-cpp-python source release (the GGUF stage's llama.cpp)"
@@ -210,9 +283,10 @@ class LlamaCppEngine(Engine):
             argv += ["-np", str(settings.parallel)]
         argv += ["-c", str(settings.ctx_size)]
         argv += ["-t", str(settings.threads), "-tb", str(settings.threads)]
+        device = serving_device(self.name, settings.device)
         # --jinja: render chats with the model's own template (as transformers and vLLM do), not
         # llama.cpp's built-in approximation of it.
-        argv += ["-ngl", str(settings.n_gpu_layers), "--metrics", "--no-webui", "--jinja"]
+        argv += ["-ngl", gpu_layers(settings, device), "--metrics", "--no-webui", "--jinja"]
         argv += ["-fa", settings.flash_attn]
         # slot actions answer 501 without a save path, the erase the bench sends before each
         # load point (reset_prefix_cache) included: every point then started from the previous
@@ -231,6 +305,8 @@ class LlamaCppEngine(Engine):
             spec = "draft-simple" if spec == "none" else spec
             argv += ["-md", str(settings.draft_model.resolve())]
             argv += ["-td", str(settings.threads), "-tbd", str(settings.threads)]
+            if device == "cuda":  # its layers follow the model's (llama.cpp's default: fitted)
+                argv += ["-ngld", gpu_layers(settings, device)]
         if spec != "none":
             argv += ["--spec-type", spec]
         if settings.draft_max is not None:
@@ -239,20 +315,60 @@ class LlamaCppEngine(Engine):
         return self.launch_spec(argv, settings, host, port, artifact.name, artifact=artifact)
 
     def memory_needs(self, artifact: Artifact, settings: LlamaCppSettings) -> tuple[Need, ...]:
-        """The GGUF (and a draft's), and the KV cache its context holds in its cache types."""
+        """The GGUF (and a draft's), and the KV cache its context holds in its cache types: on a
+        CPU all of it, on a GPU the part of the layers left on the CPU (none with all)."""
+        return self._held(artifact, settings, on_gpu=False)
+
+    def gpu_memory_needs(self, artifact: Artifact, settings: LlamaCppSettings) -> GpuNeeds | None:
+        """On a GPU, the offloaded layers' share of the weights and KV cache, split over every
+        GPU found (llama.cpp's default split by layers)."""
+        if intended_device(settings.device) != "cuda":
+            return None
+        count = max(1, len(gpus()))
+        needs = tuple(
+            (-(-n // count), what) for n, what in self._held(artifact, settings, on_gpu=True)
+        )
+        return GpuNeeds(
+            needs,
+            gpus=tuple(range(count)),
+            fix="lower engines.llamacpp.n_gpu_layers (the other layers run on the CPU), "
+            "ctx_size or the cache types, or serve a smaller variant",
+        )
+
+    def _held(
+        self, artifact: Artifact, settings: LlamaCppSettings, *, on_gpu: bool
+    ) -> tuple[Need, ...]:
+        """What the layers on the GPU (``on_gpu``) or on the CPU hold: the model's (and a
+        draft's) weights there, and the KV cache of those layers (:func:`layer_split`)."""
+        cuda = intended_device(settings.device) == "cuda"
         needs: list[Need] = []
         types = (settings.cache_type_k, settings.cache_type_v)
         for role, model in (("", artifact.weights), ("draft ", settings.draft_model)):
             if model is None or not Path(model).is_file():
                 continue
-            needs.append((Path(model).stat().st_size, f"{role}weights"))
+            size = Path(model).stat().st_size
+            split = LayerSplit(0, size, 0.0)  # on a CPU: the whole file, as it is mapped
+            if cuda:
+                try:
+                    split = layer_split(Path(model), settings.n_gpu_layers)
+                except (KeyError, IndexError, ValueError, OSError, UserError):
+                    continue  # a table it cannot read: where its bytes go is not known
+            weights = split.gpu_bytes if on_gpu else split.cpu_bytes
+            kv_part = split.kv_on_gpu if on_gpu else 1.0 - split.kv_on_gpu
+            where = "" if not cuda else f" (n_gpu_layers {settings.n_gpu_layers})"
+            if cuda and not on_gpu:
+                where = f" left on the CPU{where}"  # the token embeddings at the least
+            if weights:
+                needs.append((weights, f"{role}weights{where}"))
+            if kv_part <= 0:
+                continue
             try:
                 per_token = gguf_kv_bytes_per_token(Path(model), *types)
             except (KeyError, IndexError, ValueError, OSError):
                 continue  # metadata it cannot read: the weights alone are still a lower bound
             needs.append(
-                (int(settings.ctx_size * per_token),
-                 f"{role}KV cache (ctx_size {settings.ctx_size}, {'/'.join(types)})")
+                (int(settings.ctx_size * per_token * kv_part),
+                 f"{role}KV cache (ctx_size {settings.ctx_size}, {'/'.join(types)}){where}")
             )  # fmt: skip
         return tuple(needs)
 

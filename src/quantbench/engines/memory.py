@@ -6,15 +6,26 @@ what the machine has available *now* (``MemAvailable``): a setting that cannot f
 server point at once, with the figures and the fix, instead of swapping or being killed halfway
 through a point. The figures are lower bounds (no activations, no runtime), so a pass is no
 promise; a refusal is certain.
+
+On a GPU (the engine's resolved ``device``), what the server holds there is apart
+(:class:`GpuNeeds`: the weights and caches it puts on each GPU it spans) and held against the
+memory of the GPUs :func:`quantbench.accelerator.detect` found, or the share of it the engine
+confines itself to (vLLM's ``gpu_memory_utilization``); what stays in host memory (llama.cpp's
+layers left on the CPU) is held against ``MemAvailable`` as on a CPU machine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from quantbench.accelerator import Accelerators
 
 GIB = 1 << 30
+MIB = 1 << 20
 # Bytes per element of llama.cpp's KV-cache types (block types: block bytes / 32 elements).
 GGML_KV_BYTES = {
     "f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
@@ -81,4 +92,56 @@ def shortfall(needs: Sequence[Need], engine: str, available: int | None = None) 
         f"{engine}: these settings need at least {total / GIB:.2f} GiB ({parts}), and this "
         f"machine has {have / GIB:.2f} GiB available now; lower the setting that reserves the "
         "most, or stop what else is using the memory"
+    )
+
+
+@dataclass(frozen=True)
+class GpuNeeds:
+    """What a server holds on each GPU it uses, at the least (its weights and caches there)."""
+
+    needs: tuple[Need, ...]
+    """(bytes on each GPU, what: naming the setting that puts them there)."""
+    gpus: tuple[int, ...] = (0,)
+    """The GPUs it spans (indices): tensor parallel ranks and replicas, llama.cpp's split."""
+    share: float = 1.0
+    """The part of each GPU's memory the server confines itself to (1: all of it)."""
+    share_setting: str | None = None
+    """The setting that says so (``engines.vllm.gpu_memory_utilization``)."""
+    fix: str = "serve a smaller variant, or on the CPU (device: cpu)"
+    """What to change where they do not fit."""
+
+
+def gpu_shortfall(gpu: GpuNeeds, engine: str, found: Accelerators | None = None) -> str | None:
+    """Why these GPU needs cannot fit in the GPUs found (each one's memory, or the share of it
+    the settings allow), or None when they can (or when no GPU is found to say)."""
+    if found is None:
+        from quantbench.accelerator import detect
+
+        found = detect()
+    if not found.gpus:
+        return None
+    memory = {g.index: g for g in found.gpus}
+    absent = [i for i in gpu.gpus if i not in memory]
+    if absent:
+        return (
+            f"{engine}: these settings span {len(gpu.gpus)} GPUs, and this machine has "
+            f"{len(found.gpus)} ({found.describe()}); {gpu.fix}"
+        )
+    smallest = min((memory[i] for i in gpu.gpus), key=lambda g: g.memory_mib)
+    have = smallest.memory_mib * MIB
+    budget = int(have * gpu.share)
+    total = sum(n for n, _ in gpu.needs)
+    if total <= budget:
+        return None
+    parts = " + ".join(f"{what} {n / GIB:.2f} GiB" for n, what in gpu.needs)
+    has = (
+        f"{gpu.share_setting} {gpu.share:g} leaves it {budget / GIB:.2f} GiB of the "
+        f"{smallest.name}'s {have / GIB:.2f} GiB"
+        if gpu.share_setting is not None and gpu.share < 1
+        else f"the {smallest.name} has {have / GIB:.2f} GiB"
+    )
+    each = " on each GPU" if len(gpu.gpus) > 1 else ""
+    return (
+        f"{engine}: these settings need at least {total / GIB:.2f} GiB of GPU memory{each} "
+        f"({parts}), and {has}; {gpu.fix}"
     )

@@ -5,8 +5,10 @@
   descendant that left the group.
 - Readiness is polled with a deadline while watching for an early exit: a server that dies during
   start-up is reported at once with the last lines of its log, not after the deadline.
-- Memory of the whole process tree is sampled while it runs (peak RSS; GPU memory when nvidia-smi
-  is present).
+- Memory of the whole process tree is sampled while it runs: its host memory (peak RSS) and, on
+  a GPU machine, the GPU memory its processes hold (peak, through quantbench.accelerator's
+  telemetry: NVML, else nvidia-smi; nothing is asked on a CPU machine). A server's memory is
+  the two together: ``peak_rss_bytes`` + ``peak_gpu_bytes``.
 - The log goes to a file that is kept.
 """
 
@@ -33,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from quantbench.accelerator.telemetry import Telemetry
 from quantbench.engines.base import LaunchSpec
 from quantbench.errors import UserError
 from quantbench.load.records import RequestRecord
@@ -100,10 +103,10 @@ def listening_pids(host: str, port: int, scans: int = 5) -> set[int]:
 
     psutil maps each socket to one of the processes that hold it, the one it scanned last. A
     process that forks holds its sockets in the child until the child execs (or exits): a
-    child caught in that window (our own memory sampler forks nvidia-smi every interval) is
-    named instead of the real holder, and is gone a moment later. So each holder named is
-    checked to hold the socket still, and the scan is repeated, a few times, until every
-    listening socket it saw has a holder that does."""
+    child caught in that window (our own memory sampler forks nvidia-smi every interval on a
+    GPU machine without NVML) is named instead of the real holder, and is gone a moment later.
+    So each holder named is checked to hold the socket still, and the scan is repeated, a few
+    times, until every listening socket it saw has a holder that does."""
     import psutil
 
     found: set[int] = set()
@@ -159,7 +162,8 @@ def describe_exit(code: int, asked_to_stop: bool = False) -> str:
 
 @dataclass
 class MemorySampler:
-    """Samples RSS of a process tree (and GPU memory) in a background thread; keeps the peak."""
+    """Samples a process tree's host memory (RSS) and GPU memory in a background thread; keeps
+    each one's peak (``peak_gpu_bytes`` None: no GPU, or nothing answered)."""
 
     pid: int
     interval_s: float = 0.5
@@ -173,6 +177,14 @@ class MemorySampler:
     process behind it still has that start time (PIDs are reused)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _telemetry: Telemetry | None = None
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The GPUs' counters, opened once for this sampler (inert on a CPU machine)."""
+        if self._telemetry is None:
+            self._telemetry = Telemetry()
+        return self._telemetry
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
@@ -182,6 +194,8 @@ class MemorySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._telemetry is not None:
+            self._telemetry.close()
 
     def sample(self) -> None:
         import psutil
@@ -198,7 +212,7 @@ class MemorySampler:
                 if not (self.skip_root and proc.pid == self.pid):
                     rss += proc.memory_info().rss
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
-        gpu = gpu_memory_bytes({p.pid for p in procs})
+        gpu = self.telemetry.process_memory(p.pid for p in procs)
         if gpu is not None:
             self.peak_gpu_bytes = max(self.peak_gpu_bytes or 0, gpu)
         self.samples += 1
@@ -220,29 +234,6 @@ def _answer(request: urllib.request.Request, timeout_s: float) -> Any:
         raise ValueError(
             f"HTTP {exc.code} {exc.reason}: {' '.join(body.split()) or '(no body)'}"
         ) from None
-
-
-def gpu_memory_bytes(pids: set[int]) -> int | None:
-    """GPU memory used by these processes, from nvidia-smi; None where there is no NVIDIA GPU."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:  # no fork for nothing at every sample: a CPU machine has no nvidia-smi
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    total = 0
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
-            total += int(float(parts[1])) * 1024 * 1024
-    return total
 
 
 class Server:
@@ -281,9 +272,11 @@ class Server:
 
     def start(self) -> None:
         check_port_free(self.spec.host, self.spec.port)
-        from quantbench.engines.memory import shortfall
+        from quantbench.engines.memory import gpu_shortfall, shortfall
 
         short = shortfall(self.spec.memory_needs, self.spec.engine)
+        if short is None and self.spec.gpu_memory is not None:
+            short = gpu_shortfall(self.spec.gpu_memory, self.spec.engine)
         if short is not None:
             raise ServerError(short)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from quantbench.accelerator import torch_device
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
-from quantbench.engines.memory import Need, hf_kv_bytes_per_token
+from quantbench.engines.device import DEVICE_HELP, intended_device, serving_device
+from quantbench.engines.memory import GpuNeeds, Need, hf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
 from quantbench.fsutil import tree_size
@@ -37,11 +39,17 @@ class TransformersSettings(EngineSettings):
         "attn_implementation": None,
         "dtype": "auto",
     }
-    device: str = Field("cpu", description="`transformers serve --device` (cpu, cuda:0, auto).")
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
+        description=f"{DEVICE_HELP} `--device cuda:0` or `--device cpu`; cuda:N serves on GPU N "
+        "(two servers side by side on a machine with several GPUs).",
+    )
     dtype: str = Field(
         "auto",
-        description="`--dtype`: auto keeps the checkpoint's dtype; native: bfloat16 where this "
-        "CPU computes bf16 natively, float32 where it is emulated (quantbench.native.dtype).",
+        description="`--dtype`: auto keeps the checkpoint's dtype; native: on a CPU, bfloat16 "
+        "where it computes bf16 natively, float32 where it is emulated (quantbench.native.dtype); "
+        "on a GPU bfloat16 (float16 before compute capability 8.0), nothing timed.",
     )
     continuous_batching: bool = Field(
         False, description="Paged-attention continuous batching (`--continuous-batching`)."
@@ -165,14 +173,24 @@ class TransformersEngine(Engine):
 
     def holds_as(self, fmt: str, settings: Any = None) -> str | None:
         # compressed-tensors checkpoints (our AWQ and W8A8) are decompressed to the model's dtype
-        # when transformers loads them on a CPU (no packed-int4 or int8 kernels there): the
-        # server holds and streams bf16 weights, or fp32 where it was started in float32 (`dtype:
-        # native` on a CPU that emulates bf16), as it does the bf16 checkpoint. GPTQ runs on
-        # gptqmodel's packed kernels.
-        as_fp32 = settings is not None and serving_dtype(settings.dtype) == "float32"
+        # on a GPU as on a CPU: transformers 5.17's CompressedTensorsHfQuantizer applies their
+        # scheme with run_compressed=False and decompresses the weights at load or on the first
+        # forward, whatever the device (its only kernel path, FP8 matmuls, is for FP8 schemes;
+        # our int4 and int8 ones have none in transformers). So the server holds and streams
+        # bf16 weights, fp32 where it was started in float32 (`dtype: native` on a CPU that
+        # emulates bf16), fp16 on a GPU before Ampere (native there), as it does the bf16
+        # checkpoint. GPTQ runs on gptqmodel's packed kernels.
+        held = None
+        if settings is not None:
+            device = intended_device(settings.device)
+            dtype = serving_dtype(settings.dtype, device)
+            if dtype == "float32":
+                held = "fp32"
+            elif dtype == "float16" and device == "cuda":
+                held = "fp16"
         if fmt in ("awq", "w8a8"):
-            return "fp32" if as_fp32 else "bf16"
-        return "fp32" if fmt == "bf16" and as_fp32 else None
+            return held or "bf16"
+        return held if fmt == "bf16" else None
 
     def model_name_in(self, argv: list[str]) -> str | None:
         # `transformers serve` serves its model under the path it was given (requests must name
@@ -182,10 +200,12 @@ class TransformersEngine(Engine):
     def launch(
         self, artifact: Artifact, settings: TransformersSettings, host: str, port: int
     ) -> LaunchSpec:
+        device = serving_device(self.name, settings.device)
         model = str(artifact.path.resolve())
         cli = Path(sys.executable).with_name("transformers")
         argv = [str(cli), "serve", model, "--host", host, "--port", str(port)]
-        argv += ["--device", settings.device, "--dtype", serving_dtype(settings.dtype)]
+        on = settings.device if settings.device.startswith("cuda:") else torch_device(device)
+        argv += ["--device", on, "--dtype", serving_dtype(settings.dtype, device)]
         argv += ["--log-level", "info"]
         if settings.continuous_batching:
             argv += [
@@ -213,7 +233,28 @@ class TransformersEngine(Engine):
         return self.launch_spec(argv, settings, host, port, model, env=env, artifact=artifact)
 
     def memory_needs(self, artifact: Artifact, settings: TransformersSettings) -> tuple[Need, ...]:
-        """The checkpoint, and with continuous batching its paged KV cache (bf16)."""
+        """On a CPU, the checkpoint, and with continuous batching its paged KV cache (bf16); on a
+        GPU nothing: `--device cuda:N` loads the weights onto the GPU (device_map)."""
+        if intended_device(settings.device) == "cuda":
+            return ()
+        return self._held(artifact, settings)
+
+    def gpu_memory_needs(
+        self, artifact: Artifact, settings: TransformersSettings
+    ) -> GpuNeeds | None:
+        """On a GPU, what :meth:`memory_needs` counts on a CPU. The checkpoint's size is a lower
+        bound: AWQ and W8A8 are decompressed to bf16 there too (holds_as)."""
+        if intended_device(settings.device) != "cuda":
+            return None
+        index = int(settings.device.split(":")[1]) if ":" in settings.device else 0
+        return GpuNeeds(
+            self._held(artifact, settings),
+            gpus=(index,),
+            fix="serve a smaller variant, lower cb_num_blocks, or set engines.transformers."
+            "device: cpu",
+        )
+
+    def _held(self, artifact: Artifact, settings: TransformersSettings) -> tuple[Need, ...]:
         needs: list[Need] = [(tree_size(artifact.path), "weights")]
         if settings.continuous_batching:
             try:

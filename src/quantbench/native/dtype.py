@@ -113,12 +113,32 @@ def compute_dtype() -> str:
 NATIVE = "native"
 
 
-def serving_dtype(requested: str) -> str:
+def serving_dtype(requested: str, device: str = "cpu") -> str:
     """An engine's ``--dtype``: ``native`` is what this CPU computes fastest in (bf16 where it runs
     bf16 natively, float32 where bf16 is emulated); anything else is passed as given. A server
     computes every step in that dtype, so on an AVX2-only CPU a bf16 server converts every product
-    in software (transformers' bf16 step at 4 streams there: 257 ms against 84 on a Xeon)."""
-    return compute_dtype() if requested == NATIVE else requested
+    in software (transformers' bf16 step at 4 streams there: 257 ms against 84 on a Xeon).
+
+    On a GPU (``device`` ``cuda``, resolved) nothing is timed: ``native`` is bfloat16, which every
+    GPU from compute capability 8.0 (Ampere) on computes natively, and float16 on older ones
+    (a Volta or Turing has no bf16 tensor cores; vLLM refuses bf16 there)."""
+    if requested != NATIVE:
+        return requested
+    if device == "cuda":
+        return gpu_native_dtype()
+    return compute_dtype()
+
+
+def gpu_native_dtype() -> str:
+    """bfloat16 where the first GPU's compute capability is 8.0 or more (or is not known),
+    float16 below."""
+    from quantbench.accelerator import detect
+
+    found = detect().gpus
+    cc = found[0].compute_capability if found else None
+    if cc is not None and int(cc.split(".")[0]) < 8:
+        return "float16"
+    return "bfloat16"
 
 
 def torch_dtype(name: str) -> object:
