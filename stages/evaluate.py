@@ -16,7 +16,7 @@ from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quality import evaluate_variant
 from quantbench.quality.spec import EvaluateSettings
-from quantbench.runtime import RuntimeSettings
+from quantbench.runtime import RuntimeSettings, configure_device
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quantize import QuantizeTiming
 
@@ -41,6 +41,10 @@ def main() -> None:
     setup_logging()
     params = read_params(args.params)
     data = section(params, "data", DataSettings)
+    runtime = section(params, "runtime", RuntimeSettings)
+    # the threads are the worker's to set (it configures torch in its own process); the device
+    # is resolved here, once, and handed to both passes (and to the worker's environment)
+    device = configure_device(runtime.device)
     report = evaluate_variant(
         args.name,
         args.variant or Path("models/variants") / args.name,
@@ -48,7 +52,8 @@ def main() -> None:
         check_data_file(args.eval_text or data.eval, "data.eval"),
         check_data_file(args.heldout or data.heldout, "data.heldout"),
         section(params, "evaluate", EvaluateSettings),
-        threads=section(params, "runtime", RuntimeSettings).threads,
+        threads=runtime.threads,
+        device=device,
     )
     timing_path = args.quantize_report or Path("reports/quantize") / f"{args.name}.json"
     if timing_path.is_file():

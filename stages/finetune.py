@@ -18,7 +18,7 @@ from quantbench.lora.train import train_adapter
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
-from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.runtime import RuntimeSettings, configure_device, configure_threads
 from quantbench.schemas import io as schema_io
 
 
@@ -38,12 +38,15 @@ def main() -> None:
     if lora.train:
         check_data_file(data.train, "data.train")
     configure_threads(runtime.threads)
+    device = configure_device(runtime.device)
     with atomic_dir(args.out) as tmp:
         if lora.train:
-            report = train_adapter(args.base, data.train, heldout, lora, runtime.seed, tmp)
+            report = train_adapter(
+                args.base, data.train, heldout, lora, runtime.seed, tmp, device=device
+            )
         else:
             assert lora.adapter_path is not None  # enforced by the settings
-            report = adopt_adapter(args.base, lora.adapter_path, heldout, lora, tmp)
+            report = adopt_adapter(args.base, lora.adapter_path, heldout, lora, tmp, device=device)
     schema_io.write(args.report, report)
 
 

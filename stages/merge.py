@@ -18,7 +18,7 @@ from quantbench.model import write_merged_info
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.qa import load_qa
-from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.runtime import RuntimeSettings, configure_device, configure_threads
 from quantbench.schemas import io as schema_io
 
 
@@ -37,9 +37,10 @@ def main() -> None:
     runtime = section(params, "runtime", RuntimeSettings)
     items = load_qa(check_data_file(data.heldout, "data.heldout"))[: merge.probe_limit]
     configure_threads(runtime.threads)
+    device = configure_device(runtime.device)
     with atomic_dir(args.out) as tmp:
         try:
-            report = merge_and_verify(args.base, args.adapter, items, merge, tmp)
+            report = merge_and_verify(args.base, args.adapter, items, merge, tmp, device=device)
         except MergeVerificationError as exc:
             schema_io.write(args.report, exc.report)
             raise

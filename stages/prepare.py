@@ -10,7 +10,7 @@ from quantbench.fsutil import atomic_dir
 from quantbench.model import ModelSettings, check_model_source, prepare_base
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
-from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.runtime import RuntimeSettings, configure_device, configure_threads
 
 
 def main() -> None:
@@ -24,6 +24,9 @@ def main() -> None:
     runtime = section(params, "runtime", RuntimeSettings)
     check_model_source(model)
     configure_threads(runtime.threads)
+    # nothing here computes (the base is read and written as it is): resolving the device
+    # refuses runtime.device: cuda without a GPU at the first stage, not the fine-tune's
+    configure_device(runtime.device)
     with atomic_dir(args.out) as tmp:
         prepare_base(model, tmp)
 

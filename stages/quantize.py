@@ -17,7 +17,7 @@ from quantbench.fsutil import atomic_dir
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
 from quantbench.quantize import build_variant
-from quantbench.runtime import RuntimeSettings, configure_threads
+from quantbench.runtime import RuntimeSettings, configure_device, configure_threads
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quantize import QuantizeTiming
 
@@ -36,13 +36,21 @@ def main() -> None:
     setup_logging()
     params = read_params(args.params)
     spec = variant_recipe(params, args.name, args.params)
-    threads = section(params, "runtime", RuntimeSettings).threads
+    runtime = section(params, "runtime", RuntimeSettings)
+    threads = runtime.threads
     data = section(params, "data", DataSettings)
     configure_threads(threads)
+    device = configure_device(runtime.device)
     out = args.out or Path("models/variants") / args.name
     with atomic_dir(out) as tmp:
         info = build_variant(
-            args.name, spec, args.merged, tmp, args.calibration or data.calibration, threads
+            args.name,
+            spec,
+            args.merged,
+            tmp,
+            args.calibration or data.calibration,
+            threads,
+            device=device,
         )
     timing = QuantizeTiming(
         name=args.name,

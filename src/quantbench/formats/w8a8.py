@@ -26,8 +26,9 @@ Who computes what with it:
   before a float matmul. The numbers are those of W8A8 up to float accumulation order; the speed
   and memory are those of a dense float model.
 
-CPU workaround: the same as formats/awq.py (llm-compressor pins cached activations with
-``pin_memory()``, which raises on a CPU-only torch); the context manager is imported from there.
+Where it computes, and the CPU workaround, are formats/awq.py's (the model loaded onto
+``runtime.device``, llm-compressor's pipeline pinned to it; no ``pin_memory()`` on the CPU, which
+raises on a CPU-only torch): the loader and the context manager are imported from there.
 """
 
 from __future__ import annotations
@@ -37,17 +38,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from quantbench.formats.awq import Awq, _no_pinning_without_accelerator, compressed_weights
+from quantbench.formats.awq import Awq, calibrating_on, compressed_weights, load_for_calibration
 from quantbench.formats.base import CalibrationSpec, Format, Recipe
 from quantbench.formats.build import (
     BuildRequest,
     BuildResult,
+    calibration_dtype,
     copy_tokenizer,
     hf_weights_file,
     tokenize_calibration,
 )
 from quantbench.formats.registry import register_format
-from quantbench.native.dtype import compute_dtype, torch_dtype
 from quantbench.progress import quiet_chatty_loggers
 
 # llm-compressor's observer names for the observers offered here (weights are observed once,
@@ -185,18 +186,18 @@ def build_w8a8(request: BuildRequest) -> BuildResult:
     import torch
     from datasets import Dataset
     from llmcompressor import oneshot
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     quiet_chatty_loggers()  # llm-compressor's loguru handler is made by its import
     tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
-    # calibrate in what this CPU computes fastest (float32 where bf16 is emulated: AWQ took 14
-    # minutes in bf16 on an AVX2-only EPYC), save in bf16 as always (quantbench.native.dtype)
-    compute = compute_dtype()
-    model = AutoModelForCausalLM.from_pretrained(request.merged_dir, dtype=torch_dtype(compute))
+    # calibrate in bf16 on a GPU, on the CPU in what it computes fastest (float32 where bf16 is
+    # emulated: AWQ took 14 minutes in bf16 on an AVX2-only EPYC), save in bf16 as always
+    compute = calibration_dtype(request.device)
+    model = load_for_calibration(request.merged_dir, compute, request.device)
     rows = tokenize_calibration(tokenizer, request.calibration)
     # Already tokenized (input_ids column), so llm-compressor uses these ids as they are.
     dataset = Dataset.from_list(rows)
-    with _no_pinning_without_accelerator():
+    with calibrating_on(request.device):
         oneshot(
             model=model,
             tokenizer=tokenizer,
@@ -216,6 +217,7 @@ def build_w8a8(request: BuildRequest) -> BuildResult:
             "checkpoint": "int-quantized",
             "activations": "int8 dynamic per token",
             "calibrated_in": compute,
+            "calibrated_on": request.device,
         },
     )
 

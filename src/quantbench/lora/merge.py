@@ -5,6 +5,12 @@ token ids, so any difference is the merge's, not the dtype's (a correct merge di
 the logits). The merged model is then saved in the deployment dtype; the saved file is checked to
 hold exactly the float32 merge cast to that dtype, and the dtype's own cost is reported beside the
 same cost measured on the base model, so nobody mistakes bf16 rounding for a bad merge.
+
+On a GPU (``device="cuda"``) every forward pass and every logit comparison runs on it. The saved
+weights' check does not: the merged model is saved from the CPU (safetensors writes host memory,
+and a copy on the GPU would only be copied back) and reloaded there, and the check compares those
+host tensors with the float32 merge cast to the saved dtype on the same CPU, so it proves what
+the file holds, bit for bit, with one cast on one device.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from quantbench.accelerator import torch_device
+from quantbench.accelerator.nvidia import Device
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
 from quantbench.fsutil import sha256_tree
@@ -79,11 +87,14 @@ def probe_inputs(tokenizer: Any, items: list[QAItem]) -> list[list[int]]:
     ]
 
 
-def logits_of(model: Any, inputs: list[list[int]]) -> list[Any]:
+def logits_of(model: Any, inputs: list[list[int]], device: str = "cpu") -> list[Any]:
+    """Each prompt's logits, computed and kept on ``device`` (a torch device string)."""
     import torch
 
     with torch.inference_mode():
-        return [model(input_ids=torch.tensor([ids])).logits[0].float() for ids in inputs]
+        return [
+            model(input_ids=torch.tensor([ids], device=device)).logits[0].float() for ids in inputs
+        ]
 
 
 def _dtype(name: str) -> Any:
@@ -130,8 +141,10 @@ def merge_and_verify(
     items: list[QAItem],
     settings: MergeSettings,
     out_dir: Path,
+    device: Device = "cpu",
 ) -> MergeReport:
-    """Merge, save to out_dir in settings.dtype, and return the verification report.
+    """Merge on ``device``, save to out_dir in settings.dtype, and return the verification
+    report.
 
     Raises MergeVerificationError (after building the full report) if a tolerance is broken;
     the caller writes the report either way so the numbers are never lost.
@@ -144,33 +157,38 @@ def merge_and_verify(
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     inputs = probe_inputs(tokenizer, items)
     save_dtype = _dtype(settings.dtype)
-    # the save dtype's cost is computed on its weights in what this CPU computes fastest: float32
-    # where bf16 is emulated (two emulated bf16 passes were 45 of the merge's 148 s on an
-    # AVX2-only EPYC), the save dtype itself where it is native (a Xeon with AVX512-BF16)
-    cost_in = _dtype(compute_dtype()) if save_dtype == torch.bfloat16 else save_dtype
+    on = torch_device(device)
+    # the save dtype's cost is computed on its weights in the save dtype itself where it is
+    # native (a GPU; a Xeon with AVX512-BF16), in float32 on a CPU where bf16 is emulated (two
+    # emulated bf16 passes were 45 of the merge's 148 s on an AVX2-only EPYC)
+    native = device == "cuda" or save_dtype != torch.bfloat16
+    cost_in = save_dtype if native else _dtype(compute_dtype())
 
     with step("base model logits (float32 and save dtype)"):
-        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-        base_fp32 = logits_of(base, inputs)
-        base_cast = logits_of(base.to(save_dtype).to(cost_in), inputs)
+        base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32).to(on)
+        base_fp32 = logits_of(base, inputs, on)
+        base_cast = logits_of(base.to(save_dtype).to(cost_in), inputs, on)
         base.to(torch.float32)
     with step("adapter model logits (float32)"):
-        adapter_model = PeftModel.from_pretrained(base, adapter_dir)
-        adapter_logits = logits_of(adapter_model, inputs)
+        # the adapter's tensors read onto the model's device (peft's default: any GPU torch sees)
+        adapter_model = PeftModel.from_pretrained(base, adapter_dir, torch_device=on)
+        adapter_logits = logits_of(adapter_model, inputs, on)
     with step("merging"):
         merged = adapter_model.merge_and_unload()
-        merged_logits = logits_of(merged, inputs)
+        merged_logits = logits_of(merged, inputs, on)
     exactness = compare_logits(adapter_logits, merged_logits)
     log.info("merge exactness (float32): %s", exactness)
 
     with step(f"saving merged model ({settings.dtype})"):
+        # from the CPU, where the file's check below reads it (the module docstring says why)
+        merged.to("cpu")
         merged.to(save_dtype).save_pretrained(out_dir, safe_serialization=True)
         tokenizer.save_pretrained(out_dir)
         merged.to(torch.float32)
     with step("reloading the saved model"):
         saved = AutoModelForCausalLM.from_pretrained(out_dir, dtype=save_dtype)
         mismatched = saved_weights_mismatch(merged, saved, save_dtype)
-        saved_logits = logits_of(saved.to(cost_in), inputs)
+        saved_logits = logits_of(saved.to(cost_in).to(on), inputs, on)
 
     failures = verification_failures(exactness, settings)
     if mismatched:

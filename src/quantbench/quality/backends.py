@@ -6,6 +6,10 @@ one that reads its checkpoints (``Format.quality_backend``), and a plugin may ad
 Both backends take token ids, never text, so every variant is measured on the same sequence,
 and both give full-vocabulary logits per position and greedy continuations. Heavy imports happen
 inside the loaders: a GGUF evaluation process never imports torch, so its memory is llama.cpp's.
+
+Both compute where ``runtime.device`` says (``device``: "cpu" | "cuda", resolved by the stage):
+transformers with the model and its inputs on the GPU (logits come back to the host as float32
+arrays), llama.cpp with every layer offloaded to it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from quantbench.accelerator import torch_device
+from quantbench.accelerator.nvidia import Device
 from quantbench.errors import UserError
 
 
@@ -46,26 +52,33 @@ class Backend(Protocol):
 class HFBackend:
     """A transformers causal LM: bf16 folders, AWQ (compressed-tensors) and GPTQ (gptqmodel)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, device: str = "cpu") -> None:
         self.model = model
+        self.device = device  # a torch device string: where the model's inputs go
 
     @classmethod
-    def load(cls, model_dir: Path, fmt: str, compute_dtype: str) -> HFBackend:
+    def load(
+        cls, model_dir: Path, fmt: str, compute_dtype: str, device: Device = "cpu"
+    ) -> HFBackend:
         import torch
 
         from quantbench.formats.registry import get_format
 
-        # the format knows how its checkpoint loads (GPTQ through GPTQModel, the rest plainly)
+        # the format knows how its checkpoint loads (GPTQ through GPTQModel, the rest plainly),
+        # on the CPU (Format.load_hf_model takes no device); on a GPU it then moves there whole
         model = get_format(fmt).load_hf_model(model_dir, getattr(torch, compute_dtype))
+        if device != "cpu":
+            model = model.to(torch_device(device))
         model.eval()
-        return cls(model)
+        return cls(model, torch_device(device))
 
     def logits(self, ids: Sequence[int]) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([list(ids)]), use_cache=False)
-        return out.logits[0].float().numpy()
+            ids_in = torch.tensor([list(ids)], device=self.device)
+            out = self.model(input_ids=ids_in, use_cache=False)
+        return out.logits[0].float().cpu().numpy()
 
     def generate(self, ids: Sequence[int], max_new_tokens: int, stop_ids: set[int]) -> list[int]:
         return self.generate_scored(ids, max_new_tokens, stop_ids)[0]
@@ -96,8 +109,9 @@ class HFBackend:
             return []
         width = max(len(p) for p in prompts)
         pad = next(iter(stop_ids), 0)  # any id: padded slots are masked out
-        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        on = self.device
+        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=on)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=on)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out: list[list[int]] = [[] for _ in prompts]
         margins: list[list[float]] = [[] for _ in prompts]
@@ -110,7 +124,7 @@ class HFBackend:
                 logits_to_keep=1,
             )  # fmt: skip
             for _ in range(max_new_tokens):
-                rows = step.logits[:, -1].float().numpy()
+                rows = step.logits[:, -1].float().cpu().numpy()
                 tokens = []
                 for i, row in enumerate(rows):
                     token, margin = top_margin(row)
@@ -121,10 +135,11 @@ class HFBackend:
                         live[i] = token not in stop_ids
                 if not any(live):
                     break
-                mask = torch.cat([mask, torch.ones((len(prompts), 1), dtype=mask.dtype)], dim=1)
+                column = torch.ones((len(prompts), 1), dtype=mask.dtype, device=on)
+                mask = torch.cat([mask, column], dim=1)
                 positions = positions[:, -1:] + 1
                 step = self.model(
-                    input_ids=torch.tensor(tokens).unsqueeze(1),
+                    input_ids=torch.tensor(tokens, device=on).unsqueeze(1),
                     attention_mask=mask,
                     position_ids=positions,
                     past_key_values=step.past_key_values,
@@ -143,7 +158,7 @@ class GGUFBackend:
         self._batch = BatchDecoder(llm, threads)
 
     @classmethod
-    def load(cls, gguf_path: Path, n_ctx: int, threads: int) -> GGUFBackend:
+    def load(cls, gguf_path: Path, n_ctx: int, threads: int, device: Device = "cpu") -> GGUFBackend:
         from quantbench.native.llama_build import load_binding
 
         llama_cpp = load_binding()
@@ -154,6 +169,7 @@ class GGUFBackend:
             n_ubatch=n_ctx,
             n_threads=threads,
             n_threads_batch=threads,
+            n_gpu_layers=gpu_layers(device),
             logits_all=True,  # logits for every position, as perplexity needs
             verbose=False,
         )
@@ -194,6 +210,12 @@ class GGUFBackend:
         return self._batch.answer(prompts, max_new_tokens, stop_ids)
 
 
+def gpu_layers(device: Device) -> int:
+    """llama.cpp's ``n_gpu_layers``: every layer on a GPU (-1), none on the CPU (the bindings'
+    default). The batch decoder's second context shares the weights where they are."""
+    return -1 if device == "cuda" else 0
+
+
 @dataclass(frozen=True)
 class BackendKind:
     """One way the quality harness runs a checkpoint, as a format names it
@@ -202,8 +224,12 @@ class BackendKind:
 
     name: str
     description: str
-    load: Callable[[Path, str, str, int, int], Backend]
-    """(path, format, compute dtype, context tokens, threads) -> a loaded backend."""
+    load: Callable[..., Backend]
+    """(path, format, compute dtype, context tokens, threads) -> a loaded backend; a kind whose
+    ``on_device`` is set also takes ``device=`` ("cpu" | "cuda": runtime.device resolved)."""
+    on_device: bool = False
+    """Whether it computes where runtime.device says (its ``load`` then takes ``device=``). A
+    kind that does not say (a plugin's written before devices) is loaded as it always was."""
     reads_file: bool = False
     """The variant's weights file (a GGUF) rather than its folder."""
     torch_threads: bool = False
@@ -238,7 +264,10 @@ register_backend(
     BackendKind(
         "hf",
         "transformers: the checkpoint's folder, loaded the way its format says",
-        lambda path, fmt, dtype, n_ctx, threads: HFBackend.load(path, fmt, dtype),
+        lambda path, fmt, dtype, n_ctx, threads, device="cpu": HFBackend.load(
+            path, fmt, dtype, device
+        ),
+        on_device=True,
         torch_threads=True,
         # 128 questions: 23.6 s at 16, 19.5 at 32, 16.0 at 64, 15.6 at 128 (bf16; W8A8 33 -> 21
         # s at 64); a batch's KV cache at 64 is about 260 MB of float32 in the pass's peak
@@ -249,7 +278,10 @@ register_backend(
     BackendKind(
         "gguf",
         "llama.cpp (the pinned bindings): the variant's .gguf file",
-        lambda path, fmt, dtype, n_ctx, threads: GGUFBackend.load(path, n_ctx, threads),
+        lambda path, fmt, dtype, n_ctx, threads, device="cpu": GGUFBackend.load(
+            path, n_ctx, threads, device
+        ),
+        on_device=True,
         reads_file=True,
         # 128 questions: 19.9 s at 16, 20.4 at 32, 25.9 at 64 (one KV pool: attention grows)
         answer_batch=16,

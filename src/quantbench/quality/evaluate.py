@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import quantbench.quality.refcache as refcache
+from quantbench.accelerator.nvidia import Device
 from quantbench.chat import chat_ids
 from quantbench.errors import UserError
 from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
@@ -88,6 +89,7 @@ def _job(
     prompts: list[list[int]],
     stop_ids: frozenset[int],
     logprob_path: Path,
+    device: Device = "cpu",
 ) -> ScoreJob:
     longest_prompt = max((len(p) for p in prompts), default=0)
     n_ctx = max(settings.context_length, longest_prompt + settings.heldout_max_new_tokens)
@@ -105,6 +107,7 @@ def _job(
         max_new_tokens=settings.heldout_max_new_tokens,
         stop_ids=stop_ids,
         plugins=loaded_plugins(),
+        device=device,
     )
 
 
@@ -136,8 +139,10 @@ def evaluate_variant(
     heldout_path: str | Path,
     settings: EvaluateSettings,
     threads: int = 1,
+    device: Device = "cpu",
 ) -> QualityReport:
-    """Measure variant `name` against the reference (merged) model; return the report."""
+    """Measure variant `name` against the reference (merged) model, both passes computed on
+    ``device``; return the report."""
     from transformers import AutoTokenizer
 
     variant_dir, reference_dir = Path(variant_dir), Path(reference_dir)
@@ -174,14 +179,25 @@ def evaluate_variant(
         log.info("%s: reference pass (%d tokens)", name, len(ids))
         # The reference answers no held-out questions: the bf16 variant, a copy of the same
         # weights run the same way, reports that accuracy.
-        ref_job = _job("hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids, ref_file)
+        ref_job = _job(
+            "hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids, ref_file, device
+        )
         ref = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
         if ref is None:
             ref = run_isolated(ref_job)
             refcache.store(ref_job, reference_sha, ref)
         log.info("%s: variant pass (%s, %s backend)", name, info.format, backend)
         var_job = _job(
-            backend, model_path, info.format, settings, threads, ids, prompts, stop_ids, var_file
+            backend,
+            model_path,
+            info.format,
+            settings,
+            threads,
+            ids,
+            prompts,
+            stop_ids,
+            var_file,
+            device,
         )
         var = run_isolated(var_job)
         if var.vocab != ref.vocab:

@@ -5,7 +5,7 @@ scored on the same token ids, in the same windows, in the same compute dtype. Co
 per stage cost a worker process, a model load and a scoring pass each time (about 12 s of each
 of the default run's six evaluations). The first evaluation keeps its result in a cache keyed by
 everything that determines it (the reference folder's hash, the ids, the windows, the compute
-dtype, the threads, the answer batch's width); the others read it. The cache is outside DVC,
+dtype, the threads, the device, the answer batch's width); the others read it. The cache is outside DVC,
 like any build cache: a missing or torn entry is computed again, and only the newest entry is
 kept, so it never holds more than one pass's log-probabilities (rows x vocabulary float32,
 ~0.5 GB for the default run).
@@ -43,6 +43,7 @@ def key(job: ScoreJob, reference_sha: str) -> str:
             "fmt": job.fmt,
             "dtype": job.compute_dtype,
             "threads": job.threads,
+            "device": job.device,  # a GPU's kernels sum in another order than the CPU's
             "n_ctx": job.n_ctx,
             "ids": hashlib.sha256(np.asarray(job.ids, dtype=np.int64).tobytes()).hexdigest(),
             "windows": [(w.start, w.end, w.first_target) for w in job.windows],

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from quantbench.accelerator.nvidia import Device
 from quantbench.params import import_plugins
 from quantbench.progress import quiet_bars_in_logs
 from quantbench.quality.metrics import log_softmax, token_stats
@@ -49,6 +50,8 @@ class ScoreJob:
     plugins: tuple[str, ...] = ()
     """The parent's plugins (quantbench.params.loaded_plugins): a plugin format's checkpoint is
     loaded by its own ``load_hf_model``, which the child knows only once it imports them."""
+    device: Device = "cpu"
+    """Where the backend computes (runtime.device, resolved by the stage)."""
 
 
 @dataclass
@@ -97,7 +100,9 @@ def run_job(job: ScoreJob) -> ScoreResult:
     timings: dict[str, float] = {}
     memory = {"before_load_rss_bytes": _current_rss_bytes()}
     start = time.perf_counter()
-    backend = kind.load(job.path, job.fmt, job.compute_dtype, job.n_ctx, job.threads)
+    # a backend that computes on the device is told which; one that does not is loaded as before
+    where = {"device": job.device} if kind.on_device else {}
+    backend = kind.load(job.path, job.fmt, job.compute_dtype, job.n_ctx, job.threads, **where)
     timings["load_s"] = round(time.perf_counter() - start, 3)
     memory["after_load_rss_bytes"] = _current_rss_bytes()
 

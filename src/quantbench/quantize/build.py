@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from quantbench.accelerator.nvidia import Device
 from quantbench.formats.base import VariantSpecError, validate_name
 from quantbench.formats.build import BuildRequest
 from quantbench.formats.calibration import load_calibration
@@ -101,10 +102,12 @@ def build_variant(
     out_dir: str | Path,
     calibration_path: str | Path | None = None,
     threads: int = 1,
+    device: Device = "cpu",
 ) -> VariantInfo:
     """Build variant `name` from the merged model into the empty folder `out_dir`.
 
-    `calibration_path` is the calibration text (needed by gptq and awq). Returns the variant's
+    `calibration_path` is the calibration text (needed by gptq and awq); `device` is where a
+    calibrating quantizer computes (runtime.device resolved). Returns the variant's
     description (also written to out_dir/variant.json); `.timings` holds wall times in seconds.
     """
     merged_dir, out_dir = Path(merged_dir), Path(out_dir)
@@ -118,7 +121,7 @@ def build_variant(
     if fmt.needs_calibration(spec):
         assert cal_path is not None
         calibration = load_calibration(name, cal_path, spec.calibration)
-    request = BuildRequest(name, spec, merged_dir, out_dir, calibration, threads)
+    request = BuildRequest(name, spec, merged_dir, out_dir, calibration, threads, device)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     with step(f"variant {name}: {spec.format}"):  # a line a minute in a log while it runs
