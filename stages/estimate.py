@@ -2,7 +2,8 @@
 
 Writes reports/estimate/estimates.json (full results and one summary row per variant x hardware).
 Bytes are read from each variant's built files where they exist; `hardware: this` is the
-`calibrate` stage's measurement (reports/calibrate/this.json), checked to be of this machine.
+`calibrate` stage's measurement (reports/calibrate/this.json), checked to be of this machine and
+of the device `runtime.device` resolves to (the GPU where it is cuda).
 The SLO and the workload are the pipeline's (`slo:`, `workloads:` as generated) unless
 `estimate.slo` / `estimate.workload` say otherwise. With the calibration it also predicts every
 bench pair, setting and closed-loop workload as the bench measures them (`pairs`), each pair
@@ -17,7 +18,7 @@ from pathlib import Path
 from quantbench.bench.served_here import served_pairs
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration, read_pair_fits
-from quantbench.estimate.hardware import THIS_MACHINE
+from quantbench.estimate.hardware import THIS_MACHINE, this_gpu
 from quantbench.estimate.pairs import bench_pairs, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
 from quantbench.estimate.served import served_prompt_profiles
@@ -26,6 +27,7 @@ from quantbench.estimate.stage import write_estimates
 from quantbench.estimate.variants import variants_from_params
 from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
+from quantbench.runtime import RuntimeSettings, configure_device
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.machine import MachineCalibration
 from quantbench.slo import slo_section
@@ -64,12 +66,14 @@ def main() -> None:
     # predict on this machine (quantbench.bench.served_here)
     served, _ = served_pairs(params, args.params)
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
+        # `this` is what the stages compute on: the GPU where runtime.device resolves to cuda
+        gpu = this_gpu(configure_device(section(params, "runtime", RuntimeSettings).device))
         stored = schema_io.read(args.calibration, MachineCalibration)
         where = args.calibration.as_posix()
         calibration = check_calibration(
-            stored.hardware, args.model, settings.measure.threads, where
+            stored.hardware, args.model, settings.measure.threads, where, gpu
         )
-        fits = read_pair_fits(args.bench, served)
+        fits = read_pair_fits(args.bench, served, gpu.name if gpu is not None else None)
     write_estimates(
         args.model, variants, settings, args.out, calibration=calibration,
         pairs=bench_pairs(params, served, args.params, fits),

@@ -75,13 +75,44 @@ def test_a_probe_of_another_machine_is_refused(tmp_path) -> None:
         read_pair_fits(tmp_path, [other.pair])
 
 
-@pytest.mark.parametrize("version", [1, 2])
+def test_a_probe_is_used_on_the_device_it_was_made_on(tmp_path) -> None:
+    """A server probed on the GPU times that GPU's pairs, not the CPU's, and the other way
+    round (the same machine, runtime.device changed)."""
+    on_gpu = examples.pair_calibration().model_copy(
+        update={"cpu_model": cpu_model(), "gpu": "NVIDIA H100 80GB HBM3"}
+    )
+    _write(tmp_path, on_gpu)
+    assert read_pair_fits(tmp_path, [on_gpu.pair], "NVIDIA H100 80GB HBM3") == {
+        on_gpu.pair: on_gpu.fit
+    }
+    with pytest.raises(EstimateInputError, match="probed on 'NVIDIA H100 80GB HBM3'.*its CPU"):
+        read_pair_fits(tmp_path, [on_gpu.pair])
+    with pytest.raises(EstimateInputError, match="computes on 'NVIDIA L4'"):
+        read_pair_fits(tmp_path, [on_gpu.pair], "NVIDIA L4")
+
+
+def test_a_probe_records_the_gpu_its_server_computed_on(fake_gpu, monkeypatch) -> None:
+    from quantbench.accelerator.nvidia import DEVICE_ENV
+
+    monkeypatch.setenv(DEVICE_ENV, "cuda")
+    probed = not_probed("x-llamacpp", "x", LlamaCppEngine(), "parallel=4",
+                        LlamaCppSettings(parallel=4), [], skipped="resumed")  # fmt: skip
+    assert probed.gpu == "NVIDIA H100 80GB HBM3"
+    monkeypatch.setenv(DEVICE_ENV, "cpu")  # runtime.device: cpu on the GPU machine
+    probed = not_probed("x-llamacpp", "x", LlamaCppEngine(), "parallel=4",
+                        LlamaCppSettings(parallel=4), [], skipped="resumed")  # fmt: skip
+    assert probed.gpu is None
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_pair_probe_reads_as_probed(tmp_path, version: int) -> None:
     """Version 2 added `skipped` (every version-1 pair was probed); version 3 moved the probe
-    onto the bench's server (the fields are the same): older files read unchanged."""
+    onto the bench's server (the fields are the same); version 4 added `gpu` (every earlier
+    probe was of a CPU): older files read unchanged."""
     good = examples.pair_calibration()
     data = json.loads(good.model_dump_json())
     data["schema_version"] = version
+    del data["gpu"]
     if version == 1:
         del data["skipped"]
     path = tmp_path / "p.json"

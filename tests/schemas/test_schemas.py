@@ -321,8 +321,8 @@ PINNED: dict[str, str] = {
     "QuantizeTiming": "v1:72ba24b86566e577",
     "QualityReport": "v4:837d97ca8ec10001",  # v4: any registered backend (v3: intervals, blocks)
     "EnvInfo": "v3:b2dab3013b3bb4df",  # v3: the GPUs the one probe found, the accelerator record
-    "MachineCalibration": "v1:fb2a145dbd7dfd79",
-    "PairCalibration": "v3:5a9f201ff4d7305e",  # the pair probe; v2: skipped; v3: on the bench server
+    "MachineCalibration": "v2:79219ec754b80a1e",  # v2: a GPU measured, beside its datasheet
+    "PairCalibration": "v4:bc312bbb29c85f01",  # the pair probe; v3: on the bench server; v4: its GPU
     "EstimatesFile": "v3:00c27fc8d17c67bf",  # v3: any registered weight layout
     "SessionSummary": "v6:3d9d0a8eeee726d6",  # v6: the GPUs' counters per point (v5: summary typed)
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary

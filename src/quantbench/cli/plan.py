@@ -2,10 +2,13 @@
 will run, and how long that should take on this machine, before anything starts.
 
 The overrides go through DVC's own parser (Hydra syntax, exactly what `dvc exp run -S` takes), so
-the command previewed is the command run. The timing needs the pipeline's calibration of this
-machine (`reports/calibrate/this.json`) and the workloads' traffic (`reports/workloads/`): `dvc
-repro calibrate workloads` makes both in a minute. Pairs whose prediction is missing are counted
-but not timed.
+the command previewed is the command run. On a CPU the timing needs the pipeline's calibration of
+this machine (`reports/calibrate/this.json`) and the workloads' traffic (`reports/workloads/`):
+`dvc repro calibrate workloads` makes both in a minute. On a GPU machine not yet calibrated, or
+with `--hardware NAME`, a datasheet GPU stands in, the model's shape may come from the overlay's
+`model_configs:` (a 7B hub model priced before its download) and missing traffic is generated
+here (quantbench.estimate.priced); the plan says what it priced by. Pairs whose prediction is
+missing are counted but not timed.
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="after the plan, run it: `dvc exp run` with the profile's and -S overrides",
     )
+    parser.add_argument(
+        "--hardware",
+        default=None,
+        metavar="NAME",
+        help="price the run on a datasheet GPU (H100, H200, L4, ...: `quantbench estimate "
+        "--help` lists them) or a saved hardware JSON, whatever this machine is; default: this "
+        "machine as the calibrate stage measured it, else on a GPU machine its GPU's datasheet",
+    )
     parser.add_argument("--model", type=Path, default=Path("models/base"))
     parser.add_argument("--variants", type=Path, default=Path("models/variants"))
     parser.add_argument("--workloads", type=Path, default=Path("reports/workloads"))
@@ -96,6 +107,30 @@ def profile_overrides(path: Path | None) -> list[str]:
     if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
         raise UserError(f"--overlay {path}: needs `overrides:`, a list of `dvc exp run -S` texts")
     return list(found)
+
+
+def profile_model_configs(path: Path | None) -> dict[str, Path]:
+    """The ``model_configs:`` of a profile file: the config.json of each hub model it may name,
+    by hub id, for a plan before the model is prepared (paths relative to the project, as
+    params.yaml's are)."""
+    if path is None:
+        return {}
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    found = data.get("model_configs") if isinstance(data, dict) else None
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise UserError(f"--overlay {path}: model_configs must map hub ids to config.json paths")
+    configs = {str(k): Path(str(v)) for k, v in found.items()}
+    for hub_id, config in configs.items():
+        if not config.is_file():
+            raise UserError(
+                f"--overlay {path}: model_configs.{hub_id}: {config} is not a file; give the "
+                "path of the model's config.json, relative to the project"
+            )
+    return configs
 
 
 def with_overrides(params: Path, overrides: list[str]) -> dict[str, Any]:
@@ -151,17 +186,20 @@ def run_plan(args: argparse.Namespace) -> int:
     from quantbench.bench.spec import BenchSettings
     from quantbench.config import parse_config
     from quantbench.engines.registry import get_engine
-    from quantbench.estimate.arch import read_architecture
     from quantbench.estimate.calibrate import read_pair_fits
     from quantbench.estimate.pair_probe import PROMPT_SENTENCES, probe_point
     from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
     from quantbench.estimate.pipeline import follow_pipeline
+    from quantbench.estimate.priced import (
+        pricing_hardware,
+        pricing_model,
+        pricing_traffic,
+        traffic_context,
+    )
     from quantbench.estimate.served import served_prompt_profiles
     from quantbench.estimate.spec import EstimateSettings
     from quantbench.estimate.variants import variants_from_params
     from quantbench.params import section
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.machine import MachineCalibration
     from quantbench.schemas.workloads import WorkloadSummary
     from quantbench.slo import slo_section
     from quantbench.workloads.spec import workloads_section
@@ -174,40 +212,57 @@ def run_plan(args: argparse.Namespace) -> int:
     workloads = workloads_section(params, args.params)
     slo = slo_section(params)
     served, skipped = served_pairs(params, args.params)
-    pairs = bench_pairs(params, served, args.params, read_pair_fits(args.bench, served))
+    # what the run is priced by: this machine as calibrated, or a datasheet GPU; the prepared
+    # model, or the overlay's config.json; the workloads' traffic, or the same generated here
+    hardware = pricing_hardware(
+        args.hardware, args.calibration, config.runtime.device, args.workloads
+    )
+    model = pricing_model(args.model, config.model, profile_model_configs(args.overlay))
+    here = hardware.here and model.prepared  # what this machine measured applies
+    arch, spec = model.arch, hardware.spec
+    priced = arch is not None and spec is not None
+    notes = [line for line in (hardware.says, model.says) if line and priced]
+    fits = read_pair_fits(args.bench, served, hardware.gpu) if here else {}
+    pairs = bench_pairs(params, served, args.params, fits)
     traffic: dict[str, Traffic] = {}
-    summaries: dict[str, WorkloadSummary | None] = {}
-    shapes: dict[str, TrafficShape] = {}
-    for name in workloads:
-        try:
-            traffic[name] = Traffic.read(args.workloads, name)
-            summaries[name] = traffic[name].summary
-        except UserError:
-            continue
-        summary = summaries[name]
-        shapes[name] = TrafficShape(
+    if arch is not None and spec is not None:
+        context = traffic_context(arch, params, served, args.params)
+        tokenizer = model.folder if model.prepared else None
+        traffic, counted = pricing_traffic(
+            workloads, args.workloads, config.data.corpus, context, tokenizer
+        )
+        notes += [counted] if counted else []
+    else:
+        for name in workloads:
+            try:
+                traffic[name] = Traffic.read(args.workloads, name)
+            except UserError:
+                continue
+    summaries: dict[str, WorkloadSummary | None] = {n: t.summary for n, t in traffic.items()}
+    shapes = {
+        name: TrafficShape(
             turns=summary.mean("turns", 1.0) if summary is not None else 1.0,
             think_s=summary.mean("think_s", 0.0) if summary is not None else 0.0,
         )
+        for name, summary in summaries.items()
+    }
     predictions = []
-    notes = []
-    if args.calibration.is_file() and any(s is not None for s in summaries.values()):
-        calibration = schema_io.read(args.calibration, MachineCalibration).hardware
+    if arch is None or spec is None:
+        notes.append(hardware.why_not or model.why_not or "no timing")
+    elif any(s is not None for s in summaries.values()):
         settings = follow_pipeline(
             section(params, "estimate", EstimateSettings), slo, workloads, summaries
         )
+        try:
+            prompts = served_prompt_profiles(model.folder, workloads, traffic)
+        except ValueError:  # no tokenizer (a model priced by its config.json alone)
+            prompts = {}
+            notes.append("the chat template's tokens not counted: no tokenizer to count them")
         predictions = predict_pairs(
-            read_architecture(args.model), args.model,
-            variants_from_params(params, args.variants), pairs,
-            workload_shapes(
-                workloads, summaries, prompts=served_prompt_profiles(args.model, workloads, traffic),
-            ), "this", calibration, settings,
+            arch, model.folder,
+            variants_from_params(params, args.variants if model.prepared else None), pairs,
+            workload_shapes(workloads, summaries, prompts=prompts), hardware.name, spec, settings,
         )  # fmt: skip
-    else:
-        notes.append(
-            f"no timing: {args.calibration} or {args.workloads}/ is missing "
-            "(`dvc repro calibrate workloads` makes both)"
-        )
     plans = []
     task = TaskShape()
     if config.served_task.enabled:
@@ -218,9 +273,9 @@ def run_plan(args: argparse.Namespace) -> int:
             items = items[: config.evaluate.heldout_limit]
         cap = config.evaluate.heldout_max_new_tokens
         task = TaskShape(len(items), cap, config.served_task.concurrency,
-                         _answer_tokens(args.model, [i.answer for i in items], cap))  # fmt: skip
+                         _answer_tokens(model.folder, [i.answer for i in items], cap))  # fmt: skip
         if task.answer_tokens is None:
-            notes.append(f"served task: answers priced at the {cap}-token cap ({args.model} "
+            notes.append(f"served task: answers priced at the {cap}-token cap ({model.folder} "
                          "holds no tokenizer to count the reference answers)")  # fmt: skip
     asked = config.estimate.probe
     for name, pair in pairs.items():
@@ -241,10 +296,10 @@ def run_plan(args: argparse.Namespace) -> int:
                 batch=min(asked.max_batch, limit) if limit is not None else asked.max_batch,
                 output_tokens=asked.output_tokens, server_point=label,
             )  # fmt: skip
+        startup = _startup(args.bench, name, engine) if here else engine.startup_estimate_s
         plans.append(
             plan_pair(
-                name, labels, measured, shapes, predictions, bench, slo,
-                _startup(args.bench, name, engine), task, probe,
+                name, labels, measured, shapes, predictions, bench, slo, startup, task, probe,
             )
         )  # fmt: skip
     print(render(plans))

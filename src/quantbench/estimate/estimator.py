@@ -131,6 +131,10 @@ def build_estimate(
             f"measured with {hardware.measurement.threads} threads at load average "
             f"{hardware.measurement.load_average:.2f}; other load lowers the figures"
         )
+    if hardware.gpu is not None:
+        from quantbench.estimate.gpu import describe
+
+        notes.append(f"this GPU as calibrated: {describe(hardware.gpu)}")
     return EstimateResult(
         model=model,
         architecture=arch,

@@ -1,18 +1,26 @@
-"""Hardware descriptions: datasheet GPUs with their sources, and measured CPUs.
+"""Hardware descriptions: datasheet GPUs with their sources, the entry of a GPU found here (its
+driver's name matched to the table), and measured CPUs.
 
 Every GPU figure is the vendor's dense peak (the "with sparsity" figures halved), per compute
 dtype. Peaks are never reached; the efficiency factors below scale them and are named,
 documented parameters that ``quantbench estimate`` reports with every result and that
 :mod:`quantbench.estimate.compare` fits from measurements. CPUs are not tabulated: their
 figures come from measuring the machine (``--hardware this``, see
-:mod:`quantbench.estimate.machine`).
+:mod:`quantbench.estimate.machine`); a GPU found here is measured too, beside its entry
+(:mod:`quantbench.estimate.gpu`).
 """
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.roofline import Rates
 from quantbench.schemas.hardware import HardwareSpec
+
+if TYPE_CHECKING:
+    from quantbench.accelerator import Gpu
 
 # Fraction of a datasheet's dense tensor peak that serving engines reach on the large GEMMs
 # of prefill. Assumption: published vLLM/TensorRT-LLM prefill runs sit at roughly 50-70 %
@@ -105,6 +113,14 @@ GPU_TABLE: dict[str, HardwareSpec] = {
             "https://www.nvidia.com/en-us/data-center/h100/",
         ),
         _datasheet_gpu(
+            "H100-NVL",
+            94,
+            3900,
+            {"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5, "fp32": 60.0},
+            f"NVIDIA H100 datasheet, NVL 94 GB (one GPU of the pair), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/h100/",
+        ),
+        _datasheet_gpu(
             "H200",
             141,
             4800,
@@ -126,6 +142,14 @@ GPU_TABLE: dict[str, HardwareSpec] = {
             1555,
             {"bf16": 312.0, "fp16": 312.0, "int8": 624.0, "fp32": 19.5},
             f"NVIDIA A100 datasheet, SXM4 40 GB (no fp8), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/a100/",
+        ),
+        _datasheet_gpu(
+            "A100-PCIe",
+            80,
+            1935,
+            {"bf16": 312.0, "fp16": 312.0, "int8": 624.0, "fp32": 19.5},
+            f"NVIDIA A100 datasheet, PCIe 80 GB (no fp8), {_SPARSITY_NOTE}: "
             "https://www.nvidia.com/en-us/data-center/a100/",
         ),
         _datasheet_gpu(
@@ -159,6 +183,14 @@ GPU_TABLE: dict[str, HardwareSpec] = {
             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
         ),
         _datasheet_gpu(
+            "A10",
+            24,
+            600,
+            {"bf16": 125.0, "fp16": 125.0, "int8": 250.0, "fp32": 31.2},
+            f"NVIDIA A10 datasheet (no fp8), {_SPARSITY_NOTE}: "
+            "https://www.nvidia.com/en-us/data-center/products/a10-gpu/",
+        ),
+        _datasheet_gpu(
             "B200",
             180,
             8000,
@@ -168,7 +200,46 @@ GPU_TABLE: dict[str, HardwareSpec] = {
         ),
     )
 }
+# Other names of table entries (upper case): the form a cloud's instance list gives.
+ALIASES = {"H100-SXM": "H100", "H100-SXM5": "H100", "A100-SXM": "A100", "A100-80GB": "A100"}
 THIS_MACHINE = "this"
+
+
+def table_entry(name: str) -> HardwareSpec | None:
+    """The table's entry of ``name`` or of one of its aliases (any case), a copy; None: none."""
+    key = name.upper()
+    spec = GPU_TABLE.get(ALIASES.get(key, key))
+    return spec.model_copy(deep=True) if spec is not None else None
+
+
+def datasheet_name(gpu_name: str, memory_mib: int = 0) -> str | None:
+    """The table entry of a GPU as its driver names it (NVML, ``nvidia-smi``), or None for a GPU
+    the table does not hold.
+
+    The driver's names are not the datasheets': an H100 SXM says "NVIDIA H100 80GB HBM3", a
+    PCIe card "NVIDIA H100 PCIe", an A100 "NVIDIA A100-SXM4-80GB" or "NVIDIA A100-PCIE-40GB".
+    They are matched by whole words, so a GH200 is not taken for an H200; the memory found tells
+    the 40 GB A100 from the 80 GB one (the name's own "80GB" where the memory is not known).
+    """
+    words = {w for w in re.split(r"[^0-9A-Z]+", gpu_name.upper()) if w}
+    pcie = "PCIE" in words
+    if "H100" in words:
+        return "H100-NVL" if "NVL" in words else "H100-PCIe" if pcie else "H100"
+    if "H200" in words:
+        return None if "NVL" in words else "H200"  # the H200 NVL's peaks are not the SXM's
+    if "A100" in words:
+        large = memory_mib > 60 * 1024 if memory_mib else "80GB" in words
+        return ("A100-PCIe" if pcie else "A100") if large else "A100-40GB"
+    return next((f for f in ("L40S", "L40", "L4", "A10G", "A10", "B200") if f in words), None)
+
+
+def this_gpu(device: str) -> Gpu | None:
+    """The GPU ``this`` is where ``device`` (``runtime.device`` resolved) is cuda: the first one
+    found (one process, one GPU); None: the CPU."""
+    from quantbench.accelerator import detect
+
+    found = detect()
+    return found.gpus[0] if device == "cuda" and found.has_gpu else None
 
 
 def known_hardware() -> list[str]:
@@ -178,7 +249,7 @@ def known_hardware() -> list[str]:
 
 def check_hardware_name(name: str) -> str:
     """Raise a clear error unless ``name`` is a table entry, ``this``, or a saved JSON file."""
-    if name.lower() == THIS_MACHINE or name.upper() in GPU_TABLE:
+    if name.lower() == THIS_MACHINE or table_entry(name) is not None:
         return name
     if name.endswith(".json"):
         return name

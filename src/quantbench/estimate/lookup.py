@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from quantbench.estimate.errors import MissingInputError
-from quantbench.estimate.hardware import GPU_TABLE, THIS_MACHINE, check_hardware_name
+from quantbench.estimate.hardware import THIS_MACHINE, check_hardware_name, table_entry
 from quantbench.schemas.hardware import HardwareSpec
 
 
@@ -27,8 +27,9 @@ def resolve_hardware(
         from quantbench.estimate.machine import measured_this_machine
 
         return measured_this_machine(threads=threads, cache_dir=cache_dir, remeasure=remeasure)
-    if name.upper() in GPU_TABLE:
-        return GPU_TABLE[name.upper()].model_copy(deep=True)
+    entry = table_entry(name)
+    if entry is not None:
+        return entry
     path = Path(name)
     if not path.is_file():
         raise MissingInputError(f"hardware file {path} does not exist")

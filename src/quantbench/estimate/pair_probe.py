@@ -9,8 +9,10 @@ more with a line added (how much of a shared prefix the prefix cache serves, and
 blocks), then 2, 3, ... ``k`` short ones together, where ``k`` is the setting's batch limit up
 to ``estimate.probe.max_batch`` (4: enough to show how a step's cost splits between what its
 sequences share and what each adds, few enough to stay within a CPU's batch sizes). About ten
-seconds of requests per pair. Nothing here is a benchmark: the figures feed a model that the
-bench's own measurements are then held against (``report``: the ±25 % planning band).
+seconds of requests per pair, on a CPU or a GPU alike (the record names the GPU the server
+computed on, and the estimate uses a fit only on that device). Nothing here is a benchmark: the
+figures feed a model that the bench's own measurements are then held against (``report``: the
+±25 % planning band).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from quantbench.load.requests import body_rules, turn_body
 from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 if TYPE_CHECKING:
+    from quantbench.accelerator import Gpu
     from quantbench.engines.base import Engine, EngineSettings
     from quantbench.engines.server import Server
     from quantbench.schemas.machine import PairCalibration
@@ -193,6 +196,17 @@ def not_probed(
     )
 
 
+def probed_gpu() -> Gpu | None:
+    """The GPU the pair's server computes on: the stage's ``runtime.device`` as resolved
+    (``QUANTBENCH_DEVICE``), else what auto resolves to here; None: the CPU."""
+    import os
+
+    from quantbench.accelerator import DEVICE_ENV, resolve_device
+    from quantbench.estimate.hardware import this_gpu
+
+    return this_gpu(os.environ.get(DEVICE_ENV) or resolve_device("auto"))
+
+
 def _calibration(
     name: str,
     variant: str,
@@ -209,6 +223,8 @@ def _calibration(
     from quantbench.estimate.machine import cpu_model
     from quantbench.schemas.machine import PairCalibration
 
+    gpu = probed_gpu()
+
     return PairCalibration(
         pair=name,
         variant=variant,
@@ -217,6 +233,7 @@ def _calibration(
         settings=point.model_dump(mode="json"),
         command=command,
         cpu_model=cpu_model(),
+        gpu=gpu.name if gpu is not None else None,
         measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         seconds=seconds,
         requests=requests or [],

@@ -133,12 +133,17 @@ def parse_variant(
     )
 
 
-def variants_from_params(params: Mapping[str, Any], folder: Path) -> dict[str, EstimatedVariant]:
-    """Every ``variants:`` recipe of a params mapping, read from ``folder/<name>`` where built."""
+def variants_from_params(
+    params: Mapping[str, Any], folder: Path | None
+) -> dict[str, EstimatedVariant]:
+    """Every ``variants:`` recipe of a params mapping, read from ``folder/<name>`` where built
+    (``folder`` None: every one at its nominal bytes, as for a model not prepared here)."""
     from quantbench.formats.registry import variant_recipe
 
     return {
-        name: variant_from_recipe(name, variant_recipe(dict(params), name), folder / name)
+        name: variant_from_recipe(
+            name, variant_recipe(dict(params), name), folder / name if folder else None
+        )
         for name in params.get("variants") or {}
     }
 

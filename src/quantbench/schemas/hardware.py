@@ -2,7 +2,8 @@
 
 An engine's per-step overhead is measured by the engine itself (its ``measure_overhead``) and
 stored in the machine profile beside the CPU's figures, so it is a schema part, below both the
-engines that write it and the estimator that reads it.
+engines that write it and the estimator that reads it. A GPU's measurement
+(:class:`GpuMeasurement`) sits in the same spec, beside the datasheet entry it matched.
 """
 
 from __future__ import annotations
@@ -57,6 +58,43 @@ class CpuMeasurement(BaseModel):
     seconds: float = Field(description="how long the measurement took")
 
 
+class GpuMeasurement(BaseModel):
+    """What measuring this machine's GPU found (the calibrate stage on cuda), beside the
+    datasheet entry the GPU's name matched and how far the measurement is from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str = Field(description="the GPU's name as its driver gives it (NVML, nvidia-smi)")
+    uuid: str | None = None
+    memory_mib: int = Field(ge=0, description="its memory, as the driver reports it")
+    compute_capability: str | None = None
+    driver: str | None = None
+    datasheet: str | None = Field(
+        description="the table entry the name matched (None: no entry; the calibration alone)"
+    )
+    copy_gbs: float = Field(gt=0, description="device-to-device copy, (read + write) bytes / s")
+    gemm_tflops: dict[str, float] = Field(
+        description="large square product per dtype, best repeat (bf16; int8 and fp8 where "
+        "this torch and GPU run them)"
+    )
+    gemm_shape_tflops: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="products of a prompt's tokens ('prefill_tokens') with each of the model's "
+        "own weight shapes ('ROWSxCOLS'), per dtype",
+    )
+    prefill_tokens: int = Field(ge=1, description="the token rows of the shape products")
+    bandwidth_ratio: float | None = Field(
+        description="copy_gbs over the datasheet's bandwidth (None: no datasheet entry)"
+    )
+    matmul_ratio: dict[str, float] = Field(
+        default_factory=dict, description="gemm_tflops over the datasheet's dense peak, per dtype"
+    )
+    torch_version: str
+    cuda_version: str | None = Field(description="the CUDA runtime torch was built with")
+    measured_at: str
+    seconds: float = Field(description="how long the measurement took")
+
+
 class HardwareSpec(BaseModel):
     """Peak figures of one device and the efficiencies applied to them."""
 
@@ -73,6 +111,9 @@ class HardwareSpec(BaseModel):
     )
     source: str = Field(description="where the figures come from")
     measurement: CpuMeasurement | None = None
+    gpu: GpuMeasurement | None = Field(
+        None, description="this machine's GPU as measured (None: a datasheet entry, or a CPU)"
+    )
 
     def gemv_rate(self, compute_dtype: str, rows: int, cols: int) -> float | None:
         """Measured GEMV streaming rate (GB/s) for a shape, or None if not probed.

@@ -4,8 +4,10 @@
 (The machine's calibration; the quantizers' calibration data is :mod:`quantbench.schemas.variant`'s.)
 
 Written by ``stages/calibrate.py`` from :func:`quantbench.estimate.calibrate.calibrate`: the
-measured :class:`~quantbench.schemas.hardware.HardwareSpec` (its ``measurement`` holds every
-probe, the thread count, the CPU model and the torch version), and what it was measured for.
+measured :class:`~quantbench.schemas.hardware.HardwareSpec` (on a CPU its ``measurement`` holds
+every probe, the thread count, the CPU model and the torch version; on a GPU its ``gpu``, the
+GPU's probes and their ratios to the datasheet), the datasheet entry the GPU matched, and what it
+was measured for.
 """
 
 from __future__ import annotations
@@ -24,11 +26,21 @@ class MachineCalibration(StageOutput):
 
     OUTPUT: ClassVar[str] = "reports/calibrate/this.json"
     STAGE: ClassVar[str] = "calibrate"
-    MIGRATIONS: ClassVar[Migrations] = {}
+    # version 2 adds ``device`` and ``datasheet`` (a GPU measured); every version-1 file is a CPU's
+    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2)}
 
-    schema_version: Literal[1] = version(1)
+    schema_version: Literal[2] = version(2)
     hardware: HardwareSpec = Field(description="The measured machine, every probe included.")
     model: str = Field(description="The model folder whose matrix shapes were probed.")
+    device: Literal["cpu", "cuda"] = Field(
+        "cpu", description="What was measured: the CPU, or the GPU (runtime.device resolved)."
+    )
+    datasheet: HardwareSpec | None = Field(
+        None,
+        description="On a GPU: the datasheet entry its name matched (quantbench.estimate."
+        "hardware), which the measurement's ratios are taken against; None: a CPU, or a GPU the "
+        "table does not hold (estimated from its calibration alone).",
+    )
 
 
 class PairCalibration(StageOutput):
@@ -42,9 +54,10 @@ class PairCalibration(StageOutput):
     # version 2 adds ``skipped`` (a pair not probed by choice); every version-1 file was probed.
     # Version 3: the bench stage probes its own server (the calibrate_pair stage started one of
     # its own), so ``seconds`` no longer holds a server start; the fields are the same.
-    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2), 2: stamp(3)}
+    # Version 4 adds ``gpu`` (the probe of a server on a GPU); every earlier file was a CPU's.
+    MIGRATIONS: ClassVar[Migrations] = {1: stamp(2), 2: stamp(3), 3: stamp(4)}
 
-    schema_version: Literal[3] = version(3)
+    schema_version: Literal[4] = version(4)
     pair: str
     variant: str
     engine: str
@@ -52,6 +65,9 @@ class PairCalibration(StageOutput):
     settings: dict[str, Any] = Field(description="the engine settings the server ran with")
     command: list[str] = Field(description="the server's command line, secrets redacted")
     cpu_model: str
+    gpu: str | None = Field(
+        None, description="the GPU the server computed on, as its driver names it (None: the CPU)"
+    )
     measured_at: str
     seconds: float = Field(
         description="the probe's wall time on the bench's started server (versions 1-2: its "
