@@ -483,7 +483,8 @@ class PairLine:
 
     @property
     def peak_rss_bytes(self) -> int | None:
-        return self.server.report.peak_rss_bytes if self.server else None
+        """The server's memory: GPU plus host (its resident set alone on a CPU machine)."""
+        return self.server.report.memory_bytes if self.server else None
 
     @property
     def peak_gpu_bytes(self) -> int | None:
@@ -739,7 +740,7 @@ def point_rows(inputs: ReportInputs, profiles: list[Profile]) -> list[PointRow]:
             recipe = inputs.variants.get(judged.variant)
             values: dict[str, float | None] = {m: row.metric(m) for m in ROW_METRICS}
             values["load"] = row.load_value
-            rss = judged.peak_rss_bytes
+            rss = judged.peak_rss_bytes  # the server's memory: GPU + host
             values["peak_rss_mib"] = rss / MIB if rss else None
             size = (recipe.size_bytes if recipe else None) or (
                 quality.size_bytes if quality else None

@@ -177,6 +177,14 @@ class ServerReport(Strict):
     exit: str | None = Field(description="How the process ended, when it ended on its own.")
     log: str = Field(description="The server's log file.")
 
+    @property
+    def memory_bytes(self) -> int | None:
+        """The server's memory: its GPU memory (per process) plus its host memory (None: neither
+        was sampled); on a CPU machine its resident set alone."""
+        if self.peak_rss_bytes is None and self.peak_gpu_bytes is None:
+            return None
+        return (self.peak_rss_bytes or 0) + (self.peak_gpu_bytes or 0)
+
 
 class TriedLoad(Strict):
     load: float
