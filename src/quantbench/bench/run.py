@@ -715,7 +715,7 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
             note=job.not_served or "no server of the pair ran (each failed, or every point was "
             "resumed)",
         )  # fmt: skip
-    peak = {s.server_point: s.report.peak_rss_bytes for s in servers}
+    peak = {s.server_point: s.report.memory_bytes for s in servers}  # GPU + host
     best: dict[str, BenchRow | None] = {}
     ties: dict[str, list[str]] = {}
     decided: dict[str, str] = {}
