@@ -64,7 +64,9 @@ def test_the_quality_backend_loads_a_checkpoint_the_way_its_format_says(tmp_path
 def test_each_builtin_format_names_the_backend_that_reads_it() -> None:
     # evaluate picks the backend from the format (it was a hard-coded 'gguf or hf')
     backends = {name: fmt.quality_backend for name, fmt in registry.all_formats().items()}
-    assert backends == {"gguf": "gguf", "gptq": "hf", "awq": "hf", "w8a8": "hf", "bf16": "hf"}
+    assert backends == {
+        "gguf": "gguf", "gptq": "hf", "awq": "hf", "w8a8": "hf", "rtn": "hf", "bf16": "hf",
+    }  # fmt: skip
 
 
 def test_a_plugin_registers_a_quality_backend_its_format_names(tmp_path, tiny_format) -> None:
