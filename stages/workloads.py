@@ -64,6 +64,8 @@ def main() -> None:
                 f"input p50 {ins.p50 if ins else 0:.0f} tokens, output p50 "
                 f"{outs.p50 if outs else 0:.0f}, prefix reuse {s.prefix_reuse_share:.0%}"
             )
+            for note in traffic.notes:  # where a prompt misses its asked length, by how much
+                print(f"workloads: {name}: prompt lengths: {note}")
 
 
 if __name__ == "__main__":

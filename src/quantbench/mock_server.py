@@ -9,7 +9,9 @@ in arrival order from the script. The server logs the true time it wrote each ch
 can compare what the harness measured with what happened, free of the server's own scheduling
 jitter; each entry also carries the longest the server's own event loop has woken late so far
 (``loop_lag_max_ms``, checked every 10 ms), so a test can tell a delay of the harness from one of
-a server that the machine did not run for a while. Options mimic the dialects of real engines: usage in the last chunk or not, a closing
+a server that the machine did not run for a while, and the prompt tokens it counted (in words,
+or with a tokenizer as an engine counts them: its ``usage.prompt_tokens``). Options mimic the
+dialects of real engines: usage in the last chunk or not, a closing
 ``data: [DONE]`` or not, a role-only first chunk, HTTP 422 on unknown request fields
 (``transformers serve``).
 
@@ -121,6 +123,13 @@ class Script(BaseModel):
     api_key: str | None = Field(
         default=None, description="HTTP 401 unless the request has 'Authorization: Bearer KEY'."
     )
+    tokenizer: str | None = Field(
+        default=None,
+        description="Count usage.prompt_tokens with this tokenizer (a model folder: a chat "
+        "request through its chat template, as an engine counts it; or a tokenizer.json), "
+        "and log the count; default: words. A tokenization per request holds the event loop "
+        "a millisecond or so: leave it off where timings are checked.",
+    )
     answers: dict[str, str] = Field(
         default_factory=dict,
         description="Known answers: a chat request whose last user message is a key gets that "
@@ -150,6 +159,11 @@ def _words(body: dict[str, Any]) -> int:
 class MockServer:
     def __init__(self, script: Script, log: IO[str] | None) -> None:
         self.script = script
+        self.counter: Any = None
+        if script.tokenizer is not None:  # loaded once, before the server listens
+            from quantbench.load.tokens import load_counter
+
+            self.counter = load_counter(script.tokenizer)
         self.in_flight = 0
         self.log = log
         self.arrivals = 0
@@ -260,6 +274,17 @@ class MockServer:
                 last = time.monotonic()
         return "stalled"
 
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt's tokens as the script counts them: the tokenizer's, else words."""
+        if self.counter is None:
+            return _words(body)
+        from quantbench.workloads.prompts import PromptItem
+
+        if isinstance(body.get("prompt"), str):
+            return int(self.counter.count_prompt(PromptItem("p", 1, prompt=body["prompt"]), "text"))
+        item = PromptItem("p", 1, messages=list(body.get("messages") or []))
+        return int(self.counter.count_prompt(item, "chat"))
+
     def _n_tokens(self, body: dict[str, Any], behaviour: Behaviour) -> int:
         if behaviour.output_tokens is not None:
             return behaviour.output_tokens
@@ -296,8 +321,9 @@ class MockServer:
         )
         await asyncio.sleep(delay / 1000)
         text = "".join(texts).strip()
-        usage = {"prompt_tokens": _words(body), "completion_tokens": len(texts),
-                 "total_tokens": _words(body) + len(texts)}  # fmt: skip
+        prompt = entry["prompt_tokens"] = self._prompt_tokens(body)
+        usage = {"prompt_tokens": prompt, "completion_tokens": len(texts),
+                 "total_tokens": prompt + len(texts)}  # fmt: skip
         entry.update(outcome="completed", status=200, tokens=len(texts), end=time.monotonic())
         entry["chunk_times"].append(entry["end"])
         self._write_log(entry)
@@ -327,6 +353,7 @@ class MockServer:
         chat = request.path.endswith("/chat/completions")
         texts = self._texts(body, self._n_tokens(body, behaviour))
         n_tokens = len(texts)
+        prompt_tokens = entry["prompt_tokens"] = self._prompt_tokens(body)
         usage_wanted = self.script.usage == "always" or (
             self.script.usage == "requested"
             and bool((body.get("stream_options") or {}).get("include_usage"))
@@ -388,9 +415,9 @@ class MockServer:
                 await resp.write(chunk(None, finish="length" if n_tokens else "stop"))
                 if usage_wanted:
                     usage = {
-                        "prompt_tokens": _words(body),
+                        "prompt_tokens": prompt_tokens,
                         "completion_tokens": n_tokens,
-                        "total_tokens": _words(body) + n_tokens,
+                        "total_tokens": prompt_tokens + n_tokens,
                     }
                     await resp.write(chunk(None, usage=usage))
                 if self.script.done_marker:

@@ -1,9 +1,10 @@
-"""The prompt as served: the chat template's and the harness tag's tokens, counted for real."""
+"""The prompt as served: the chat template's and the unique marker's tokens, counted for real."""
 
 from __future__ import annotations
 
-from quantbench.estimate.served import EXAMPLE_TAG, template_tokens
+from quantbench.estimate.served import template_tokens
 from quantbench.load.tokens import load_counter
+from quantbench.workloads.marker import PLACEHOLDER, Room
 from quantbench.workloads.plan import Conversation, Turn
 from quantbench.workloads.prompts import PromptItem
 
@@ -25,10 +26,24 @@ def test_template_tokens_are_what_the_chat_template_adds(tiny_model_dir) -> None
     assert served > counter.count_text(text) + 10  # SmolLM2's default system prompt, markers
     untagged = template_tokens(tiny_model_dir, [_conv(1)], tagged=False)
     assert untagged == served - counter.count_text(text)
-    tag = counter.count_text(f"[{EXAMPLE_TAG}] x") - counter.count_text("x")
+    # a conversation made without room for the marker gets it on top, as the harness sends it
+    tag = counter.count_text(f"{PLACEHOLDER} x") - counter.count_text("x")
+    assert tag == 4  # four digits, a token each in SmolLM2's vocabulary
     assert template_tokens(tiny_model_dir, [_conv(1)]) == untagged + tag
-    # a completions prompt has no template: the tag only
+    # a completions prompt has no template: the marker only
     assert template_tokens(tiny_model_dir, [_conv(1)], api="completions") == tag
+
+
+def test_a_marker_within_the_message_adds_nothing(tiny_model_dir) -> None:
+    # the traffic holds the marker's room within each first message's length (workloads.marker):
+    # counted once, with the text, never again on top
+    counter = load_counter(tiny_model_dir)
+    room = Room(counter.count_text, counter.cut)
+    roomy = room.conversation(_conv(2, system="be brief"))
+    assert roomy.turns[0].content.startswith(PLACEHOLDER)
+    untagged = template_tokens(tiny_model_dir, [roomy], tagged=False)
+    assert template_tokens(tiny_model_dir, [roomy]) == untagged
+    assert template_tokens(tiny_model_dir, [roomy], api="completions") == 0
 
 
 def test_later_turns_resend_more_markers(tiny_model_dir) -> None:

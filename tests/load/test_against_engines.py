@@ -188,8 +188,8 @@ def test_quantbench_agrees_with_vllm_bench_serve(prepared_base: Path, tmp_path: 
         pytest.fail(f"{settings.python} is missing: `make vllm` installs vLLM's environment")
     artifact = load_artifact(prepared_base, "bf16")
     launch = get_engine("vllm").launch(artifact, settings, "127.0.0.1", free_port())
-    # No id tag in front of the prompts: vllm bench serve's prompts are exactly INPUT_LEN tokens,
-    # and 64 random prompts out of 256 share no prefix anyway.
+    # No unique marker: the prompts are INPUT_LEN tokens either way (it counts within the length),
+    # and 32 random prompts out of 256 share no prefix anyway; vllm bench serve sends none.
     spec = _random_workload(
         load=[{"kind": "concurrency", "concurrency": STREAMS}],
         num_requests=REQUESTS,

@@ -53,7 +53,7 @@ def test_each_workload_flag_sets_its_field_with_the_models_help_and_type() -> No
         "--name", "mine", "--api", "completions", "--num-requests", "7", "--duration", "3",
         "--warmup-requests", "2", "--warmup-s", "0.5", "--seed", "9", "--no-fixed-output-length",
         "--timeout", "11", "--request-timeout", "12", "--point-timeout", "13", "--workers", "0",
-        "--percentiles", "50,99", "--keep-text",
+        "--percentiles", "50,99", "--keep-text", "--no-unique-prompts",
     ))  # fmt: skip
     assert (spec.name, spec.api, spec.num_requests, spec.duration_s) == (
         "mine",
@@ -65,6 +65,11 @@ def test_each_workload_flag_sets_its_field_with_the_models_help_and_type() -> No
     assert spec.fixed_output_length is False and spec.keep_text is True and spec.workers == 0
     assert (spec.timeout_s, spec.request_timeout_s, spec.point_timeout_s) == (11, 12, 13)
     assert spec.percentiles == [50.0, 99.0]
+    # the marker that keeps prompts unique is on unless the flag says otherwise
+    assert spec.unique_prompts is False
+    plain, _ = workload_from_args(_args("--random-input-len", "8", "--random-output-len", "4",
+                                        "--concurrency", "1", "--num-requests", "2"))  # fmt: skip
+    assert plain.unique_prompts is True
 
 
 def test_random_output_length_is_binding_by_default() -> None:

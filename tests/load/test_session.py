@@ -35,7 +35,7 @@ def test_every_point_and_repeat_sends_its_own_prompts_on_its_own_schedule() -> N
     seeds = {k: p.arrival_seed for k, p in plans.items()}
     assert len(set(seeds.values())) == 4
     assert _plan(spec, 0, 1).conversations == plans[(0, 1)].conversations  # reproducible
-    # conversation ids carry point and repeat, and each first message is tagged with its id
+    # conversation ids carry point and repeat, and each first message gets a marker of its own
     assert plans[(0, 1)].id_prefix == "c2-r1-" and plans[(0, 1)].unique_prompts
 
 

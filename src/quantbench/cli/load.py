@@ -76,6 +76,7 @@ SPEC_FLAGS: dict[str, str] = {
     "--workers": "workers",
     "--percentiles": "percentiles",
     "--keep-text": "keep_text",
+    "--unique-prompts": "unique_prompts",
 }
 
 
@@ -184,6 +185,10 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     _spec_flag(w, "--workers")
     _spec_flag(w, "--percentiles", "E.g. 50,90,95,99.", type=_float_list)
     _spec_flag(w, "--keep-text", action="store_true", default=None)
+    _spec_flag(
+        w, "--unique-prompts", "Default: on (docs/LOAD.md, \"What a request contains\").",
+        action=argparse.BooleanOptionalAction, default=None,
+    )  # fmt: skip
     o = parser.add_argument_group("results")
     o.add_argument(
         "--slo", help="constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; error_rate<=0.01'"

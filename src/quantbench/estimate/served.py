@@ -5,9 +5,10 @@ template first (role markers, separators and, for SmolLM2, a default system prom
 which on short chat turns is more than the text itself: 24 tokens of text became 61 served on
 the default run. The estimate adds the template's tokens, counted with the model's own tokenizer
 and template on every request's shape (how many earlier turns it resends, whether it has a
-system message), and the tag the harness puts before a conversation's first message to keep
-prompts unique (``unique_prompts``: ``[c4-r0-17] ``, resent with the history), so a prediction
-is made at the length the engine computes.
+system message), so a prediction is made at the length the engine computes. The unique marker
+(``unique_prompts``) is in the traffic's text already, within each first message's length
+(:mod:`quantbench.workloads.marker`); only a conversation made without its room gets it on top
+here, as the harness then sends it (resent with the history).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from quantbench.load.tokens import load_counter
+from quantbench.workloads.marker import PLACEHOLDER as MARKER
+from quantbench.workloads.marker import has_room
 from quantbench.workloads.plan import Conversation
 from quantbench.workloads.prompts import PromptItem
 from quantbench.workloads.spec import WorkloadSpec
 from quantbench.workloads.traffic import Traffic
 
 PLACEHOLDER = "x"
-EXAMPLE_TAG = "c4-r0-17"
-"""A tag as the harness writes it (``quantbench.load.dispatch``: point, repeat, index)."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -52,8 +53,9 @@ def template_tokens(
     api: str = "chat",
 ) -> float:
     """Mean tokens the chat template of ``tokenizer`` (a local model folder) adds to each
-    request of ``conversations`` beyond its messages' text, with the harness's tag on the first
-    message where ``tagged`` (a completions prompt gets the tag only)."""
+    request of ``conversations`` beyond its messages' text, with the unique marker on top where
+    ``tagged`` and the first message made no room for it (a completions prompt gets the marker
+    only)."""
     requests = _requests(tokenizer, conversations, tagged, api)
     return sum(r.served - r.text for r in requests) / len(requests) if requests else 0.0
 
@@ -70,7 +72,7 @@ def _template_count(counter: Any, messages: list[dict[str, str]], generation: bo
 @dataclass(frozen=True)
 class _Request:
     text: float  # tokens of its messages' text, as the traffic counts them
-    served: float  # the prompt as the server sees it: template and tag included
+    served: float  # the prompt as the server sees it: template and marker included
     shared: float  # of it, a prefix an earlier request left in a cache
     common: float  # of that, the part other conversations share too
 
@@ -101,7 +103,8 @@ def _requests(
 
     counter = _counter(Path(tokenizer))
     x = counter.count_text(PLACEHOLDER)
-    tag = counter.count_text(f"[{EXAMPLE_TAG}] {PLACEHOLDER}") - x if tagged else 0
+    # the marker on top, where a conversation's first message holds no room for it
+    on_top = counter.count_text(f"{MARKER} {PLACEHOLDER}") - x if tagged else 0
     chat = api == "chat"
     extra: dict[tuple[int, bool], float] = {}
     new_turn: dict[tuple[int, bool], float] = {}
@@ -111,6 +114,7 @@ def _requests(
     seen: set[str] = set()
     for conv in conversations:
         system = conv.system is not None
+        tag = 0 if has_room(conv) else on_top
         lengths = prompt_lengths(conv, counter.count_text)
         common = 0.0
         if chat and conv.system is not None and systems[conv.system] > 1:

@@ -36,6 +36,7 @@ from quantbench.load.records import RequestRecord
 from quantbench.load.requests import turn_body
 from quantbench.load.streaming import StreamError, StreamParser
 from quantbench.precision import proportion_bounds, quantile_bounds, quantile_interval
+from quantbench.workloads.marker import marker_digits, stamp
 from quantbench.workloads.plan import Conversation, LoadPlan, Precision, Ticket
 
 # After the stop, in-flight requests get this long to notice the interruption and be recorded.
@@ -52,10 +53,6 @@ class RunStopped(BaseException):
 
 class RequestDeadline(BaseException):
     """Thrown into a request still streaming ``request_timeout_s`` after it was sent."""
-
-
-def _tag_first(content: str, tag: str) -> str:
-    return f"[{tag}] {content}"
 
 
 class Dispatcher:
@@ -254,6 +251,8 @@ class Dispatcher:
         plan = self.plan
         conv: Conversation = ticket.conversation
         cid = f"{plan.id_prefix}{ticket.index}"
+        # the conversation's own marker, written over the room the traffic made for it
+        digits = marker_digits(plan.id_prefix, ticket.index)
         history: list[dict[str, Any]] = []
         if conv.system is not None:
             history.append({"role": "system", "content": conv.system})
@@ -271,7 +270,7 @@ class Dispatcher:
                     return
                 content = turn.content
                 if k == 0 and plan.unique_prompts:
-                    content = _tag_first(content, cid)
+                    content = stamp(content, digits)
                 user = {"role": "user", "content": content}
                 if plan.api == "chat":
                     body = turn_body(
@@ -281,7 +280,7 @@ class Dispatcher:
                 else:
                     prompt = conv.raw_prompt if conv.raw_prompt is not None else content
                     if plan.unique_prompts and k == 0 and conv.raw_prompt is not None:
-                        prompt = _tag_first(prompt, cid)
+                        prompt = stamp(prompt, digits)
                     body = turn_body(plan.rules, api="completions", max_tokens=turn.max_tokens,
                                      prompt=prompt)  # fmt: skip
                 rec = RequestRecord(

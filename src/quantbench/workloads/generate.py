@@ -19,6 +19,7 @@ from pathlib import Path
 
 from quantbench.errors import UserError
 from quantbench.textfile import read_utf8
+from quantbench.workloads.marker import Room
 from quantbench.workloads.plan import Conversation, Turn
 
 Cut = Callable[[str, int], str]
@@ -116,6 +117,10 @@ class MultiTurn:
 Shape = SingleTurn | Rag | MultiTurn
 
 
+def _as_is(text: str, tail: str = "") -> str:
+    return text + tail
+
+
 def conversations(
     shape: Shape,
     count: int,
@@ -124,8 +129,11 @@ def conversations(
     *,
     scenario: str,
     length_scale: float = 1.0,
+    room: Room | None = None,
 ) -> list[Conversation]:
-    """``count`` conversations of ``shape``, the same for the same seed."""
+    """``count`` conversations of ``shape``, the same for the same seed; with ``room``, each
+    first message makes room for the unique marker within its length (:mod:`.marker`)."""
+    mark: Callable[..., str] = room if room is not None else _as_is
     rng = random.Random(seed)
     out: list[Conversation] = []
     system_text = None
@@ -139,7 +147,9 @@ def conversations(
         cid = f"{scenario}-{i:05d}"
         if isinstance(shape, SingleTurn):
             n_in = shape.input.draw(rng, length_scale)
-            text = f"{shape.instruction}\n\n{corpus.text(n_in, rng)}"
+            # one newline: two are one token more before text than at the end of a message
+            # (SmolLM2), so a text the marker's room used up would leave a length not met
+            text = mark(f"{shape.instruction}\n{corpus.text(n_in, rng)}")
             turns = [Turn(text, shape.output.draw(rng, length_scale))]
         elif isinstance(shape, Rag):
             docs = [
@@ -147,8 +157,10 @@ def conversations(
                 for d in range(shape.documents)
             ]
             question = corpus.text(shape.question.draw(rng, length_scale), rng)
-            text = "\n\n".join(
-                ["Answer the question using only these documents.", *docs, f"Question: {question}?"]
+            # the marker's room comes out of the documents: the question stays whole
+            text = mark(
+                "\n\n".join(["Answer the question using only these documents.", *docs]),
+                f"\n\nQuestion: {question}?",
             )
             turns = [Turn(text, shape.output.draw(rng, length_scale))]
         else:
@@ -156,9 +168,10 @@ def conversations(
             turns = []
             for k in range(n_turns):
                 think = 0.0 if k == 0 else shape.think_s.sample(rng)
+                user = corpus.text(shape.user.draw(rng, length_scale), rng)
                 turns.append(
                     Turn(
-                        corpus.text(shape.user.draw(rng, length_scale), rng),
+                        mark(user) if k == 0 else user,
                         shape.output.draw(rng, length_scale),
                         think_s=float(think),
                     )

@@ -197,8 +197,9 @@ class LoadPlan:
     progress_interval_s: float = 2.0
     id_prefix: str = ""
     unique_prompts: bool = True
-    """Prefix each conversation's first message with its own id, so no two conversations share
-    a prompt prefix (a prefix cache then only helps within a conversation)."""
+    """Write each conversation's own marker over the room its first message holds for it
+    (:mod:`quantbench.workloads.marker`; in front, on top of its length, where it holds none),
+    so no conversation sent again finds its prompt in a prefix cache."""
     share_index: int = 0
     share_count: int = 1
 

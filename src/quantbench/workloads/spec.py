@@ -368,9 +368,10 @@ class WorkloadSpec(Settings):
     )
     unique_prompts: bool = Field(
         default=True,
-        description="Prefix each conversation's first message with its own id, so conversations "
-        "share no prompt prefix by accident (a prefix cache then helps only where the workload "
-        "reuses a prefix: a shared system prompt, a conversation's history).",
+        description="Begin each conversation's first message with a marker of its own (4 "
+        "digits, within the message's length), so no conversation sent again finds its prompt "
+        "in a prefix cache (a cache then helps only where the workload reuses a prefix: a "
+        "shared system prompt, a conversation's history); off: prompts as they are.",
     )
     percentiles: list[float] = Field(
         default_factory=lambda: list(DEFAULT_PERCENTILES),

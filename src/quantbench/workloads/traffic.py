@@ -5,6 +5,10 @@ The `workloads` stage writes it to ``reports/workloads/<name>.jsonl`` (one conve
 and ``<name>.json`` (the summary), so what was sent can be read, diffed and cached; ``quantbench
 bench`` builds it in memory. Lengths are made to fit the context: turns whose prompt and answer
 would not fit are dropped (and counted in the summary), never sent to fail.
+
+With ``unique_prompts`` every conversation's first message holds the place of its unique marker
+within its own length (:mod:`quantbench.workloads.marker`): what the file holds is what is sent,
+token for token, but for the marker's digits.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -22,6 +26,7 @@ from quantbench.schemas.io import MissingOutputError, StageOutputError
 from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
 from quantbench.workloads import stats
 from quantbench.workloads.generate import Corpus, conversations
+from quantbench.workloads.marker import Room
 from quantbench.workloads.plan import Conversation, Turn
 from quantbench.workloads.spec import (
     ConversationsFile,
@@ -41,6 +46,8 @@ class Traffic:
     schedule: list[float] | None = None
     summary: WorkloadSummary | None = None
     """What it is made of (None: a traffic file whose summary is missing)."""
+    notes: list[str] = field(default_factory=list)
+    """Where its prompts miss the lengths asked, and by how much (made here, not written)."""
 
     def write(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -145,6 +152,8 @@ def materialize(
     schedule = None
     source = spec.prompts
     provenance: str
+    # the unique marker's room, within each first message's length (as the peers' prompts are)
+    room = Room(count, cut) if spec.unique_prompts else None
     if spec.use is not None:
         from quantbench.workloads.builtin import NAMED
 
@@ -157,6 +166,7 @@ def materialize(
             corpus,
             scenario=spec.name,
             length_scale=spec.length_scale,
+            room=room,
         )
         if spec.think_scale != 1.0:
             from dataclasses import replace
@@ -196,6 +206,8 @@ def materialize(
         provenance = f"trace {source.path}"
     else:  # pragma: no cover - the settings allow nothing else
         raise AssertionError(source)
+    if room is not None and spec.use is None:
+        convs = [room.conversation(c) for c in convs]
     counter = count or stats.words
     dropped = 0
     if context is not None:
@@ -214,7 +226,7 @@ def materialize(
     summary = stats.summarize(convs, counter, context).model_copy(
         update={"name": spec.name, "source": provenance, "turns_dropped_to_fit": dropped}
     )
-    return Traffic(spec.name, convs, schedule, summary)
+    return Traffic(spec.name, convs, schedule, summary, room.notes() if room else [])
 
 
 def shuffled(traffic: Traffic, seed: str) -> list[Conversation]:
