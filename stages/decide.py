@@ -14,6 +14,7 @@ from quantbench.bench.job import JobPaths, pair_job
 from quantbench.bench.remeasure import RowKey, RowServers
 from quantbench.bench.spec import BenchSettings
 from quantbench.decision.confirm import Planned, run_duels
+from quantbench.decision.drift import rounds_drift
 from quantbench.engines.server import ServerError, sigterm_as_interrupt
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
@@ -105,7 +106,7 @@ def main() -> None:
         try:
             duels = run_duels(
                 planned, measure, budget_s=confirm.budget_s, max_rounds=confirm.max_rounds,
-                min_rounds=confirm.min_rounds, margin=report.equivalence, confidence=bench.confidence, before_duel=needs,
+                min_rounds=confirm.min_rounds, margin=report.equivalence, confidence=bench.confidence, drift=report.drift, before_duel=needs,
                 start_s=lambda plan: servers.start_s(servers_of(plan), bench_starts),
             )  # fmt: skip
         finally:
@@ -120,6 +121,9 @@ def main() -> None:
             )
             for pair, point, rep, error in servers.reports()
         ]
+        measured = rounds_drift(duels)
+        if measured is not None:  # the report's comparisons carry the larger of it and report.drift
+            notes.append(f"drift {measured.text()} (report.drift {report.drift:.1%})")
         result = ConfirmFile(
             enabled=confirm.enabled, budget_s=confirm.budget_s, min_rounds=confirm.min_rounds,
             max_rounds=confirm.max_rounds,

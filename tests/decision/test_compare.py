@@ -112,3 +112,32 @@ def test_a_block_of_two_rounds_cancels_a_linear_drift() -> None:
     both = pooled([first, second])
     assert both is not None and abs(both.log_ratio) < 0.002
     assert "one block" in both.how
+
+
+def test_equivalence_is_read_by_the_two_one_sided_tests() -> None:
+    """Item 5: equivalence was read at the difference test's two-sided interval (95 %), which
+    asks twice the evidence the two one-sided tests need; now at 2 x level - 1 (90 %). A ratio
+    of 1.00 with a standard error of 2.7 % is shown within ±5 % (its 90 % interval [0.957,
+    1.045]), not by its 95 % one [0.948, 1.054]."""
+    c = Contrast(0.0, 0.027, 1e6, "x")
+    assert c.verdict(0.05, 0.95) == "equivalent"
+    low, high = c.interval(0.95)
+    assert low < 1 / 1.05 and high > 1.05  # the old reading: not yet separable
+    looked = Contrast(0.0, 0.027, 1e6, "x", level=0.9755)  # a duel's look: at 2 x 0.9755 - 1
+    assert looked.equivalence_interval(0.95) == pytest.approx(
+        Contrast(0.0, 0.027, 1e6, "x").interval(0.951)
+    )
+
+
+def test_rows_measured_apart_cannot_be_shown_equivalent_within_the_drift() -> None:
+    """Item 5: with 4 % drift even error-free rows give [0.936, 1.068] (90 %): never inside
+    ±5 %, so only paired rounds can show equivalence; below 2.97 % drift they can."""
+    from quantbench.decision.compare import rows_can_be_equivalent
+
+    exact = LogEstimate.exact(100.0)
+    c = ratio(exact, exact, drift=0.04)
+    assert c.equivalence_interval(0.95) == pytest.approx((0.936, 1.068), abs=1e-3)
+    assert c.verdict(0.05, 0.95) == "not yet separable"
+    assert not rows_can_be_equivalent(0.04, 0.05, 0.95)
+    assert rows_can_be_equivalent(0.029, 0.05, 0.95)
+    assert ratio(exact, exact, drift=0.029).verdict(0.05, 0.95) == "equivalent"

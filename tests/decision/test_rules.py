@@ -89,3 +89,72 @@ def test_unresolved_rows_make_the_decision_not_separable() -> None:
     assert decision.status == "not separable"
     assert [c.pair for c in decision.unresolved] == ["b"]
     assert len(decision.contenders) == 2
+
+
+# -- the statistician's review (issue 56) -------------------------------------------------------
+
+
+def test_a_trade_off_quotes_the_paired_rounds_that_made_the_tie() -> None:
+    """Item 1: the rounds in alternation showed the two rows equivalent (0.992x [0.978, 1.006]),
+    and quality chose the slower one; the trade-off quoted the unpaired rows' -8.0 % [...]
+    instead of what the rounds measured."""
+    from quantbench.decision.compare import Contrast
+
+    fast = row("w8a8-vllm", 100.0, rel=0.10, ppl=1.038)
+    good = row("q8-llamacpp", 92.0, rel=0.10, ppl=1.002)
+    se = math.log(1.006 / 0.978) / (2 * 1.959964)
+    paired = Contrast(math.log(0.992), se, 1e6, "paired over 2 rounds in alternation")
+    decision, _ = decide_rows(
+        [fast, good], True, quality=lambda r: r["ppl"], key=lambda r: r["id"],
+        confirmed={("q8-llamacpp", "w8a8-vllm"): paired},
+    )  # fmt: skip
+    assert decision.winner is not None and decision.winner.key == "q8-llamacpp"
+    (said,) = decision.tradeoffs
+    assert said.startswith(
+        "q8-llamacpp over w8a8-vllm: -0.8% good output throughput [-2.2%, +0.6%]"
+    )
+    assert "(paired rounds)" in said and "-8.0%" not in said
+
+
+def test_a_comparison_without_an_interval_on_its_ratio_is_no_verdict() -> None:
+    """Item 8: a row whose interval reaches 0 (its low end clipped there) has no log estimate;
+    1 % below the leader it was called "slower". Without a ratio's interval it is not yet
+    separable, unless the two intervals lie apart, the drift allowed for."""
+    from quantbench.bench.results import candidates
+    from quantbench.decision.rules import DecisionSettings, decide
+
+    lead = row("lead", 100.0, rel=0.05)
+    near = row("near", 99.0)
+    near["intervals"]["good_output_throughput"].update(low=0.0, high=198.0)
+    far = row("far", 30.0)
+    far["intervals"]["good_output_throughput"].update(low=0.0, high=60.0)
+    found, _ = candidates([lead, near, far], "good_output_throughput", key=lambda r: r["id"])
+    decision = decide(found, DecisionSettings())
+    assert decision.comparisons["near"].contrast is None
+    assert decision.comparisons["near"].verdict == "not yet separable"
+    assert decision.comparisons["far"].verdict == "slower"
+    assert decision.status == "not separable"
+
+
+def test_a_row_kept_out_only_by_an_undecided_slo_is_carried_as_a_flagged_contender() -> None:
+    """Item 10: a row whose SLO verdict is undecided (an interval straddles the limit) dropped
+    out of the decision; truly 20 % inside its p90 limit it is undecided in 12-80 % of runs by
+    its latency spread. Faster than the leader (or not shown slower), it is carried as a
+    flagged contender and the decision is not separable; shown slower, it is left out."""
+    from quantbench.bench.results import candidates
+    from quantbench.decision.rules import DecisionSettings, decide
+
+    lead = row("lead", 100.0, rel=0.03)
+    pending = row("pending", 130.0, rel=0.03)
+    slow = row("slow", 60.0, rel=0.03)
+    found, _ = candidates([lead], "good_output_throughput", key=lambda r: r["id"])
+    waiting, _ = candidates([pending, slow], "good_output_throughput", key=lambda r: r["id"])
+    decision = decide(found, DecisionSettings(), undecided=waiting)
+    assert [c.key for c in decision.flagged] == ["pending"]
+    assert decision.status == "not separable" and "undecided SLO verdict" in decision.rule
+    assert decision.contenders == ["lead", "pending"]
+    compared = decision.comparisons["pending"]
+    assert compared.verdict == "faster" and "its SLO verdict is undecided" in compared.text(0.95)
+    assert decision.comparisons["slow"].verdict == "slower"
+    alone = decide(found, DecisionSettings(), undecided=waiting[1:])
+    assert alone.flagged == [] and alone.status == "separable"

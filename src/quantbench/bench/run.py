@@ -185,6 +185,7 @@ class _PointRunner:
             confidence=self.job.bench.confidence,
             price_per_hour=self.job.bench.price_per_hour,
             possible_cache_share=traffic.summary.prefix_reuse_share if traffic.summary else None,
+            drift=self.job.margins.drift,  # repeats pooled with the run-to-run spread
         )
         row.update(load_point=label, shape=point.model_dump(mode="json"))
         # what was done to the engine's prefix cache before each repeat, as the row's record

@@ -16,9 +16,16 @@ A ratio's interval then says one of four things against an equivalence margin ``
 ``report.equivalence``): **equivalent** (it lies inside [1/(1+m), 1+m]: whatever the true ratio,
 it is within the margin the user called immaterial, even if it is beyond noise), else **faster**
 (it lies above 1), **slower** (below 1) or **not yet separable** (neither: more measurement would
-tell). The equivalence check uses the same two-sided
-interval as the difference test, which makes it a little conservative (the textbook two
-one-sided tests use a 1 - 2 alpha interval).
+tell). Equivalence is the two one-sided tests (TOST): each end of the margin is tested one-sided
+at the error the difference test spends on one side, i.e. the interval at ``2 x level - 1`` (90 %
+where the difference is read at 95 %) must lie inside the margin. Read at the difference test's
+own two-sided interval instead, equivalence asked twice the evidence it needs.
+
+Rows measured apart carry the drift in full, so they can be shown equivalent only when
+``z(2 x level - 1) x drift`` is below ``log(1 + m)``: at 95 % and ±5 % a drift under 2.97 %
+(:func:`rows_can_be_equivalent`). With the default 4 % even error-free rows give [0.936,
+1.068]: equivalence is then a matter for the decide stage's paired rounds, sized for it
+(quantbench.decision.confirm).
 """
 
 from __future__ import annotations
@@ -113,12 +120,20 @@ class Contrast:
         half = critical(self.level if self.level is not None else confidence, self.df) * self.se
         return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
 
+    def equivalence_interval(self, confidence: float) -> tuple[float, float]:
+        """The interval the two one-sided tests read: at ``2 x level - 1``, each end at the
+        one-sided error of the difference test (the level of a duel's look, or ``confidence``)."""
+        level = self.level if self.level is not None else confidence
+        half = critical(2 * level - 1, self.df) * self.se
+        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
+
     def verdict(self, margin: float, confidence: float) -> Verdict:
         """faster / slower / equivalent / not yet separable (see the module docstring)."""
         low, high = self.interval(confidence)
+        eq_low, eq_high = self.equivalence_interval(confidence)
         # within the margin first: a difference the user called immaterial is a tie even when it
         # is beyond noise (it goes to the tie-breaks, where quality or memory may decide)
-        if low >= 1 / (1 + margin) and high <= 1 + margin:
+        if margin > 0 and eq_low >= 1 / (1 + margin) and eq_high <= 1 + margin:
             return "equivalent"
         if low > 1:
             return "faster"
@@ -131,7 +146,7 @@ class Contrast:
         return f"{self.ratio:.3f}x [{low:.3f}, {high:.3f}]"
 
 
-def _welch(parts: Sequence[tuple[float, float]]) -> float:
+def welch_df(parts: Sequence[tuple[float, float]]) -> float:
     """Welch-Satterthwaite degrees of freedom of a sum of variances (variance, df) each."""
     total = sum(v for v, _ in parts)
     if total <= 0:
@@ -140,13 +155,16 @@ def _welch(parts: Sequence[tuple[float, float]]) -> float:
     return float(EXACT_DF) if denom <= 0 else total * total / denom
 
 
-def ratio(a: LogEstimate, b: LogEstimate, drift: float = 0.0) -> Contrast:
+def ratio(a: LogEstimate, b: LogEstimate, drift: float = 0.0, source: str = "") -> Contrast:
     """a / b from two independently measured figures, with ``drift`` (the spread of the log
-    ratio of two measurements of one configuration taken at different times) added."""
+    ratio of two measurements of one configuration taken at different times) added; ``source``
+    says where the drift came from ('report.drift', 'measured in the decide stage')."""
     parts = [(a.se**2, a.df), (b.se**2, b.df), (drift**2, float(EXACT_DF))]
     se = math.sqrt(sum(v for v, _ in parts))
-    how = "independent rows" + (f", drift {drift:.0%} added" if drift else "")
-    return Contrast(a.log - b.log, se, _welch(parts), how)
+    how = "independent rows" + (
+        f", drift {drift:.1%} added" + (f" ({source})" if source else "") if drift else ""
+    )
+    return Contrast(a.log - b.log, se, welch_df(parts), how)
 
 
 def figure_ratio(a: Figure | None, b: Figure | None, drift: float = 0.0) -> Contrast | None:
@@ -154,6 +172,12 @@ def figure_ratio(a: Figure | None, b: Figure | None, drift: float = 0.0) -> Cont
     ea = LogEstimate.of(a) if a is not None else None
     eb = LogEstimate.of(b) if b is not None else None
     return ratio(ea, eb, drift) if ea is not None and eb is not None else None
+
+
+def rows_can_be_equivalent(drift: float, margin: float, confidence: float) -> bool:
+    """Whether two rows measured apart could ever be shown equivalent within ``margin``: even
+    error-free ones carry the drift, whose equivalence interval must fit inside the margin."""
+    return margin > 0 and critical(2 * confidence - 1, EXACT_DF) * drift < math.log1p(margin)
 
 
 def blocks(rounds: Sequence[Contrast]) -> list[Contrast]:
@@ -169,17 +193,24 @@ def blocks(rounds: Sequence[Contrast]) -> list[Contrast]:
             continue
         a, b = part
         se = math.sqrt(a.se**2 + b.se**2) / 2
-        df = _welch([(a.se**2 / 4, a.df), (b.se**2 / 4, b.df)])
+        df = welch_df([(a.se**2 / 4, a.df), (b.se**2 / 4, b.df)])
         out.append(Contrast((a.log_ratio + b.log_ratio) / 2, se, df, "block"))
     return out
 
 
-def pooled(rounds: Sequence[Contrast]) -> Contrast | None:
+def pooled(rounds: Sequence[Contrast], between: bool = True) -> Contrast | None:
     """Paired rounds (A and B measured back to back, their order alternating) pooled: rounds are
     paired into blocks (:func:`blocks`), and the blocks pooled by a random-effects meta-analysis
     (DerSimonian-Laird): each block's own error, plus the spread between blocks beyond it (tau^2:
     the drift the alternation could not cancel), estimated from the blocks themselves. With one
-    block there is no spread to estimate: its own error stands, and the text says so."""
+    block there is no spread to estimate: its own error stands, and the text says so.
+
+    ``between=False``: the rounds already carry the run-to-run spread (a stated or measured
+    drift, :func:`quantbench.decision.confirm.round_contrast`), and the blocks are pooled by
+    their errors alone: a tau^2 from two or three blocks, positive in a third of duels by chance
+    and then read with k - 1 degrees of freedom, left two equal configurations shown equivalent
+    in 68 % of sized duels instead of 82 %; the drift measured over all the stage's rounds
+    (quantbench.decision.drift) is what raises the spread where the machine is noisier."""
     rounds = [r for r in rounds if r.se > 0 and math.isfinite(r.log_ratio)]
     if not rounds:
         return None
@@ -188,7 +219,7 @@ def pooled(rounds: Sequence[Contrast]) -> Contrast | None:
     mean = sum(wi * r.log_ratio for wi, r in zip(w, parts, strict=True)) / sum(w)
     k = len(parts)
     tau2 = 0.0
-    if k >= 2:
+    if k >= 2 and between:
         q = sum(wi * (r.log_ratio - mean) ** 2 for wi, r in zip(w, parts, strict=True))
         c = sum(w) - sum(wi * wi for wi in w) / sum(w)
         tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
@@ -196,10 +227,10 @@ def pooled(rounds: Sequence[Contrast]) -> Contrast | None:
     est = sum(wi * r.log_ratio for wi, r in zip(ws, parts, strict=True)) / sum(ws)
     se = math.sqrt(1 / sum(ws))
     # the blocks' own degrees of freedom, and k - 1 for the spread between them
-    df = min(_welch([(r.se**2, r.df) for r in parts]), float(k - 1) if tau2 > 0 else EXACT_DF)
+    df = min(welch_df([(r.se**2, r.df) for r in parts]), float(k - 1) if tau2 > 0 else EXACT_DF)
     n = len(rounds)
     how = f"paired over {n} round{'s' if n != 1 else ''} in alternation" + (
-        f", drift between blocks {math.sqrt(tau2):.1%}"
+        (f", drift between blocks {math.sqrt(tau2):.1%}" if between else "")
         if k >= 2
         else (", one block (no drift estimate between blocks)" if n >= 2 else ", one round")
     )

@@ -12,16 +12,24 @@ Two kinds of comparison are measured again (``Duel``):
 
 Each round measures both rows once, the order alternating (A B, then B A, ...) so that a drift
 of the machine over the rounds falls on both alike; each round's paired log ratio carries the
-two measurements' own errors, and the rounds are pooled by a random-effects estimate whose
-between-round spread is the drift the alternation left (:func:`quantbench.decision.compare.pooled`).
+two measurements' own errors and the run-to-run spread of two measurements (the larger of
+``report.drift`` and the drift measured in the stage's rounds so far,
+:mod:`quantbench.decision.drift`: the alternation cancels a linear drift, not the spread of each
+run), and the rounds are pooled by a random-effects estimate whose between-block spread beyond
+that is the drift the alternation left (:func:`quantbench.decision.compare.pooled`).
 A duel runs at least ``min_rounds`` (two by default: one A B, B A block, which cancels a drift
 that is linear over the block; one round alone would take the drift between its two
 measurements for a difference), then stops as soon as its pooled comparison is no longer "not
-yet separable"; every duel stops at ``max_rounds``; no round starts once the budget would be
+yet separable"; every duel stops at ``max_rounds`` (where two configurations of equal speed
+could not be shown equivalent, by the two one-sided tests with 80 % power, within that many
+rounds, its first look says how many it would take, from the rounds' own errors:
+:func:`rounds_for_equivalence`, what to set ``report.confirm.max_rounds`` to); no round starts once the budget would be
 exceeded by one as long as the last round's measuring, no duel starts whose servers' start (as
 long as it took at the bench) would not leave the budget a round, and what was then still
 unsettled is reported as such: a duel that cannot start gives its turn to the next, so a budget too
-short for one vLLM start still settles the duels of quicker servers.
+short for one vLLM start still settles the duels of quicker servers. The workloads take turns
+(the default run's multi-turn duels took the whole budget before chat's duel could start), and
+a duel whose servers are already up goes before one that must start its own.
 
 A duel is looked at after each round from ``min_rounds`` to ``max_rounds`` and stops at the
 first look that settles it, so its looks together must not call two equal configurations
@@ -38,10 +46,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from quantbench.decision.compare import Contrast, figure_ratio, pooled
+from quantbench.decision.compare import EXACT_DF, Contrast, critical, figure_ratio, pooled
+from quantbench.decision.drift import larger, rounds_drift
 from quantbench.schemas.decide import Duel, Measured, PooledContrast, Round
 
 Measure = Callable[[str, int, str], Measured]
@@ -58,10 +68,12 @@ class Planned:
     screened: str
 
 
-def round_contrast(a: Measured, b: Measured) -> Contrast | None:
-    """log(a / b) of one round, with the two measurements' own errors (no drift: they ran back
-    to back)."""
-    return figure_ratio(a.figure, b.figure)
+def round_contrast(a: Measured, b: Measured, spread: float = 0.0) -> Contrast | None:
+    """log(a / b) of one round, with the two measurements' own errors and ``spread``: the
+    run-to-run spread of two measurements taken back to back (report.drift's unit). The
+    alternation cancels a drift linear over a block, not the spread of each run: without it, two
+    identical configurations 2.8 % apart a run were called different in a third of the duels."""
+    return figure_ratio(a.figure, b.figure, spread)
 
 
 def look_level(confidence: float, min_rounds: int, max_rounds: int) -> float:
@@ -107,12 +119,53 @@ class _Schedule:
         return f"the budget of {self.budget_s:g} s ended (after {self.clock() - self.start:.0f} s)"
 
 
+EQUIVALENCE_ROUNDS = 20
+"""The most rounds :func:`rounds_for_equivalence` looks at (report.confirm.max_rounds' own)."""
+EQUIVALENCE_POWER = 0.8
+
+
+def rounds_for_equivalence(
+    round_var: float, margin: float, confidence: float, min_rounds: int
+) -> int | None:
+    """The fewest rounds after which two configurations of equal speed are shown equivalent
+    within ``margin`` (the two one-sided tests) with :data:`EQUIVALENCE_POWER`, each round's log
+    ratio varying by ``round_var`` (its two measurements' own errors and the run-to-run spread)
+    and the looks read at the boundary of rounds ``min_rounds`` to that many; None beyond
+    :data:`EQUIVALENCE_ROUNDS`."""
+    from scipy.stats import norm
+
+    if margin <= 0:
+        return None
+    need = float(norm.ppf((1 + EQUIVALENCE_POWER) / 2))
+    for n in range(max(1, min_rounds), EQUIVALENCE_ROUNDS + 1):
+        level = look_level(confidence, min_rounds, n)
+        se = math.sqrt(round_var / n)
+        if se == 0 or math.log1p(margin) / se - critical(2 * level - 1, EXACT_DF) >= need:
+            return n
+    return None
+
+
+@dataclass
+class _Duel:
+    """A duel as it is measured: its plan, its record, whether it is still open, and what its
+    first look said of the rounds equivalence would need."""
+
+    index: int
+    plan: Planned
+    duel: Duel
+    open: bool = True
+    sized: str | None = None
+
+
 def _one_round(
-    duel: Duel, plan: Planned, measure: Measure, schedule: _Schedule, margin: float,
-    confidence: float, min_rounds: int, note: str = "",
+    state: _Duel, measure: Measure, schedule: _Schedule, margin: float, confidence: float,
+    min_rounds: int, max_rounds: int, spread: Callable[[], tuple[float, str]],
 ) -> bool:  # fmt: skip
-    """Measure the duel's next round; False once the duel is over (it says why). Its pooled
-    interval is read at ``confidence``, the level of a look; ``note`` says so in its text."""
+    """Measure the duel's next round; False once the duel is over (it says why). Every round's
+    log ratio carries the run-to-run spread ``spread()`` gives now (the larger of report.drift
+    and the one measured in the rounds so far); the pooled interval is read at the level of a
+    look of the duel's design, rounds ``min_rounds`` to ``max_rounds``."""
+    duel, plan = state.duel, state.plan
     index = len(duel.rounds) + 1
     began = schedule.clock()
     order = "ab" if index % 2 else "ba"
@@ -133,14 +186,36 @@ def _one_round(
             f"{m.key}: {m.error or ', '.join(m.flags) or 'not rankable'}" for m in failed
         )
         return False
-    contrasts = [c for r in duel.rounds if (c := round_contrast(r.a, r.b)) is not None]
-    both = pooled(contrasts)
+    drift, source = spread()
+    contrasts = [c for r in duel.rounds if (c := round_contrast(r.a, r.b, drift)) is not None]
+    both = pooled(contrasts, between=not source)
     if both is None:
         duel.stopped = "no figure to compare"
         return False
-    both = replace(both, how=both.how + note)
-    duel.contrast = pooled_model(both, confidence)
-    duel.verdict = both.verdict(margin, confidence)
+    first = min(min_rounds, max_rounds)
+    if state.sized is None and index >= first:
+        # at the first look, on the rounds' own errors (never on their ratio): whether the
+        # duel's rounds can show equivalence at all, and how many it would take
+        round_var = sum(c.se**2 for c in contrasts) / len(contrasts)
+        need = rounds_for_equivalence(round_var, margin, confidence, min_rounds)
+        state.sized = ""
+        if margin > 0 and (need is None or need > max_rounds):
+            state.sized = (
+                f"; equivalence within ±{margin:.0%} would need "
+                + (f"{need} rounds" if need else f"more than {EQUIVALENCE_ROUNDS} rounds")
+                + f" ({EQUIVALENCE_POWER:.0%} power at a ratio of 1; report.confirm.max_rounds "
+                f"is {max_rounds})"
+            )
+    level = look_level(confidence, min_rounds, max_rounds)
+    note = "" if level == confidence else (
+        f"; {level * 100:.1f} % a look, {confidence * 100:g} % over rounds {first} to "
+        f"{max_rounds}"
+    )  # fmt: skip
+    if drift > 0:
+        note += f"; run-to-run spread {drift:.1%} added to each round ({source})"
+    both = replace(both, how=both.how + note + (state.sized or ""))
+    duel.contrast = pooled_model(both, level)
+    duel.verdict = both.verdict(margin, level)
     if duel.verdict != "not yet separable" and index >= min_rounds:
         duel.stopped = f"{duel.verdict} after {index} round{'s' if index > 1 else ''}"
         return False
@@ -156,62 +231,87 @@ def run_duels(
     margin: float,
     min_rounds: int = 2,
     confidence: float,
+    drift: float | None = None,
     before_duel: Callable[[Planned], None] | None = None,
     start_s: Callable[[Planned], float] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> list[Duel]:
     """Every planned duel, measured round by round within ``budget_s`` seconds in all: first
-    each duel, in order, its first ``min_rounds`` (a block that cancels a linear drift), then,
-    while the budget lasts, more rounds for those still not separable (so no duel takes the
-    budget from the next one before that one has a block). ``start_s``: how long starting what a
-    duel needs and is not running now would take (its servers' measured starts); a duel whose
-    start leaves no room for a round is passed over, and says so."""
+    each duel its first ``min_rounds`` (a block that cancels a linear drift), then, while the
+    budget lasts, more rounds for those still not separable, up to ``max_rounds``, so no duel
+    takes the budget from the next one before that one has a block; where equal configurations
+    could not be shown equivalent within ``max_rounds``, the duel says how many rounds it would
+    take (:func:`rounds_for_equivalence`).
+
+    The next duel is the one of the workload that has had the fewest turns so far (both
+    workloads' claims are tested before either gets a second duel), a contender before a tuned
+    setting, the duel whose servers take the least time to start (those already running
+    first), then the planned order. ``start_s``: how long starting what a duel needs and is not running
+    now would take (its servers' measured starts); a duel whose start leaves no room for a round
+    is passed over, and says so. ``drift``: report.drift; each round's log ratio then carries
+    the larger of it and the drift measured in the rounds so far (None: no run-to-run spread
+    is allowed for, the rounds' own errors alone)."""
     schedule = _Schedule(budget_s, clock)
-    level = look_level(confidence, min_rounds, max_rounds)
-    note = "" if level == confidence else (
-        f"; {level * 100:.1f} % a look, {confidence * 100:g} % over rounds {min_rounds} to "
-        f"{max_rounds}"
-    )  # fmt: skip
-    duels = [
-        Duel(
-            workload=p.workload,
-            purpose=p.purpose,
-            a=p.a,
-            b=p.b,  # type: ignore[arg-type]
-            metric=p.metric,
-            screened=p.screened,
-        )
-        for p in planned
-    ]
-    open_ = [True] * len(duels)
-    for limit in (min(min_rounds, max_rounds), max_rounds):
-        for i, (plan, duel) in enumerate(zip(planned, duels, strict=True)):
-            if not open_[i] or len(duel.rounds) >= limit:
-                continue
+    states = [
+        _Duel(i, p, Duel(workload=p.workload, purpose=p.purpose, a=p.a, b=p.b,  # type: ignore[arg-type]
+                         metric=p.metric, screened=p.screened))
+        for i, p in enumerate(planned)
+    ]  # fmt: skip
+
+    def spread() -> tuple[float, str]:
+        if drift is None:
+            return 0.0, ""
+        return larger(drift, rounds_drift([s.duel for s in states]))
+
+    def starting(plan: Planned) -> float:
+        return start_s(plan) if start_s is not None else 0.0
+
+    first = min(min_rounds, max_rounds)
+    for phase in ("first block", "more rounds"):
+        limit = first if phase == "first block" else max_rounds
+
+        turns: Counter[str] = Counter()
+        taken: set[int] = set()
+        while True:
+            todo = [
+                s for s in states if s.index not in taken and s.open and len(s.duel.rounds) < limit
+            ]
+            if not todo:
+                break
+            state = min(
+                todo,
+                key=lambda s: (
+                    turns[s.plan.workload], s.plan.purpose != "contender",
+                    starting(s.plan), s.index,
+                ),
+            )  # fmt: skip
+            taken.add(state.index)
+            turns[state.plan.workload] += 1
+            duel, plan = state.duel, state.plan
             if not schedule.fits():
                 duel.stopped = schedule.ended()
                 continue
-            starting = start_s(plan) if start_s is not None else 0.0
-            if not schedule.fits(starting):
+            start = starting(plan)
+            if not schedule.fits(start):
                 duel.stopped = (
-                    f"its servers' start (about {starting:.0f} s, as measured at the bench) would "
+                    f"its servers' start (about {start:.0f} s, as measured at the bench) would "
                     f"leave no round within the {schedule.left_s():.0f} s left of the budget of "
                     f"{schedule.budget_s:g} s"
                 )
                 continue
             if before_duel is not None:
                 before_duel(plan)
-            while open_[i] and len(duel.rounds) < limit:
+            while state.open and len(duel.rounds) < limit:
                 if not schedule.fits():
                     duel.stopped = schedule.ended()
                     break
-                open_[i] = _one_round(
-                    duel, plan, measure, schedule, margin, level, min_rounds, note
+                state.open = _one_round(
+                    state, measure, schedule, margin, confidence, min_rounds, max_rounds, spread
                 )
-    for i, duel in enumerate(duels):
-        if open_[i] and len(duel.rounds) >= max_rounds:
-            duel.stopped = f"{max_rounds} rounds, the most allowed (report.confirm.max_rounds)"
-    return duels
+    for s in states:
+        if s.open and len(s.duel.rounds) >= max_rounds:
+            s.duel.stopped = f"{max_rounds} rounds, the most allowed (report.confirm.max_rounds)"
+    return [s.duel for s in states]
 
 
 def contrast_of(duel: Duel) -> Contrast | None:

@@ -17,7 +17,11 @@ then the tie-breaks in a stated order, each deciding only beyond its noise and i
 3. Whenever a tie-break passes over a faster row, the decision says what was traded, in words:
    "-16 % good output throughput [-25 %, -6 %] for a perplexity ratio 0.5 % lower [0.2 %, 0.8 %]".
 4. Rows still not separable from the leader when the measuring ended make the decision
-   "not separable": the leader is deployed provisionally and the contenders are named.
+   "not separable": the leader is deployed provisionally and the contenders are named. So do
+   rows kept out of the ranking only because their SLO verdict is undecided (an interval
+   straddles a limit) and not shown slower than the leader (``flagged``): such a row may meet
+   its SLO and be the better deployment; dropping it would call a configuration truly 20 %
+   inside its p90 limit "not a contender" in 12-80 % of runs.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from quantbench.decision.compare import Contrast, LogEstimate, Verdict, figure_ratio, ratio
+from quantbench.decision.compare import (
+    EXACT_DF,
+    Contrast,
+    LogEstimate,
+    Verdict,
+    critical,
+    figure_ratio,
+    ratio,
+)
 from quantbench.precision import Figure
 
 Status = Literal["separable", "tie-break", "not separable", "none"]
@@ -71,6 +83,8 @@ class DecisionSettings:
         default_factory=lambda: {"quality": 0.01, "memory": 0.10, "latency": 0.10}
     )
     metric_label: str = "good output throughput"
+    drift_source: str = ""
+    """Where ``drift`` came from ('report.drift', or the larger one measured in the run)."""
 
 
 @dataclass(frozen=True)
@@ -82,11 +96,14 @@ class Comparison:
     contrast: Contrast | None
     verdict: Verdict
     source: Literal["rows", "rounds"]
+    flag: str = ""
+    """Why the row is not ranked though it is compared ('SLO undecided'), or ''."""
 
     def text(self, confidence: float) -> str:
+        tail = f" (not ranked: {self.flag})" if self.flag else ""
         if self.contrast is None:
-            return self.verdict
-        return f"{self.verdict}: {self.contrast.text(confidence)} ({self.contrast.how})"
+            return self.verdict + tail
+        return f"{self.verdict}: {self.contrast.text(confidence)} ({self.contrast.how}){tail}"
 
 
 @dataclass(frozen=True)
@@ -110,12 +127,15 @@ class Decision:
     unresolved: list[Candidate] = field(default_factory=list)
     eliminated: dict[str, Elimination] = field(default_factory=dict)
     tradeoffs: list[str] = field(default_factory=list)
+    flagged: list[Candidate] = field(default_factory=list)
+    """Rows not ranked only for an undecided SLO verdict, not shown slower than the leader."""
 
     @property
     def contenders(self) -> list[str]:
-        """The keys still in play: the winner and whatever it could not be separated from."""
+        """The keys still in play: the winner, whatever it could not be separated from, and the
+        rows whose undecided SLO keeps them from the ranking but not from the lead."""
         keys = [self.winner.key] if self.winner else []
-        return keys + sorted(c.key for c in self.unresolved)
+        return keys + sorted(c.key for c in [*self.unresolved, *self.flagged])
 
 
 Confirmed = dict[tuple[str, str], Contrast]
@@ -146,14 +166,25 @@ def compare(
             )  # fmt: skip
     a, b = cand.estimate(), leader.estimate()
     if a is None or b is None:
-        # a zero (or unbounded) figure cannot be put on a log scale: only its value speaks
-        verdict: Verdict = "slower" if cand.value < leader.value else "not yet separable"
-        return Comparison(cand.key, leader.key, None, verdict, "rows")
-    contrast = ratio(a, b, settings.drift)
+        # a figure whose interval reaches 0 cannot be put on a log scale: without a ratio's
+        # interval a lower value is no verdict, and only intervals apart (the drift allowed
+        # for) show it slower
+        return Comparison(cand.key, leader.key, None, _apart(cand, leader, settings), "rows")
+    contrast = ratio(a, b, settings.drift, settings.drift_source)
     return Comparison(
         cand.key, leader.key, contrast,
         contrast.verdict(settings.equivalence, settings.confidence), "rows",
     )  # fmt: skip
+
+
+def _apart(cand: Candidate, leader: Candidate, settings: DecisionSettings) -> Verdict:
+    """Slower only when the candidate's interval lies wholly below the leader's, the drift
+    allowed for (a conservative test: intervals apart, each at the confidence); else not yet
+    separable."""
+    allowance = math.exp(critical(settings.confidence, EXACT_DF) * settings.drift)
+    if cand.figure.high * allowance < leader.figure.low:
+        return "slower"
+    return "not yet separable"
 
 
 def _leader(
@@ -246,16 +277,43 @@ def _apply_rule(
 
 
 def _tradeoff(
-    winner: Candidate, passed: Candidate, elim: Elimination, settings: DecisionSettings
+    winner: Candidate,
+    passed: Candidate,
+    elim: Elimination,
+    settings: DecisionSettings,
+    confirmed: Confirmed,
 ) -> str:
-    a, b = winner.estimate(), passed.estimate()
-    if a is not None and b is not None:
-        c = ratio(a, b, settings.drift)
+    """What the winner gave up of a faster row, from the comparison that made them a tie: the
+    paired rounds where the decide stage measured them in alternation (quoting the rows' ratio
+    there told of a -8.1 % [-17.0, +1.7] loss the rounds had shown to be 0.992x [0.978, 1.006]),
+    else their rows with the drift added."""
+    c = compare(winner, passed, settings, confirmed).contrast
+    if c is not None:
         low, high = c.interval(settings.confidence)
         speed = f"{_pct(c.ratio - 1)} {settings.metric_label} [{_pct(low - 1)}, {_pct(high - 1)}]"
+        if "paired" in c.how:
+            speed += " (paired rounds)"
     else:
         speed = f"{_pct(winner.value / passed.value - 1)} {settings.metric_label}"
     return f"{winner.label} over {passed.label}: {speed}, for {elim.text}"
+
+
+def _flagged(
+    undecided: Sequence[Candidate],
+    leader: Candidate,
+    settings: DecisionSettings,
+    confirmed: Confirmed,
+    comparisons: dict[str, Comparison],
+) -> list[Candidate]:
+    """The rows of ``undecided`` (SLO verdict undecided, nothing else against them) not shown
+    slower than the leader; each one's comparison goes into ``comparisons``, flagged."""
+    out = []
+    for r in undecided:
+        c = replace(compare(r, leader, settings, confirmed), flag="its SLO verdict is undecided")
+        comparisons[r.key] = c
+        if c.verdict != "slower":
+            out.append(r)
+    return out
 
 
 def decide(
@@ -263,12 +321,38 @@ def decide(
     settings: DecisionSettings,
     confirmed: Confirmed | None = None,
     quality_contrast: QualityContrast | None = None,
+    undecided: Sequence[Candidate] = (),
 ) -> Decision:
     """The decision among ``rows`` (each already rankable: SLO met, checks passed, quality
-    gate passed); see the module docstring."""
+    gate passed); see the module docstring. ``undecided``: rows kept from the ranking only by
+    an undecided SLO verdict; those not shown slower than the leader are carried as flagged
+    contenders, and the decision is then "not separable"."""
     confirmed = confirmed or {}
     if not rows:
-        return Decision(None, None, "none", "no row met its SLO and every check")
+        # the rows whose SLO is undecided may still meet it: named, not ranked
+        return Decision(
+            None, None, "none", "no row met its SLO and every check", flagged=list(undecided)
+        )
+    decision = _decide(rows, settings, confirmed, quality_contrast)
+    assert decision.leader is not None
+    decision.flagged = _flagged(
+        undecided, decision.leader, settings, confirmed, decision.comparisons
+    )
+    if decision.flagged:
+        decision.status = "not separable"
+        decision.rule += (
+            f"; {len(decision.flagged)} row(s) not ranked for an undecided SLO verdict are not "
+            "shown slower"
+        )
+    return decision
+
+
+def _decide(
+    rows: Sequence[Candidate],
+    settings: DecisionSettings,
+    confirmed: Confirmed,
+    quality_contrast: QualityContrast | None,
+) -> Decision:
     leader = _leader(rows, settings, confirmed)
     comparisons = {
         r.key: compare(r, leader, settings, confirmed) for r in rows if r.key != leader.key
@@ -318,7 +402,9 @@ def decide(
         )
     for r in sorted(rows, key=lambda r: -r.value):
         if r.value > winner.value and r.key in decision.eliminated:
-            decision.tradeoffs.append(_tradeoff(winner, r, decision.eliminated[r.key], settings))
+            decision.tradeoffs.append(
+                _tradeoff(winner, r, decision.eliminated[r.key], settings, confirmed)
+            )
     if unresolved:
         decision.rule += f"; not yet separable from {len(unresolved)} row(s)"
     return decision

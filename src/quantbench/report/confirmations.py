@@ -5,7 +5,11 @@ stages measured them, no confirming rounds): each row not yet separable from its
 leader becomes a contender duel against the leader; each swept pair whose tuned setting claims
 a gain beyond noise over its default becomes a tuned-vs-default duel (see
 :mod:`quantbench.decision.confirm`). Contenders come first, those of another pair before another
-setting of the leader's own: they decide the recommendation.
+setting of the leader's own: they decide the recommendation. The workloads take turns (the
+first contender of each, then the second of each, ...): the budget is spent on every
+workload's claim before any gets a second duel (the default run's multi-turn duels took all of
+it, and chat's never started). When it runs them, :func:`~quantbench.decision.confirm.run_duels`
+also puts a duel whose servers are already up before one that must start its own.
 """
 
 from __future__ import annotations
@@ -68,4 +72,17 @@ def plan_duels(
         return plan.a.split("/")[0] == plan.b.split("/")[0]
 
     contenders.sort(key=same_pair)
-    return contenders + tuned
+    return interleaved(contenders) + interleaved(tuned)
+
+
+def interleaved(plans: list[Planned]) -> list[Planned]:
+    """The plans with the workloads taking turns (first of each, in the order they first
+    appear, then second of each, ...), each workload's own order kept."""
+    by_workload: dict[str, list[Planned]] = {}
+    for plan in plans:
+        by_workload.setdefault(plan.workload, []).append(plan)
+    out: list[Planned] = []
+    queues = list(by_workload.values())
+    for turn in range(max((len(q) for q in queues), default=0)):
+        out += [q[turn] for q in queues if turn < len(q)]
+    return out

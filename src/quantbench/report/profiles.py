@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from quantbench import slo as slo_mod
@@ -35,6 +35,8 @@ from quantbench.bench.results import (
     rank_metric,
 )
 from quantbench.decision.compare import Contrast, LogEstimate, figure_ratio
+from quantbench.decision.drift import larger, rounds_drift
+from quantbench.decision.expected import rerun_figure
 from quantbench.decision.gate import quality_figures
 from quantbench.decision.gate import quality_gate as gate_quality
 from quantbench.decision.rules import (
@@ -45,7 +47,7 @@ from quantbench.decision.rules import (
     QualityContrast,
     decide,
 )
-from quantbench.decision.stability import stability
+from quantbench.decision.stability import agreement, stability
 from quantbench.load.metrics import PointResult, summarize
 from quantbench.precision import Figure
 from quantbench.report.inputs import PointKey, ReportInputs, workload_slos
@@ -106,6 +108,8 @@ class JudgedRow:
     verdicts: list[Verdict]
     judged_from: JudgedFrom
     peak_rss_bytes: int | None = None
+    """The server's memory (ServerReport.memory_bytes): GPU plus host, the resident set alone on
+    a CPU machine (the name is the CPU's, from before GPUs were measured)."""
     perplexity_ratio: float | None = None
     quality: Figure | None = None
     """The variant's perplexity ratio with its interval (what the quality tie-break compares)."""
@@ -157,16 +161,34 @@ class DecisionInputs:
     confirmed: Confirmed = field(default_factory=dict)
     quality_contrast: QualityContrast | None = None
     resamples: int = 0
+    remeasured: dict[str, list[Figure]] = field(default_factory=dict)
+    """Row key -> its ranked figure in each of the decide stage's rounds that measured it."""
+
+
+SLO_UNDECIDED = "SLO undecided"
+
+
+def slo_undecided_only(row: JudgedRow) -> bool:
+    """Whether an undecided SLO verdict is all that keeps the row from the ranking."""
+    flags = row.row.flags
+    return (
+        row.row.measured
+        and row.row.slo_verdict == "undecided"
+        and bool(flags)
+        and all(f.startswith(SLO_UNDECIDED) for f in flags)
+    )
 
 
 def judged_candidates(
-    rows: Sequence[JudgedRow], rank_by_goodput: bool
+    rows: Sequence[JudgedRow], rank_by_goodput: bool, undecided: bool = False
 ) -> tuple[list[Candidate], dict[str, JudgedRow]]:
     """The rankable judged rows as the decision's candidates (keyed by the row's report-wide
-    key, so the decide stage's rounds find their rows), and key -> row."""
+    key, so the decide stage's rounds find their rows), and key -> row; ``undecided``: instead
+    the rows kept out of the ranking by an undecided SLO verdict alone."""
     by_index = {r.index: r for r in rows}
+    picked = [r for r in rows if slo_undecided_only(r)] if undecided else list(rows)
     found, by_key = candidates(
-        [r.as_bench_dict() for r in rows],
+        [{**r.as_bench_dict(), **({"rankable": True} if undecided else {})} for r in picked],
         rank_metric(rank_by_goodput),
         memory=lambda d: _num(by_index[d["_index"]].peak_rss_bytes),
         quality=lambda d: (
@@ -184,8 +206,10 @@ def decide_judged(
     """The decision over judged rows, and the decision's keys -> rows."""
     how = how or DecisionInputs()
     found, rows_by_key = judged_candidates(rows, rank_by_goodput)
+    pending, pending_by_key = judged_candidates(rows, rank_by_goodput, undecided=True)
     settings = decision_settings(how.settings, rank_by_goodput)
-    return decide(found, settings, how.confirmed, how.quality_contrast), rows_by_key
+    decision = decide(found, settings, how.confirmed, how.quality_contrast, pending)
+    return decision, {**pending_by_key, **rows_by_key}
 
 
 def pick(
@@ -220,14 +244,26 @@ class Profile:
     rows: list[JudgedRow] = field(default_factory=list)
     best: JudgedRow | None = None
     ties: list[JudgedRow] = field(default_factory=list)
-    """The rows the winner cannot be separated from beyond noise."""
+    """The rows the winner is tied with: shown equivalent within the margin (the leader too,
+    where a tie-break chose another row)."""
+    unresolved: list[JudgedRow] = field(default_factory=list)
+    """The rows not yet separable from the winner: contenders, not ties."""
+    flagged: list[JudgedRow] = field(default_factory=list)
+    """Rows not ranked only for an undecided SLO verdict and not shown slower: contenders if
+    their SLO holds."""
+    rerun: Figure | None = None
+    """The winner's ranked figure as a rerun of its point will measure it: the drift and the
+    selection among the rows included (quantbench.decision.expected)."""
+    agreement: float | None = None
+    """A lower bound, at the confidence, on the chance a second run picks the same winner
+    (quantbench.decision.stability.agreement)."""
     decided_by: str = ""
     gated: dict[str, str] = field(default_factory=dict)
     """variant -> why the quality gate keeps it from being ranked."""
     decision: Decision | None = None
     """The whole decision: comparisons with the leader, equivalents, unresolved, trade-offs."""
     stability: dict[str, float] = field(default_factory=dict)
-    """Row key -> the share of resamples of every contender's measurements it wins."""
+    """Row key -> the share of predicted second runs it wins (quantbench.decision.stability)."""
     how: DecisionInputs | None = None
 
     @property
@@ -380,14 +416,17 @@ def refold(
     row: BenchRow,
     summary: PairSummary,
     confidence: float,
+    drift: float | None = None,
 ) -> BenchRow:
-    """The repeats' results folded and checked into a row, as the bench stage does."""
+    """The repeats' results folded and checked into a row, as the bench stage does (``drift``:
+    report.drift, which the bench stage pools repeats with)."""
     folded = fold_repeats(
         results,
         workload=row.workload,
         confidence=confidence,
         price_per_hour=summary.price_per_hour,
         possible_cache_share=row.cache.possible_share if row.cache else None,
+        drift=drift,
     )
     folded.update(
         server_point=row.server_point,
@@ -466,9 +505,11 @@ def judge_row(
     constraints: Sequence[slo_mod.Constraint],
     confidence: float,
     as_bench: bool,
+    drift: float | None = None,
 ) -> tuple[BenchRow, list[Verdict], JudgedFrom]:
     """The row under ``text`` (see the module docstring); ``as_bench``: the bench stage's own
-    profile, whose rows are kept as written (the records only give the verdicts' details)."""
+    profile, whose rows are kept as written (the records only give the verdicts' details);
+    ``drift``: what repeats are pooled with (:func:`refold`)."""
     if not row.measured:
         return row, [], "not measured"
     confidence = row_confidence(row, confidence)
@@ -478,7 +519,7 @@ def judge_row(
         return row, verdicts, "bench"
     if results:
         verdicts = _verdicts(_worst(results).slo) if constraints else []
-        return refold(results, row, summary, confidence), verdicts, "records"
+        return refold(results, row, summary, confidence, drift), verdicts, "records"
     judged, verdicts = _from_aggregates(row, summary, constraints)
     return judged, verdicts, "aggregates"
 
@@ -521,7 +562,7 @@ def judge_workload(
                 continue
             as_bench = name == DEFAULT_PROFILE and summary.slos.get(workload, text) == text
             judged, verdicts, source = judge_row(
-                inputs, summary, row, text, constraints, confidence, as_bench
+                inputs, summary, row, text, constraints, confidence, as_bench, settings.drift
             )
             server = summary.server(row.server_point)
             profile.rows.append(
@@ -532,7 +573,7 @@ def judge_workload(
                     row=judged,
                     verdicts=verdicts,
                     judged_from=source,
-                    peak_rss_bytes=server.report.peak_rss_bytes if server else None,
+                    peak_rss_bytes=server.report.memory_bytes if server else None,  # GPU + host
                     perplexity_ratio=quality.perplexity_ratio if quality else None,
                     quality=quality_figures(quality).get("perplexity_ratio") if quality else None,
                     served_check=(
@@ -552,19 +593,27 @@ def judge_workload(
     decision, rows_by_key = decide_judged(allowed, profile.rank_by_goodput, how)
     profile.decision = decision
     profile.decided_by = decision.rule
+    profile.flagged = [rows_by_key[c.key] for c in decision.flagged]
     if decision.winner is not None:
-        profile.best = rows_by_key[decision.winner.key]
+        winner = decision.winner
+        profile.best = rows_by_key[winner.key]
+        # a tie is a row shown equivalent; one not yet separable is a contender (the ranking's
+        # "(tie)" read the two alike)
         profile.ties = [
             rows_by_key[c.key]
-            for c in [*([decision.leader] if decision.leader else []), *decision.equivalent,
-                      *decision.unresolved]
-            if c.key != decision.winner.key
-        ]  # fmt: skip
-        if how is not None and how.resamples:
-            found, _ = judged_candidates(allowed, profile.rank_by_goodput)
-            settings = decision_settings(how.settings, profile.rank_by_goodput)
+            for c in [*([decision.leader] if decision.leader else []), *decision.equivalent]
+            if c.key != winner.key
+        ]
+        profile.unresolved = [rows_by_key[c.key] for c in decision.unresolved]
+        found, _ = judged_candidates(allowed, profile.rank_by_goodput)
+        rule = decision_settings(how.settings, profile.rank_by_goodput)
+        profile.rerun = rerun_figure(winner, found, rule, how.remeasured.get(winner.key, []))
+        if how.resamples:
             profile.stability = stability(
-                found, settings, how.confirmed, how.quality_contrast, how.resamples
+                found, rule, how.confirmed, how.quality_contrast, how.resamples
+            )
+            profile.agreement = agreement(
+                found, rule, how.confirmed, how.quality_contrast, how.resamples
             )
     return profile
 
@@ -576,15 +625,29 @@ def decision_inputs(
     workload: str,
     profile: str,
 ) -> DecisionInputs:
-    """The decision's settings, the decide stage's paired rounds of this workload (they measured
-    the workload's own SLO profile, so only its decision uses them) and the paired quality
-    comparison of the variants."""
-    confirmed = inputs.confirmed(workload) if profile == DEFAULT_PROFILE else {}
+    """The decision's settings (the drift the larger of report.drift and the one the decide
+    stage's rounds measured: quantbench.decision.drift), the decide stage's paired rounds of
+    this workload and each row's figures in them (they measured the workload's own SLO profile,
+    so only its decision uses them) and the paired quality comparison of the variants."""
+    default = profile == DEFAULT_PROFILE
+    confirmed = inputs.confirmed(workload) if default else {}
+    duels = inputs.confirm.duels if inputs.confirm is not None else []
+    base = settings.decision(confidence)
+    drift, source = larger(base.drift, rounds_drift(duels))
+    remeasured: dict[str, list[Figure]] = {}
+    for d in duels if default else []:
+        if d.workload != workload:
+            continue
+        for r in d.rounds:
+            for m in (r.a, r.b):
+                if m.figure is not None and m.rankable and not m.error:
+                    remeasured.setdefault(m.key, []).append(m.figure)
     return DecisionInputs(
-        settings=settings.decision(confidence),
+        settings=replace(base, drift=drift, drift_source=source),
         confirmed=confirmed,
         quality_contrast=quality_contrast(inputs),
         resamples=settings.stability_resamples,
+        remeasured=remeasured,
     )
 
 
