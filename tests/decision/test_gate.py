@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from tests.schemas import examples
 
@@ -45,3 +47,33 @@ def test_limits_are_validated_where_the_bench_reads_them() -> None:
         QualityLimits.model_validate({"ppl": 1.1})
     with pytest.raises(ValueError, match="below 1 can never be shown"):
         QualityLimits.model_validate({"perplexity_ratio": 0.9})
+
+
+def test_the_default_gate_ranks_what_tracks_fidelity_not_perplexity() -> None:
+    """Issue 55: round-to-nearest kept the merged perplexity (ratio 0.998) while being the least
+    faithful copy (KL 0.876, 57.5 % top-1); AWQ lost perplexity (1.430) but kept the merged
+    model's predictions better (KL 0.404). The default gate judges KL and top-1, so the copy
+    that merely drifts back towards the base model's perplexity is not ranked for it."""
+    from quantbench.report.spec import ReportSettings
+
+    limits = ReportSettings().quality
+    assert "perplexity_ratio" not in limits and {"kl_mean", "top1_agreement"} <= set(limits)
+    naive = examples.quality_report("gptq-w4g64", 15.97, 0.876, 0.575, 12)  # as RTN: ratio 0.998
+    faithful = examples.quality_report("gguf-q4_k_m", 17.5, 0.098, 0.84, 12)  # ratio 1.09
+    assert naive.perplexity_ratio < 1.0 < faithful.perplexity_ratio
+    assert "mean KL divergence from the merged model" in (shown_unrankable(naive, limits) or "")
+    assert shown_unrankable(faithful, limits) is None
+
+
+def test_the_quality_tie_break_compares_e_to_the_kl() -> None:
+    from quantbench.decision.gate import fidelity_figure
+
+    report = examples.quality_report("gguf-q4_k_m", 17.5, 0.098, 0.84, 12)
+    fig = fidelity_figure(report)
+    kl = report.intervals.kl_mean
+    assert fig is not None and kl is not None
+    assert fig.value == pytest.approx(math.exp(kl.value)) and kl.value == pytest.approx(
+        0.098, rel=0.01
+    )
+    assert (fig.low, fig.high) == pytest.approx((math.exp(kl.low), math.exp(kl.high)))
+    assert fidelity_figure(None) is None

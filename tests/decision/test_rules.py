@@ -78,7 +78,10 @@ def test_passing_over_a_faster_row_says_what_was_traded() -> None:
     assert decision.winner is not None and by_key[decision.winner.key]["id"] == "q8-llamacpp"
     (said,) = decision.tradeoffs
     assert said.startswith("q8-llamacpp over w8a8-vllm: -2.0% good output throughput [")
-    assert "for its perplexity ratio +3.6% (one reading) above q8-llamacpp's" in said
+    assert (
+        "for its fidelity (e^KL from the merged model) +3.6% (one reading) above q8-llamacpp's"
+        in said
+    )
     assert "(quality decided, beyond its materiality of 1%)" in said
 
 

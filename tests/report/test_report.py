@@ -232,9 +232,12 @@ def test_a_tie_is_shown_by_rounds_in_alternation_and_settled_by_quality(by_key) 
     assert "paired over 2 rounds in alternation" in compared.text(0.95)
     assert chat.decided_by.endswith("settled by quality")
     assert chat.best.perplexity_ratio < tied.perplexity_ratio
+    assert chat.best.quality.value < tied.quality.value  # e^KL: what the tie-break compares
     (traded,) = decision.tradeoffs
     assert traded.startswith(f"{chat.best.label} over {tied.label}: -")
-    assert "for its perplexity ratio +5.6% [" in traded
+    # the quality tie-break compares fidelity (KL from the merged model), not perplexity:
+    # e^0.061 of the fixture's Q4_K_M, paired over the evaluation's blocks
+    assert "for its fidelity (e^KL from the merged model) +6.3% [+6.0%, +6.6%] above" in traded
     # how sure: the contenders' measurements resampled, the decision taken again each time
     assert set(chat.stability) <= {chat.best.key, tied.key}
     assert chat.stability[chat.best.key] > 0.5 and sum(chat.stability.values()) == pytest.approx(1)
@@ -509,7 +512,7 @@ def test_summary_markdown(files, by_key) -> None:
     assert "equivalent: 0.992x \\[0.979, 1.006\\] (paired over 2 rounds in alternation" in chat
     assert "slower: 0.284x" in chat
     assert "Traded: bf16-transformers · continuous_batching=on · c4 over gguf" in chat
-    assert "for its perplexity ratio +5.6% \\[+5.3%, +5.8%\\] above bf16" in chat
+    assert "for its fidelity (e^KL from the merged model) +6.3% \\[+6.0%, +6.6%\\] above bf16" in chat
     assert "Stability (every contender's measurements resampled" in chat
     assert "wins 100% of 1000 resamples" in chat
     assert "- tied gguf-q4\\_k\\_m-llamacpp · default · c4: 106" not in chat

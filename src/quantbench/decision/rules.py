@@ -8,14 +8,15 @@ then the tie-breaks in a stated order, each deciding only beyond its noise and i
    rows again in alternation with the leader, and their paired rounds replace the comparison).
    A configuration the rounds show faster than the leader becomes the leader.
 2. **Only equivalent configurations go to the tie-breaks**, in order: quality (the variant's
-   perplexity ratio to the merged model), then memory (the server's peak), then latency (E2E
+   fidelity to the merged model, e^KL of its mean KL divergence: decision.gate.fidelity_figure),
+   then memory (the server's peak), then latency (E2E
    p50). A rule keeps the rows it cannot show materially worse than the best row on it (their
    difference lies beyond the rule's materiality with its interval, not merely in its point
    value) and passes them to the next rule; a rule that keeps one row decides. Nothing is ever
    settled by input order: rows no rule tells apart go to the highest point value of the
    ranked figure among them, and the decision says so.
 3. Whenever a tie-break passes over a faster row, the decision says what was traded, in words:
-   "-16 % good output throughput [-25 %, -6 %] for a perplexity ratio 0.5 % lower [0.2 %, 0.8 %]".
+   "-16 % good output throughput [-25 %, -6 %] for a fidelity (e^KL) 2.0 % lower [0.8 %, 3.2 %]".
 4. Rows still not separable from the leader when the measuring ended make the decision
    "not separable": the leader is deployed provisionally and the contenders are named. So do
    rows kept out of the ranking only because their SLO verdict is undecided (an interval
@@ -59,7 +60,8 @@ class Candidate:
     figure: Figure
     """The ranked figure with its interval (value only: low = high = value)."""
     quality: Figure | None = None
-    """The variant's perplexity ratio to the merged model, with its interval."""
+    """e^KL: the variant's mean KL divergence from the merged model as a ratio, with its
+    interval (decision.gate.fidelity_figure)."""
     memory_bytes: float | None = None
     latency: Figure | None = None
     """E2E p50 in ms, with its interval."""
@@ -225,7 +227,7 @@ def _memory_contrast(a: Candidate, b: Candidate) -> Contrast | None:
 
 
 RULE_WORDS = {
-    "quality": "perplexity ratio",
+    "quality": "fidelity (e^KL from the merged model)",
     "memory": "peak memory",
     "latency": "E2E p50",
 }

@@ -37,7 +37,7 @@ from quantbench.bench.results import (
 from quantbench.decision.compare import Contrast, LogEstimate, figure_ratio
 from quantbench.decision.drift import larger, rounds_drift
 from quantbench.decision.expected import rerun_figure
-from quantbench.decision.gate import quality_figures
+from quantbench.decision.gate import exp_figure, fidelity_figure
 from quantbench.decision.gate import quality_gate as gate_quality
 from quantbench.decision.rules import (
     Candidate,
@@ -112,7 +112,8 @@ class JudgedRow:
     a CPU machine (the name is the CPU's, from before GPUs were measured)."""
     perplexity_ratio: float | None = None
     quality: Figure | None = None
-    """The variant's perplexity ratio with its interval (what the quality tie-break compares)."""
+    """e^KL, the variant's mean KL divergence from the merged model as a ratio, with its interval
+    (what the quality tie-break compares: decision.gate.fidelity_figure)."""
     served_check: str | None = None
     """The server point's served check verdict (match, mismatch, undecided, not checked)."""
     index: int = 0
@@ -575,7 +576,7 @@ def judge_workload(
                     judged_from=source,
                     peak_rss_bytes=server.report.memory_bytes if server else None,  # GPU + host
                     perplexity_ratio=quality.perplexity_ratio if quality else None,
-                    quality=quality_figures(quality).get("perplexity_ratio") if quality else None,
+                    quality=fidelity_figure(quality),
                     served_check=(
                         server.served_check.verdict if server and server.served_check else None
                     ),
@@ -652,7 +653,7 @@ def decision_inputs(
 
 
 def quality_contrast(inputs: ReportInputs) -> QualityContrast:
-    """log(perplexity ratio a / perplexity ratio b) of two rows' variants, paired over the
+    """KL_a - KL_b (nats: the log of e^KL_a / e^KL_b) of two rows' variants, paired over the
     evaluation's token blocks where both reports kept them, else from their own intervals."""
     cache: dict[tuple[str, str], Contrast | None] = {}
 
@@ -676,12 +677,12 @@ def _paired_quality(inputs: ReportInputs, a: str, b: str) -> Contrast | None:
     if a == b:
         return Contrast(0.0, 0.0, 1e6, "the same variant")
     try:
-        from quantbench.quality.compare import compare_perplexity
+        from quantbench.quality.compare import compare_reports
 
-        fig = compare_perplexity(qa, qb)
+        fig = exp_figure(compare_reports(qa, qb).kl_mean_difference)
     except (ImportError, ValueError):
         return None
-    est = LogEstimate.of(fig)
+    est = LogEstimate.of(fig) if fig is not None else None
     if est is None:
         return None
     return Contrast(est.log, est.se, est.df, "paired over the evaluation's token blocks")
