@@ -88,3 +88,19 @@ def test_missing_file_and_bad_yaml(tmp_path) -> None:
     listy.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="expected a mapping"):
         load_config(listy)
+
+
+def test_a_pair_of_an_undefined_variant_says_what_to_do() -> None:
+    """It listed the variants and stopped there; now it says the fix too."""
+    import copy
+
+    import pytest
+
+    from quantbench.config import ConfigError, parse_config
+    from quantbench.params import read_params
+
+    raw = copy.deepcopy(read_params("params.yaml"))
+    raw["bench"]["pairs"]["nope-vllm"] = {"variant": "nope", "engine": "vllm"}
+    with pytest.raises(ConfigError, match=r"no variant 'nope' under variants: \(bf16, .*\); name "
+                       r"one of them, or add the variant under variants:"):  # fmt: skip
+        parse_config(raw)

@@ -160,3 +160,50 @@ def test_linear_layer_names_are_found_once_per_machine(tmp_path, monkeypatch) ->
     with pytest.raises(AssertionError, match="found again"):
         model.linear_layer_names(settings)  # another config, another key
     model._linear_names.cache_clear()
+
+
+def test_a_folder_transformers_saved_has_no_problems(tiny_model_dir) -> None:
+    """The folder checks read what save_pretrained writes (safetensors, config, tokenizer and its
+    chat template) and find nothing wrong: they are not stricter than the files."""
+    from quantbench.model_files import local_folder_problems
+
+    assert local_folder_problems(tiny_model_dir) == []
+
+
+def test_weights_cut_short_or_of_another_config_are_named_with_the_fix(
+    tiny_model_dir, tmp_path
+) -> None:
+    """Such a folder passes every check of params.yaml and fails minutes later, loading."""
+    import json
+    import shutil
+
+    from quantbench.model_files import local_folder_problems
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    (problem,) = local_folder_problems(folder)
+    assert problem.startswith(f"model.path: {folder}: model.safetensors: ")
+    assert "truncated (1000 bytes missing)" in problem and "copy the file again" in problem
+    shutil.copyfile(tiny_model_dir / "model.safetensors", weights)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 96}))
+    found = "\n".join(local_folder_problems(folder))
+    assert "config.json says vocab_size x hidden_size" in found and "x 96" in found
+    assert "give the config.json saved with these weights" in found
+
+
+def test_a_folder_without_config_or_chat_template_says_what_to_do(tiny_model_dir, tmp_path) -> None:
+    import shutil
+
+    from quantbench.model_files import local_folder_problems
+
+    parent = tmp_path / "snapshots"
+    shutil.copytree(tiny_model_dir, parent / "abc123")
+    (problem,) = local_folder_problems(parent)  # the folder above the model's
+    assert "has no config.json" in problem and "its subfolder abc123 has one: give that" in problem
+    folder = parent / "abc123"
+    (folder / "chat_template.jinja").unlink()
+    (problem,) = local_folder_problems(folder)
+    assert "no chat template" in problem and "instruct" in problem

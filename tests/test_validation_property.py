@@ -38,6 +38,8 @@ def test_every_generated_bad_edit_is_refused_with_key_value_and_fix(
     assert set(kinds) == {
         "wrong-type", "out-of-range", "unknown-key", "unknown-name", "missing-file",
         "empty-file", "bad-line", "not-utf8", "size", "unreachable",
+        "not-a-number", "control-char", "yaml-boolean", "min-above-max", "together", "host",
+        "path-kind", "empty-sweep",
     }, kinds  # fmt: skip
     assert len(edits) >= 250, kinds
     problems = [p for e in edits if (p := gen.problem(e, gen.verdict(e, params, project)))]

@@ -40,7 +40,7 @@ Key = tuple[str | int, ...]
 FIX_WORDS = (
     "give", "set ", "use ", "allowed", "should", "must", "expected", "remove", "lower", "raise",
     "save", "write", "name ", "known", "pick", "rerun", "add ", "one of", "at least", "at most",
-    "between", "greater", "less", "valid",
+    "between", "greater", "less", "valid", "copy ", "replace", "quote", "export", "list ",
 )  # fmt: skip
 
 DATA_FILES = ("train", "heldout", "eval", "calibration")
@@ -247,7 +247,87 @@ def bad_edits(params: dict[str, Any]) -> list[Edit]:
     edits += name_edits(params)
     edits += file_edits(params)
     edits += size_and_target_edits(params)
+    edits += strict_edits(params)
+    edits += together_edits(params)
     return edits
+
+
+# What YAML or a paste makes of a number, in turn at each number field: a switch, a quoted
+# number, NaN, infinity, and an exponent without a dot (YAML 1.1 reads 1e309 as text, which
+# pydantic would read as infinity).
+NOT_NUMBERS: tuple[Any, ...] = (True, "quoted", float("nan"), float("inf"), "1e309", False)
+# Characters a name, path or label must not hold, in turn at each text field.
+CONTROLS = ("\n", "\t", "\x1b", "\u202e", "\r", "\x00")
+
+
+def strict_edits(params: dict[str, Any]) -> list[Edit]:
+    """Numbers that are not numbers, text with control characters, YAML's booleans where a
+    name goes, and a lower bound above its upper (every min_ key of a section with a max_)."""
+    out: list[Edit] = []
+    numbers = texts = 0
+    for key, value in walk(params):
+        if not key or not isinstance(key[-1], str):
+            continue
+        model, name = owner(params, key)
+        if model is None or name is None:
+            continue
+        last = str(key[-1])
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if _is_number_field(model, name):
+                bad = NOT_NUMBERS[numbers % len(NOT_NUMBERS)]
+                bad = str(value) if bad == "quoted" else bad
+                out.append(Edit("not-a-number", key, bad, (last, *_value_text(bad))))
+                numbers += 1
+            top = f"max_{name[4:]}"
+            parent = params
+            for part in key[:-1]:
+                parent = parent[part]
+            if name.startswith("min_") and top in model.model_fields:
+                high = parent.get(top, model.model_fields[top].default)
+                if isinstance(high, int | float) and not isinstance(high, bool):
+                    above = high + 1
+                    out.append(Edit("min-above-max", key, above, (last, top, *_value_text(above),
+                                                                   *_value_text(high))))  # fmt: skip
+        elif isinstance(value, str) and not isinstance(value, bool):
+            annotation = model.model_fields[name].annotation
+            char = CONTROLS[texts % len(CONTROLS)]
+            bad = f"{value}{char}" if texts % 2 else f"{char}{value}"
+            out.append(Edit("control-char", key, bad, (last, repr(char).strip("'"))))
+            texts += 1
+            if _literal(annotation) or str in _unwrap(annotation):
+                out.append(Edit("yaml-boolean", key, texts % 2 == 0, (last, "quote")))
+    return out
+
+
+def together_edits(params: dict[str, Any]) -> list[Edit]:
+    """Settings each valid alone that cannot run together, paths of the wrong kind, a host
+    with a port: each must name what it says."""
+    vllm = params["engines"]["vllm"]
+    chat = params["workloads"]["chat"]
+    out = [
+        Edit("together", ("engines", "vllm"), {**vllm, "max_num_batched_tokens": 1024,
+             "enable_chunked_prefill": False}, ("max_num_batched_tokens", "1024", "2048")),
+        Edit("together", ("workloads", "chat"), {
+            "prompts": {"source": "random", "input_len": 8, "output_len": 1},
+            "load": [{"kind": "concurrency", "concurrency": 1}], "num_requests": 16,
+            "slo": "tpot:p50<=100ms"}, ("tpot", "one output token")),
+        Edit("together", ("workloads", "chat", "load"), [{"kind": "rate", "rate": 2,
+             "ramp_s": 600}], ("ramp_s", "600")),
+        Edit("together", ("workloads", "chat", "load"), [{"kind": "rate", "rate": 2,
+             "max_concurrency": 500}], ("max_concurrency", "500")),
+        Edit("together", ("variants", "bf16-again"), {"format": "bf16"}, ("bf16-again", "bf16")),
+        Edit("together", ("engines", "transformers", "cb_num_blocks"), 50_000_000,
+             ("cb_num_blocks", "GiB")),
+        Edit("host", ("bench", "host"), "127.0.0.1:8000", ("host", "127.0.0.1:8000", "port")),
+        Edit("host", ("bench", "host"), "http://127.0.0.1", ("host", "URL")),
+        Edit("path-kind", ("data", "heldout"), "data", ("heldout", "data", "folder")),
+        Edit("path-kind", ("data", "eval"), "data", ("eval", "folder")),
+    ]  # fmt: skip
+    for engine in params["engines"]:  # a sweep of a setting with no values
+        out.append(Edit("empty-sweep", ("engines", engine, "sweep"), {"threads": []},
+                        ("sweep", "threads", "has no values")))  # fmt: skip
+    del chat
+    return out
 
 
 def name_edits(params: dict[str, Any]) -> list[Edit]:
@@ -324,6 +404,15 @@ def size_and_target_edits(params: dict[str, Any]) -> list[Edit]:
 # Choices whose other values each need a key of their own, so no one-key edit is valid there
 # (model.source: local needs model.path, hub needs model.hub_id; tests/test_config.py has them)
 NEEDS_ANOTHER_KEY: frozenset[Key] = frozenset({("model", "source")})
+# Choices valid only on a machine that has what they name: a CUDA device, where no NVIDIA GPU
+# answers (validate refuses them there: preflight.device_problems, tests/test_preflight.py)
+NEEDS_THE_MACHINE = frozenset({"cuda"})
+
+
+def _machine_lacks(choice: Any) -> bool:
+    from quantbench.accelerator import detect
+
+    return choice in NEEDS_THE_MACHINE and not detect().has_gpu
 
 
 def valid_edits(params: dict[str, Any]) -> list[Edit]:
@@ -340,7 +429,11 @@ def valid_edits(params: dict[str, Any]) -> list[Edit]:
         if key in NEEDS_ANOTHER_KEY:
             continue
         if isinstance(value, str) and choices:
-            out += [Edit("valid-choice", key, c, ()) for c in choices if c != value]
+            out += [
+                Edit("valid-choice", key, c, ())
+                for c in choices
+                if c != value and not _machine_lacks(c)
+            ]
         elif isinstance(value, int | float) and _is_number_field(model, name):
             bounds = _bounds(model, name)
             # half the value (twice where half passes the lower bound): a power of two stays one,
@@ -372,12 +465,15 @@ def verdict(edit: Edit, params: dict[str, Any], root: Path) -> str:
         path = root / name
         path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
         written.append(path)
-    (root / "params.yaml").write_text(yaml.safe_dump(edit.apply(params), sort_keys=False))
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml: ten times faster
+    (root / "params.yaml").write_text(yaml.dump(edit.apply(params), Dumper=dumper, sort_keys=False))
     try:
         with contextlib.chdir(root):
             validate_config("params.yaml")
     except UserError as exc:
         return f"refused: {exc}"
+    except Exception as exc:  # a user's edit must never reach a traceback
+        return f"traceback: {type(exc).__name__}: {exc}"
     finally:
         for path in written:
             path.unlink()
@@ -388,6 +484,8 @@ def problem(edit: Edit, outcome: str) -> str | None:
     """None where a bad edit was refused as it must be; else what is wrong."""
     if outcome == "accepted":
         return f"{edit}: accepted"
+    if outcome.startswith("traceback"):
+        return f"{edit}: {outcome}"
     message = outcome.removeprefix("refused: ")
     lacking = [part for part in edit.must_name if part not in message]
     if lacking:

@@ -44,10 +44,12 @@ LAYERS: list[tuple[str, str, list[str]]] = [
         [
             "quantbench",
             "errors",
+            "checks",
             "settings",
             "strict",
             "textfile",
             "fsutil",
+            "safetensors_header",
             "hfconfig",
             "machine_cache",
             "secrets",
@@ -75,7 +77,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     (
         "model",
         "the model, its merge and its answers checked",
-        ["model", "linear_names", "fidelity"],
+        ["model", "model_files", "linear_names", "fidelity"],
     ),
     (
         "variants",

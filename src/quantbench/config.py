@@ -35,6 +35,7 @@ from quantbench.params import (
     import_plugins,
     overlay,
     read_params,
+    yaml_boolean_hint,
 )
 from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.report.spec import ReportSettings
@@ -141,7 +142,10 @@ class Config(Settings):
                 )
             if pair.variant not in self.variants:
                 known = ", ".join(self.variants) or "none"
-                raise ValueError(f"{where}: no variant {pair.variant!r} under variants: ({known})")
+                raise ValueError(
+                    f"{where}: no variant {pair.variant!r} under variants: ({known}); name one "
+                    "of them, or add the variant under variants:"
+                )
             fmt = self.variants[pair.variant].format
             if not get_engine(pair.engine).serves(fmt):
                 raise ValueError(
@@ -182,7 +186,8 @@ def _variants(raw: Any, errors: list[str]) -> dict[str, Recipe]:
             model = get_format(entry["format"]).recipe_model
             errors.extend(describe_errors(exc, where, model))
         except (VariantSpecError, ValueError) as exc:
-            errors.append(f"{where}: {exc}")
+            fmt = entry.get("format") if isinstance(entry, dict) else None
+            errors.append(f"{where}: {exc}{yaml_boolean_hint(fmt, 'literal_error')}")
     return out
 
 

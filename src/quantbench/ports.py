@@ -7,6 +7,17 @@ import socket
 
 from quantbench.errors import UserError
 
+# What validate checks here, one line each: docs/FAULTS.md's table is made of these
+# (quantbench.checks; `python -m quantbench.validation --checks`).
+CHECKS_WHERE = "settings"
+CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "host",
+        "bench.host given with a port or as a URL, or neither an IP address nor a host name; an "
+        "address other machines reach unless bench.allow_non_loopback",
+    ),
+)
+
 
 class PortInUseError(UserError):
     """The port a server was asked to use is already taken."""
@@ -44,3 +55,33 @@ def is_loopback(host: str) -> bool:
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not an address a server can bind (None where it is one): a host given
+    with a port (``127.0.0.1:8000``; quantbench picks each server's port), a URL, or a name
+    that is neither an IP address nor a host name."""
+    import ipaddress
+    import re
+
+    if "://" in host:
+        return (
+            f"host {host!r} is a URL; give the address alone (e.g. 127.0.0.1): quantbench "
+            "starts each server on a free port of it"
+        )
+    bare, sep, port = host.rpartition(":")
+    if sep and port.isdigit() and (bare.count(":") == 0 or bare.startswith("[")):
+        address = bare.strip("[]")
+        return (
+            f"host {host!r} holds a port; give the address alone ({address}): quantbench "
+            "starts each server on a free port of it"
+        )
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    label = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+    if len(host) <= 253 and re.fullmatch(rf"{label}(\.{label})*", host):
+        return None
+    return f"host {host!r} is neither an IP address nor a host name; give one (e.g. 127.0.0.1)"

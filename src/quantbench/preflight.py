@@ -1,38 +1,32 @@
 """Checks that need more than params.yaml itself, run before any work starts.
 
 `load_config` validates the file on its own (types, ranges, names, pairs). These checks also look
-at what the params point to, so they run where a run begins (`make repro` calls
-`quantbench validate`, which calls them, before `dvc repro`; the `prepare` stage calls them too):
-
-- a data file that is not UTF-8, or a line of the training chats or held-out questions that their
-  reader refuses (read whole, by the reader its stage uses);
-- a local model folder or an adapter folder that does not exist;
-- a LoRA target module the model does not have (its linear layers, from its config alone);
-- an engine setting that reserves more memory than the machine has in all (vLLM's KV cache);
-- less free disk than the run's models take (the merge and every variant, each also copied into
-  DVC's cache);
-- a pair whose engine cannot serve its format on this machine (vLLM's build for a CPU without
-  AVX-512 has no 4-bit weight kernel: GPTQ and AWQ);
-- a group size that does not divide the model's layer widths (read from the model's config, or
-  from the embedded GGUF's metadata, without loading any weights);
-- a workload whose requests ask for more output tokens than an engine's context can hold, or
-  whose longest request (prompt words, history and answer: a lower bound in tokens) cannot fit
-  a bench pair's per-request context.
+at what the params point to and at this machine, so they run where a run begins (`make repro`
+calls `quantbench validate`, which calls them, before `dvc repro`; so does the `validate`
+stage): the data files read whole by their stages' readers and what they hold, the model folder's
+and the adopted adapter's files by their headers (nothing is loaded), the settings that cannot
+run together, the memory and disk a run needs, the engines this machine can serve with, each
+workload against each context. Each check registers itself with a line saying what it refuses
+(`quantbench.checks`): docs/FAULTS.md's "What validate checks" lists them all, generated.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import math
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from quantbench import checks
 from quantbench.bench.served_here import Unservable, not_served_here
 from quantbench.config import Config
 from quantbench.engines.registry import get_engine
-from quantbench.errors import UserError
+from quantbench.errors import UserError, shown
 
 
 class PreflightError(UserError):
@@ -128,6 +122,11 @@ def workload_sizes(config: Config) -> dict[str, WorkloadSize]:
     return out
 
 
+@checks.check(
+    "contexts",
+    "a workload's output length, or its longest request (prompt words, history and answer: a "
+    "lower bound in tokens), beyond a bench pair's per-request context or the model's",
+)
 def context_problems(
     sizes: dict[str, WorkloadSize], contexts: dict[str, tuple[int, str]]
 ) -> list[str]:
@@ -178,6 +177,11 @@ def _corpus_used(config: Config) -> bool:
     )
 
 
+@checks.check(
+    "data files",
+    "each data file params names missing, a folder, a named pipe or a device, not UTF-8, empty, "
+    "or with a line its stage's reader refuses (with the line)",
+)
 def data_problems(config: Config) -> list[str]:
     """The data files the stages will read: each must exist, be UTF-8 and hold something, and
     a file with a structure must be read whole by the reader its stage uses."""
@@ -201,9 +205,46 @@ def data_problems(config: Config) -> list[str]:
         except (UserError, ValueError) as exc:
             text = str(exc)
             found.append(text if text.startswith("data.") else f"data.{key}: {text}")
-    return found
+    return found + content_problems(config, found)
 
 
+@checks.check(
+    "data content",
+    "training chats with an empty turn or repeated; held-out questions empty, repeated, "
+    "accepting an empty string, or also asked in the training chats (how many lines, which)",
+)
+def content_problems(config: Config, found: list[str]) -> list[str]:
+    """What the training chats and held-out questions hold that parses but is wrong (each
+    file's reader has accepted it: ``found`` holds nothing about it)."""
+    from quantbench.data import chat_problems, jsonl_rows, overlap_problem, question_problems
+
+    def readable(key: str) -> bool:
+        return not any(f.startswith(f"data.{key}") for f in found)
+
+    out: list[str] = []
+    chats = None
+    if config.lora.train and readable("train"):
+        chats = jsonl_rows(config.data.train)
+        out += chat_problems(chats, "data.train", config.data.train)
+    if readable("heldout"):
+        questions = jsonl_rows(config.data.heldout)
+        out += question_problems(questions, "data.heldout", config.data.heldout)
+        if chats is not None:
+            overlap = overlap_problem(
+                questions,
+                chats,
+                ("data.heldout", "data.train"),
+                (config.data.heldout, config.data.train),
+            )
+            out += [overlap] if overlap else []
+    return out
+
+
+@checks.check(
+    "LoRA targets",
+    "a lora.target_modules name the model has no linear layer of (its layers built from its "
+    "config on torch's meta device)",
+)
 def lora_problems(config: Config, found: list[str]) -> list[str]:
     """LoRA's target modules against the model's linear layers (read from its config, on the
     meta device: no weights), where the pipeline trains an adapter."""
@@ -222,39 +263,208 @@ def lora_problems(config: Config, found: list[str]) -> list[str]:
     return [problem] if problem else []
 
 
+# Bits a weight takes at the least in each GGUF file type's name (Q4_K_M: 4; F16: 16): the
+# weights of a variant not built yet, from below (scales and the layers kept wider only add).
+def _variant_bits(recipe: Any) -> int:
+    bits = getattr(recipe, "bits", None)
+    if isinstance(bits, int):
+        return bits
+    gguf_type = getattr(recipe, "type", None)
+    if isinstance(gguf_type, str):
+        digits = "".join(ch for ch in gguf_type.split("_")[0] if ch.isdigit())
+        return int(digits) if digits else 16
+    return 8 if recipe.format == "w8a8" else 16
+
+
+@contextlib.contextmanager
+def stand_in_folder(config: Config) -> Iterator[tuple[Path, Path | None]]:
+    """A folder holding the model's config.json (a local folder's, or one made from the embedded
+    GGUF's metadata), and the embedded GGUF where there is one: what an engine reads of a
+    variant to count the cache its settings reserve, before any variant is built."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="quantbench-stand-in-") as tmp:
+        folder = Path(tmp)
+        gguf: Path | None = None
+        try:
+            if config.model.source == "local" and config.model.path is not None:
+                shutil.copyfile(Path(config.model.path) / "config.json", folder / "config.json")
+            elif config.model.source == "embedded":
+                from quantbench.formats.gguf import gguf_hparams
+                from quantbench.model import embedded_gguf_path
+
+                gguf = embedded_gguf_path()
+                h = gguf_hparams(
+                    gguf, "block_count", "embedding_length", "attention.head_count",
+                    "attention.head_count_kv", "context_length",
+                )  # fmt: skip
+                (folder / "config.json").write_text(
+                    json.dumps({
+                        "model_type": "llama", "num_hidden_layers": h["block_count"],
+                        "hidden_size": h["embedding_length"],
+                        "num_attention_heads": h["attention.head_count"],
+                        "num_key_value_heads": h["attention.head_count_kv"],
+                        "max_position_embeddings": h["context_length"],
+                    })
+                )  # fmt: skip
+        except (OSError, KeyError, ValueError, UserError):
+            pass  # the model's own problem, said by the model checks; caches count nothing
+        yield folder, gguf
+
+
+# The embedded GGUF's tensor names as Hugging Face's Llama names them (its shapes are listed
+# columns first: reversed, they are out x in as a safetensors file holds them).
+_GGUF_NAMES = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}  # fmt: skip
+
+
+def model_tensors(config: Config) -> dict[str, tuple[int, ...]] | None:
+    """The model's weights by name with their shapes (out x in), from headers only: a local
+    folder's safetensors files, or the embedded GGUF's tensor table in Hugging Face's names;
+    None for a hub model not downloaded yet."""
+    if config.model.source == "local" and config.model.path is not None:
+        from quantbench.safetensors_header import read_header
+
+        out: dict[str, tuple[int, ...]] = {}
+        for file in sorted(Path(config.model.path).glob("*.safetensors")):
+            out.update({n: t.shape for n, t in read_header(file).tensors.items()})
+        return out or None  # pickled weights only: their shapes are not known unloaded
+    if config.model.source == "embedded":
+        from quantbench.formats.gguf_header import read_header as read_gguf
+        from quantbench.model import embedded_gguf_path
+
+        out = {}
+        for t in read_gguf(embedded_gguf_path()).tensors:
+            parts = t.name.split(".")
+            if len(parts) == 4 and parts[0] == "blk" and parts[2] in _GGUF_NAMES:
+                name = f"model.layers.{parts[1]}.{_GGUF_NAMES[parts[2]]}.weight"
+                out[name] = tuple(reversed(t.shape))
+        return out
+    return None
+
+
+def model_name(config: Config) -> str | None:
+    """The model's own name, where it is known: the embedded one's, a hub id's, a local folder
+    in a hub cache (models--org--name/snapshots/...); None for a folder of any other name."""
+    from quantbench.model import EMBEDDED_NAME
+
+    if config.model.source == "embedded":
+        return EMBEDDED_NAME
+    if config.model.source == "hub" and config.model.hub_id:
+        return config.model.hub_id.rsplit("/", 1)[-1]
+    if config.model.source == "local" and config.model.path is not None:
+        for part in Path(config.model.path).resolve().parts:
+            if part.startswith("models--") and part.count("--") >= 2:
+                return part.rsplit("--", 1)[-1]
+    return None
+
+
+@checks.check(
+    "model folder",
+    "model.path not a folder, without config.json (and where one is), without a tokenizer or "
+    "a chat template, without weights or a shard its index names; a safetensors file "
+    "truncated or padded, or whose shapes and layer count disagree with config.json",
+)
+def model_problems(config: Config) -> list[str]:
+    """A local model folder, by its files' headers (nothing is loaded)."""
+    from quantbench.model_files import local_folder_problems
+
+    if config.model.source == "local" and config.model.path is not None:
+        return local_folder_problems(config.model.path)
+    return []
+
+
+@checks.check(
+    "adapter",
+    "lora.adapter_path (with lora.train: false) not a LoRA adapter folder, trained on a model "
+    "of another name, or whose matrices do not fit the model's modules (a module it lacks, "
+    "other widths, a rank other than its config's)",
+)
+def adapter_problems(config: Config, found: list[str]) -> list[str]:
+    """The adopted adapter against the model, from adapter_config.json and the two
+    safetensors headers (the adapter's, the model's)."""
+    from quantbench.lora.adopt import adapter_fit_problems
+
+    adapter = config.lora.adapter_path
+    if config.lora.train or adapter is None:
+        return []
+    tensors = None
+    if not any(f.startswith("model") for f in found):  # a broken model says so already
+        try:
+            tensors = model_tensors(config)
+        except (OSError, ValueError, UserError):
+            tensors = None
+    return adapter_fit_problems(adapter, tensors, model_name(config))
+
+
+@checks.check(
+    "memory",
+    "a bench pair's weights (at least their bits of the model) and what its settings reserve "
+    "(vLLM's kv_cache_gb, llama.cpp's context, transformers' continuous-batching blocks), "
+    "every sweep point, beyond this machine's memory in all (or a GPU's)",
+)
 def memory_problems(config: Config, total: int | None = None) -> list[str]:
-    """What each bench pair's engine reserves whatever the model (vLLM's KV-cache space on a CPU;
-    every sweep point) against this machine's memory in all: a setting that can never fit is
-    known before any work. The weights are not built yet and count nothing here; the server's
-    own check at start (engines/memory.py) adds them and holds the sum against what is free."""
+    """What each bench pair's server holds at the least, every sweep point, against this
+    machine's memory in all: its variant's weights (not built yet: the model's parameters at
+    the variant's bits, a lower bound) and what its settings reserve, counted by the engine
+    itself on a stand-in folder with the model's config (:func:`stand_in_folder`); on a GPU,
+    what the engine puts there, against the GPUs found. A setting that can never fit is known
+    before any work; the server's own check at start (engines/memory.py) holds the real sizes
+    against what is free."""
     from quantbench.engines.artifact import Artifact
-    from quantbench.engines.memory import GIB, total_bytes
+    from quantbench.engines.memory import GIB, gpu_shortfall, total_bytes
     from quantbench.engines.registry import get_engine
 
     total = total_bytes() if total is None else total
-    if total is None:
-        return []
+    try:
+        weights16 = model_weight_bytes(config) or 0
+    except (OSError, UserError, KeyError, ValueError):
+        weights16 = 0  # the model's own problem, said by the model checks
     found = []
-    for name, pair in config.bench.pairs.items():
-        recipe = config.variants.get(pair.variant)
-        if recipe is None:
-            continue  # an unknown variant is the config's own error
-        engine = get_engine(pair.engine)
-        stand_in = Artifact(pair.variant, recipe.format, Path("/nonexistent") / pair.variant)
-        points = config.pair_settings(name).sweep_points()
-        over: dict[str, list[str]] = {}  # what is reserved -> the sweep points that reserve it
-        for label, point in points:
-            needs = [n for n in engine.memory_needs(stand_in, point) if n[1] != "weights"]
-            if sum(n for n, _ in needs) > total:
-                parts = " + ".join(f"{what} = {n / GIB:.2f} GiB" for n, what in needs)
-                over.setdefault(parts, []).append(label)
-        for parts, labels in over.items():
-            where = "" if len(labels) == len(points) else f" (sweep points {', '.join(labels)})"
-            found.append(
-                f"bench.pairs.{name}{where}: {parts} reserved, more than this machine's "
-                f"{total / GIB:.1f} GiB of memory in all; lower it (a few GiB hold hundreds "
-                "of thousands of tokens of a small model)"
+    with stand_in_folder(config) as (folder, gguf):
+        for name, pair in config.bench.pairs.items():
+            recipe = config.variants.get(pair.variant)
+            if recipe is None:
+                continue  # an unknown variant is the config's own error
+            engine = get_engine(pair.engine)
+            stand_in = Artifact(
+                pair.variant, recipe.format, folder, gguf if recipe.format == "gguf" else None
             )
+            weights = weights16 * _variant_bits(recipe) // 16
+            points = config.pair_settings(name).sweep_points()
+            over: dict[str, list[str]] = {}  # what is held -> the sweep points that hold it
+            for label, point in points:
+                gpu = engine.gpu_memory_needs(stand_in, point)
+                reserved = [
+                    n for n in engine.memory_needs(stand_in, point) if "weights" not in n[1]
+                ]
+                needs = reserved if gpu is not None else [
+                    *([(weights, f"weights of {pair.variant} (at least)")] if weights else []),
+                    *reserved,
+                ]  # fmt: skip
+                if total is not None and sum(n for n, _ in needs) > total:
+                    parts = " + ".join(f"{what} = {n / GIB:.2f} GiB" for n, what in needs)
+                    over.setdefault(
+                        f"{parts}, more than this machine's {total / GIB:.1f} GiB of memory in "
+                        "all; lower what the settings reserve (a few GiB hold hundreds of "
+                        "thousands of tokens of a small model), or serve a smaller variant",
+                        [],
+                    ).append(label)
+                if gpu is not None:
+                    # the engine's own weights on the GPU are a stand-in's here: its reserves
+                    kept = tuple(n for n in gpu.needs if "weights" not in n[1])
+                    short = gpu_shortfall(
+                        dataclasses.replace(gpu, needs=kept), f"engines.{pair.engine}"
+                    )
+                    if short and kept:
+                        over.setdefault(short, []).append(label)
+            for why, labels in over.items():
+                where = "" if len(labels) == len(points) else f" (sweep points {', '.join(labels)})"
+                found.append(f"bench.pairs.{name}{where}: {why}")
     return found
 
 
@@ -290,15 +500,63 @@ def model_outputs(config: Config) -> list[Path]:
     ]
 
 
+def model_built(config: Config, folder: Path) -> bool:
+    """Whether ``folder`` (one of :func:`model_outputs`, in the project) holds the model this
+    config builds there: its record (model_info.json, variant.json) readable, naming this
+    config's model source or recipe, and its weights files present. An empty folder, a stale
+    one of another model or an interrupted copy is not built."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
+    from quantbench.schemas.variant import VariantRecord
+
+    try:
+        if folder.name == "base" and folder.parent.name == "models":
+            info = schema_io.read(folder / "model_info.json", BaseModelInfo)
+            source = info.source.model_dump(mode="json")
+            model = config.model
+            same = source.get("source") == model.source and (
+                model.source == "embedded"
+                or (model.source == "local" and source.get("path") == str(model.path))
+                or (
+                    model.source == "hub"
+                    and (source.get("hub_id"), source.get("revision"))
+                    == (model.hub_id, model.revision)
+                )
+            )
+            return same and all((folder / f).is_file() for f in info.weights_sha256)
+        if folder.name == "merged" and folder.parent.name == "models":
+            merged = schema_io.read(folder / "model_info.json", MergedModelInfo)
+            return bool(merged.weights_sha256) and all(
+                (folder / f).is_file() for f in merged.weights_sha256
+            )
+        record = schema_io.read(folder / "variant.json", VariantRecord, name=folder.name)
+        recipe = config.variants.get(folder.name)
+        weights = folder / record.weights_file
+        return (
+            recipe is not None
+            and record.recipe == recipe.model_dump(mode="json")
+            and weights.is_file()
+            and weights.stat().st_size == record.weights_bytes
+        )
+    except (UserError, OSError, ValueError):
+        return False
+
+
 def disk_needed(config: Config, weights: int, project: Path) -> int:
-    """Bytes the run still writes that scale with the model: each model folder not in
-    ``project`` yet (the prepared base, the merge, each variant: none bigger than the 16-bit
-    weights), in the workspace and in DVC's cache. A folder already there is on the disk
-    already: a rerun that changes a report setting asks for the headroom only."""
-    missing = [p for p in model_outputs(config) if not (project / p).exists()]
+    """Bytes the run still writes that scale with the model: each model folder in ``project``
+    not built yet (:func:`model_built`: the prepared base, the merge, each variant; none bigger
+    than the 16-bit weights), in the workspace and in DVC's cache. A folder that holds its
+    model is on the disk already: a rerun that changes a report setting asks for the headroom
+    only."""
+    missing = [p for p in model_outputs(config) if not model_built(config, project / p)]
     return DVC_COPIES * len(missing) * weights + DISK_HEADROOM
 
 
+@checks.check(
+    "disk",
+    "less free disk than the run still writes: the base, the merge and each variant not built "
+    "yet (a folder counts as built only when it holds that model), each also in DVC's cache",
+)
 def disk_problems(config: Config, free: int | None = None, where: Path | None = None) -> list[str]:
     """Less free space where the run writes (``where``: the project, the current folder) than
     what it still has to write: found now, not when a quantizer's save fails an hour in (a full
@@ -326,6 +584,96 @@ def disk_problems(config: Config, free: int | None = None, where: Path | None = 
     ]
 
 
+@checks.check(
+    "settings together",
+    "vLLM's max_num_batched_tokens below its model length with chunked prefill off; an SLO or "
+    "precision target on tpot or itl where every request asks one output token; an open-loop "
+    "point whose measured requests end before its ramp or stay below its max_concurrency; two "
+    "variants of one recipe",
+)
+def combination_problems(
+    config: Config, widths: Widths | None, sizes: dict[str, WorkloadSize]
+) -> list[str]:
+    """Settings each valid alone that cannot run together (``sizes``: each workload's requests,
+    :func:`workload_sizes`, for the workloads whose files could be read)."""
+    found: list[str] = []
+    model_len = widths.max_position_embeddings if widths is not None else None
+    for name in config.bench.pairs:
+        for label, point in config.pair_settings(name).sweep_points():
+            budget = getattr(point, "max_num_batched_tokens", None)
+            length = getattr(point, "max_model_len", None) or model_len
+            if getattr(point, "enable_chunked_prefill", None) is False and (
+                budget is not None and length is not None and budget < length
+            ):
+                where = "" if label == "default" else f" (sweep point {label})"
+                found.append(
+                    f"bench.pairs.{name}{where}: max_num_batched_tokens {budget} is below the "
+                    f"model length {length} with enable_chunked_prefill: false, and vLLM refuses "
+                    "to start so (a prompt must fit one step); raise max_num_batched_tokens to "
+                    f"at least {length}, lower max_model_len, or leave chunked prefill on"
+                )
+    found += [p for name, spec in config.workloads.items() for p in _workload_together(
+        name, spec, config.slo, sizes.get(name))]  # fmt: skip
+    seen: dict[str, str] = {}
+    for name, recipe in config.variants.items():
+        key = repr(sorted(recipe.model_dump(mode="json").items()))
+        if key in seen:
+            found.append(
+                f"variants.{name}: the same recipe as variants.{seen[key]} "
+                f"({recipe.model_dump(mode='json')}): the same weights would be built and "
+                "measured twice under two names; remove one, or change its recipe"
+            )
+        seen.setdefault(key, name)
+    return found
+
+
+PER_TOKEN = ("tpot", "itl")  # times between output tokens: a one-token answer has none
+
+
+def _workload_together(
+    name: str, spec: Any, default_slo: str, size: WorkloadSize | None
+) -> list[str]:
+    from quantbench.slo import parse_slo
+    from quantbench.workloads.spec import OpenLoop
+
+    found = []
+    where = f"workloads.{name}"
+    if size is not None and size.max_output <= 1:
+        text = spec.slo_text(default_slo)
+        limits = [c.metric for c in parse_slo(text)] if text.strip() else []
+        targets = [m for m, _, _ in spec.precision.parsed()] if spec.precision else []
+        for what, metrics in (("SLO", limits), ("precision target", targets)):
+            for metric in sorted(set(metrics) & set(PER_TOKEN)):
+                found.append(
+                    f"{where}: its {what} names {metric}, a time between output tokens, and "
+                    "every request asks for one output token: no request has a second, so "
+                    f"{metric} is never measured; raise the output length (max_tokens) or drop "
+                    f"the {metric} {what.split()[0]}"
+                )
+    for i, point in enumerate(spec.points):
+        if not isinstance(point, OpenLoop):
+            continue
+        n, seconds = spec.point_size(i)
+        label = spec.point_label(i)
+        cap = point.max_concurrency
+        if cap is not None and n is not None and n < cap:
+            found.append(
+                f"{where}.load.{i} ({label}): max_concurrency {cap} but {n} measured "
+                "requests: the cap is never reached, so the point never measures the load it "
+                f"names; set num_requests to at least {cap}, or lower max_concurrency"
+            )
+        window = seconds if seconds is not None else (n / point.rate if n else None)
+        if point.ramp_s and window is not None and window < point.ramp_s:
+            found.append(
+                f"{where}.load.{i} ({label}): ramp_s {point.ramp_s:g} but its measured requests "
+                f"arrive within {window:.3g} s (at {point.rate:g}/s): the point ends before its "
+                "ramp does, so it never measures the rate it names; lower ramp_s, or raise "
+                f"num_requests (to at least {math.ceil(2 * point.ramp_s * point.rate)}) or "
+                "duration_s"
+            )
+    return found
+
+
 def unservable_in_config(config: Config) -> Unservable:
     """Why each bench pair's engine cannot serve its variant on this machine (None: it can), from
     the validated config (the stages ask the same of raw params: served_here.unservable_in)."""
@@ -342,6 +690,11 @@ def unservable_in_config(config: Config) -> Unservable:
     return why
 
 
+@checks.check(
+    "engines here",
+    "a bench pair whose engine cannot serve its format on this machine (a kernel its build "
+    "lacks) and that no fallback pair stands in for",
+)
 def engine_problems(config: Config) -> list[str]:
     """Each bench pair whose engine serves its format in general but not on this machine (a
     kernel missing from the engine's build for this CPU) and that has no fallback pair to stand in
@@ -373,6 +726,10 @@ def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     return contexts
 
 
+@checks.check(
+    "served task",
+    "a standard lm-eval task unknown, or whose data is not on this machine",
+)
 def served_task_problems(config: Config) -> list[str]:
     """Standard lm-eval tasks that are unknown or whose data is not on this machine (the run
     reaches no hub): refused now rather than after hours of benchmarks."""
@@ -384,6 +741,10 @@ def served_task_problems(config: Config) -> list[str]:
     return standard_task_problems(served.standard_tasks)
 
 
+@checks.check(
+    "device",
+    "runtime.device or an engine's device cuda on a machine without an NVIDIA GPU",
+)
 def device_problems(config: Config) -> list[str]:
     """A device asked for that this machine does not have (runtime.device, an engine's own)."""
     from quantbench.accelerator import detect
@@ -406,33 +767,17 @@ def device_problems(config: Config) -> list[str]:
     ]
 
 
-def problems(config: Config) -> list[str]:
-    """Every problem found, each naming the key, the value and the fix."""
+@checks.check(
+    "variants",
+    "a group size that does not divide the model's widths (from its config or the embedded "
+    "GGUF's metadata); a calibration file a calibrating format needs, missing or empty",
+)
+def variant_problems(config: Config, widths: Widths | None) -> list[str]:
     from quantbench.formats.base import VariantSpecError
     from quantbench.formats.registry import get_format
-    from quantbench.model import ModelSourceError, check_local_folder
     from quantbench.quantize.build import check_calibration_file
 
-    found: list[str] = device_problems(config) + data_problems(config)
-    if config.model.source == "local" and config.model.path is not None:
-        try:
-            check_local_folder(config.model.path)
-        except ModelSourceError as exc:
-            found.append(str(exc))
-    if not config.lora.train and config.lora.adapter_path is not None:
-        adapter = config.lora.adapter_path
-        if not (adapter / "adapter_config.json").is_file():
-            found.append(
-                f"lora.adapter_path: {adapter} is not a peft adapter folder (no "
-                "adapter_config.json); give the adapter's folder or set lora.train: true"
-            )
-    found += lora_problems(config, found)
-    widths: Widths | None = None
-    try:
-        widths = model_widths(config)
-    except (OSError, KeyError, ValueError, ModelSourceError) as exc:
-        if not any(f.startswith("model.path") for f in found):  # that already explains it
-            found.append(f"model: cannot read the model's dimensions ({exc})")
+    found = []
     for name, spec in config.variants.items():
         try:
             check_calibration_file(name, spec, config.data.calibration)
@@ -440,18 +785,82 @@ def problems(config: Config) -> list[str]:
                 get_format(spec.format).validate_against_model(name, spec, widths)
         except VariantSpecError as exc:
             found.append(str(exc))
-    asked = 0
+    return found
+
+
+@checks.check(
+    "workload files",
+    "a workload's prompts, conversations or trace file: missing, a folder or a pipe, or a line "
+    "its reader refuses (with the line)",
+)
+def workload_problems(config: Config) -> tuple[list[str], dict[str, WorkloadSize]]:
+    """Each workload's traffic made as its stage makes it (its file read whole), and what its
+    requests ask of a context; the problems of those that cannot be made."""
+    from quantbench.data import path_problem
+
+    found: list[str] = []
     sizes: dict[str, WorkloadSize] = {}
     for name, spec in config.workloads.items():
+        path = getattr(spec.prompts, "path", None)
+        key = f"workloads.{name}.prompts.path"
+        if path is not None:
+            problem = path_problem(path, key)
+            if problem:
+                found.append(problem)
+                continue
         try:
-            one = workload_sizes(config.model_copy(update={"workloads": {name: spec}}))[name]
+            sizes[name] = workload_sizes(config.model_copy(update={"workloads": {name: spec}}))[
+                name
+            ]
         except (OSError, ValueError, UserError) as exc:
-            path = getattr(spec.prompts, "path", None)
-            where = f"workloads.{name}.prompts.path: {path}" if path else f"workloads.{name}"
+            where = f"{key}: {shown(path)}" if path else f"workloads.{name}"
             found.append(f"{where}: {exc}")
-            continue
-        sizes[name] = one
-        asked = max(asked, one.max_output)
+    return found, sizes
+
+
+@checks.check(
+    "outside the project",
+    "noted, not refused: a data or workload file outside the project (another clone of the "
+    "repository lacks it, so the run cannot be reproduced from it)",
+)
+def notes(config: Config, project: Path | None = None) -> list[str]:
+    """What validate says without refusing: each data and workload file outside ``project``
+    (the current folder, where relative paths start). A file kept elsewhere on purpose (a
+    shared dataset) is the user's call; the note says what it costs."""
+    from quantbench.data import outside_project
+
+    project = Path.cwd() if project is None else project
+    paths = [(f"data.{key}", getattr(config.data, key)) for key in ("train", "heldout",
+             "calibration", "eval")]  # fmt: skip
+    paths += [(f"data.corpus.{j}", p) for j, p in enumerate(config.data.corpus)]
+    paths += [
+        (f"workloads.{name}.prompts.path", spec.prompts.path)
+        for name, spec in config.workloads.items()
+        if getattr(spec.prompts, "path", None) is not None
+    ]
+    return [n for key, path in paths if (n := outside_project(path, key, project))]
+
+
+def problems(config: Config) -> list[str]:
+    """Every problem found, each naming the key, the value and the fix (each function called
+    here is a registered check: docs/FAULTS.md lists them)."""
+    from quantbench.model import ModelSourceError
+
+    found: list[str] = device_problems(config) + data_problems(config)
+    found += model_problems(config)
+    found += adapter_problems(config, found)
+    found += lora_problems(config, found)
+    widths: Widths | None = None
+    if not any(f.startswith("model") for f in found):  # a broken folder says so already
+        try:
+            widths = model_widths(config)
+        except (OSError, KeyError, ValueError, TypeError, ModelSourceError, UserError) as exc:
+            found.append(f"model: cannot read the model's dimensions ({exc})")
+    found += variant_problems(config, widths)
+    workload_found, sizes = workload_problems(config)
+    found += workload_found
+    asked = max((size.max_output for size in sizes.values()), default=0)
+    found += combination_problems(config, widths, sizes)
     found += memory_problems(config)
     found += disk_problems(config)
     found += engine_problems(config)

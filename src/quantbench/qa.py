@@ -38,10 +38,16 @@ def load_qa(path: str | Path) -> list[QAItem]:
             continue
         try:
             row = json.loads(line)
-            accept = tuple(str(a) for a in row["accept"])
+            # a null would be judged as the text "None": each field must be text itself
+            if not isinstance(row["accept"], list):  # a string's letters would each match
+                raise ValueError(f"'accept' is {row['accept']!r}, not a list of strings")
+            texts = [row["question"], row["answer"], *row["accept"]]
+            if not all(isinstance(t, str) for t in texts):
+                raise ValueError(f"a question, answer or accept string is not text: {texts!r}")
+            accept = tuple(row["accept"])
             if not accept:
                 raise ValueError("'accept' is empty")
-            items.append(QAItem(str(row["question"]), str(row["answer"]), accept))
+            items.append(QAItem(row["question"], row["answer"], accept))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(
                 f"{path}:{lineno}: expected a JSON object with 'question', 'answer' and a non-empty "

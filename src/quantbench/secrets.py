@@ -14,7 +14,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-REDACTED = "***"
+# (the one mark of a hidden secret, and the masking of NAME=value: in errors, below every
+# message that may hold one, and named here too, where secrets are handled)
+from quantbench.errors import REDACTED as REDACTED
+from quantbench.errors import mask_assignments as mask_assignments
+
+# What validate checks here, one line each: docs/FAULTS.md's table is made of these
+# (quantbench.checks; `python -m quantbench.validation --checks`).
+CHECKS_WHERE = "settings"
+CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "secrets",
+        "a secret written into params.yaml (copied into dvc.lock): a secret-named extra_env value, "
+        "a secret flag's value in extra_args, a secret_env entry written NAME=value (its value "
+        "never shown)",
+    ),
+)
+
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
 # Short flags that take a secret (their long names say so, they do not): llama.cpp's -hft is
 # --hf-token.
@@ -92,13 +108,43 @@ def redact_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str,
 
 
 def redact_mapping(data: object) -> object:
-    """A JSON-like structure with the values under secret-looking keys hidden (for printouts of
-    settings, e.g. `quantbench validate`)."""
+    """A JSON-like structure with the text under secret-looking keys hidden (for printouts of
+    settings, e.g. `quantbench validate`). What is hidden is a value that can be a secret: text
+    (an environment variable's, a header's). A number or a switch never is, whatever its key says
+    (``merge.min_next_token_agreement: 1.0`` is a share, shown as it is)."""
     if isinstance(data, Mapping):
         return {
-            k: (REDACTED if isinstance(k, str) and is_secret_name(k) and v else redact_mapping(v))
+            k: (
+                REDACTED
+                if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) and v
+                else redact_mapping(v)
+            )
             for k, v in data.items()
         }
     if isinstance(data, list):
         return [redact_mapping(v) for v in data]
     return data
+
+
+# An environment variable's name, as a shell takes it (what secret_env entries must be).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def secret_env_problem(names: Sequence[str]) -> str | None:
+    """Why entries of ``engines.<e>.secret_env`` are not variable names, or None. An entry
+    written ``NAME=value`` holds the secret itself, which params.yaml must never (DVC copies
+    params into dvc.lock): the message shows the name and hides the value."""
+    bad = [n for n in names if not ENV_NAME.fullmatch(n)]
+    if not bad:
+        return None
+    shown = ", ".join(repr(mask_assignments(n)) for n in bad)
+    assigned = [n.partition("=")[0] for n in bad if "=" in n]
+    fix = (
+        f"list the name alone (secret_env: [{assigned[0]}]) and export {assigned[0]}=... in the "
+        "environment quantbench runs in; the value written here is in params.yaml: remove it "
+        "there (and from git history, if committed)"
+        if assigned
+        else "give names of environment variables (letters, digits and _, not starting with a "
+        "digit)"
+    )
+    return f"secret_env: {shown} is not a variable name; {fix}"

@@ -24,3 +24,27 @@ def validate_config(path: str | Path) -> Config:
 def validate_all(path: str | Path) -> ValidationVerdict:
     config = validate_config(path)
     return ValidationVerdict(sections=list(type(config).model_fields))
+
+
+def checks_table() -> str:
+    """docs/FAULTS.md's table of what validate checks: every registered check (reading the
+    file, the settings, the preflight checks; importing this module registers them all)."""
+    from quantbench import checks, params, ports, secrets, settings
+
+    return checks.markdown_table(checks.registered([params, settings, secrets, ports]))
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="What `quantbench validate` checks.")
+    parser.add_argument(
+        "--checks", action="store_true", help="print docs/FAULTS.md's table of the checks"
+    )
+    args = parser.parse_args()
+    if args.checks:
+        print(checks_table())
+
+
+if __name__ == "__main__":
+    main()

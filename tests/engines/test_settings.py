@@ -232,3 +232,17 @@ def test_the_default_run_serves_in_what_this_cpu_computes_fastest(
         assert flag(argv, "--dtype") == want, name
         served += 1
     assert served >= 6  # bf16 on both engines, the 4-bit fallbacks, GPTQ, AWQ, W8A8 on vLLM
+
+
+def test_a_sweep_message_says_what_to_do_and_what_yaml_made_of_a_word() -> None:
+    """`sweep: {parallel: []}` said only that it had no values; `sweep: {flash_attn: [on]}` gave
+    pydantic's "Input should be 'on', 'off' or 'auto'" for the True YAML made of `on`."""
+    import pytest
+    from pydantic import ValidationError
+
+    from quantbench.engines.llamacpp import LlamaCppSettings
+
+    with pytest.raises(ValidationError, match=r"'parallel' has no values; give at least one"):
+        LlamaCppSettings(sweep={"parallel": []})
+    with pytest.raises(ValidationError, match=r"flash_attn=True is not valid: .*quote the word"):
+        LlamaCppSettings(sweep={"flash_attn": [True]})

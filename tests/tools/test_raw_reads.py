@@ -42,8 +42,9 @@ NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/data.py", "jsonl_rows"): "a user's data file (training chats, held-out "
     "questions), read again for what parses but is wrong",
     ("src/quantbench/lora/adopt.py", "adapter_fit_problems"): "peft's adapter_config.json",
-    ("src/quantbench/model.py", "_has_chat_template"): "a model folder's tokenizer_config.json",
-    ("src/quantbench/model.py", "_index_problems"): "a model folder's safetensors index",
+    ("src/quantbench/model_files.py", "_has_chat_template"): "a model folder's "
+    "tokenizer_config.json",
+    ("src/quantbench/model_files.py", "_index_problems"): "a model folder's safetensors index",
     ("src/quantbench/safetensors_header.py", "read_header"): "a safetensors header",
     ("src/quantbench/linear_names.py", "_linear_names"): "the machine's cache",
     ("src/quantbench/cli/load.py", "workload_from_args"): "a command-line value",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from quantbench.settings import Settings
+from quantbench.settings import Label, Settings
 
 PAIR_NAME = re.compile(r"^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$")
 
@@ -115,7 +115,7 @@ class BenchSettings(Settings):
     price_per_hour: float = Field(
         0.0, ge=0, description="Hardware price (currency/hour) for cost per million tokens."
     )
-    currency: str = Field("USD", description="Label for prices.")
+    currency: Label = Field("USD", description="Label for prices (letters, digits, $ € £ ¥).")
     host: str = Field(
         "127.0.0.1",
         description="Where servers bind: a loopback address (127.0.0.1, ::1) unless "
@@ -156,8 +156,11 @@ class BenchSettings(Settings):
 
     @model_validator(mode="after")
     def _loopback_unless_asked(self) -> BenchSettings:
-        from quantbench.ports import is_loopback
+        from quantbench.ports import host_problem, is_loopback
 
+        problem = host_problem(self.host)  # (a port, a URL: not the loopback question)
+        if problem:
+            raise ValueError(problem)
         if not is_loopback(self.host) and not self.allow_non_loopback:
             raise ValueError(
                 f"host {self.host!r} is not a loopback address: servers would be reachable from "

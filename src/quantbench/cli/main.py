@@ -17,6 +17,11 @@ def _validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.params) if args.no_preflight else validate_config(args.params)
     print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
+    if not args.no_preflight:
+        from quantbench.preflight import notes
+
+        for note in notes(config):  # said, not refused
+            print(f"  note: {note}")
     from quantbench.accelerator import detect, resolve_device
 
     if config.runtime.device != "cuda" or detect().has_gpu:  # (without --no-preflight: refused)

@@ -216,13 +216,22 @@ class EngineSettings(Settings):
                     f"sweep: {key!r} is not a setting of this engine; sweepable: {', '.join(allowed)}"
                 )
             if not values:
-                raise ValueError(f"sweep: {key!r} has no values")
+                raise ValueError(
+                    f"sweep: {key!r} has no values; give at least one, or leave {key} out of "
+                    "the sweep"
+                )
             for value in values:  # each value must be valid for its setting
                 try:
                     type(self).model_validate({**self.model_dump(exclude={"sweep"}), key: value})
                 except ValidationError as exc:
-                    reason = exc.errors(include_url=False)[0]["msg"]
-                    raise ValueError(f"sweep: {key}={value!r} is not valid: {reason}") from None
+                    from quantbench.params import yaml_boolean_hint
+
+                    error = exc.errors(include_url=False)[0]
+                    reason = str(error["msg"]) + yaml_boolean_hint(value, error["type"])
+                    # what may hold a secret is never echoed: arguments, environment, names
+                    shown = {"secret_env": repr(mask_assignments(value)), "extra_args": "[...]",
+                             "extra_env": "{...}"}.get(key, repr(value))  # fmt: skip
+                    raise ValueError(f"sweep: {key}={shown} is not valid: {reason}") from None
         return self
 
     ENGINE_DEFAULTS: ClassVar[dict[str, Any]] = {}

@@ -34,6 +34,13 @@ def load_chats(path: str | Path) -> list[list[dict[str, str]]]:
             raise UserError(
                 f'{path}:{lineno}: expected {{"messages": [{{"role", "content"}}, ...]}} ({exc})'
             ) from None
+        # a null or a number would reach the template as the text "None" or "3"
+        bad = [i for i, m in enumerate(messages) if not isinstance(m["content"], str)]
+        if bad:
+            raise UserError(
+                f"{path}:{lineno}: message {bad[0]}'s content is "
+                f"{messages[bad[0]]['content']!r}, not text; write the turn's text"
+            )
         if not messages or roles[-1] != "assistant":
             raise UserError(f"{path}:{lineno}: a training chat must end with an assistant turn")
         chats.append(messages)

@@ -31,6 +31,7 @@ Every line is checked; a bad one is an error naming the file, the line and what 
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -63,14 +64,33 @@ def _lines(path: Path) -> list[tuple[str, Any]]:
             )
         rows.append((where, row))
     if not rows:
-        raise WorkloadFileError(f"workload file {path} has no lines")
+        raise WorkloadFileError(
+            f"workload file {path} has no lines; give one JSON object a line (docs/LOAD.md)"
+        )
     return rows
 
 
+# More tokens than any model's context: a length past it is a typo, and making its prompt
+# would take the machine's memory before any check could refuse it.
+MAX_LENGTH = 1 << 24
+
+
 def _positive_int(value: Any, where: str, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise WorkloadFileError(f"{where}: {what} must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_LENGTH:
+        raise WorkloadFileError(
+            f"{where}: {what} must be a positive integer (at most {MAX_LENGTH:,}), got {value!r}"
+        )
     return value
+
+
+def _seconds(value: Any) -> bool:
+    """Whether ``value`` is a number of seconds (or milliseconds) >= 0: finite, not a switch."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 def read_conversations(
@@ -95,15 +115,18 @@ def read_conversations(
                     f"{where}: message {i} must be an object with 'role' and 'content'"
                 )
             role, content = msg["role"], msg["content"]
-            if not isinstance(content, str):
-                raise WorkloadFileError(f"{where}: message {i} content must be text")
+            if not isinstance(content, str) or (role == "user" and not content.strip()):
+                raise WorkloadFileError(
+                    f"{where}: message {i} content must be text (a user turn's not empty), "
+                    f"got {content!r}"
+                )
             if role == "system":
                 if i != 0:
                     raise WorkloadFileError(f"{where}: a system message may only come first")
                 system = content
             elif role == "user":
                 think = msg.get("think_s", 0.0)
-                if not isinstance(think, int | float) or isinstance(think, bool) or think < 0:
+                if not _seconds(think):
                     raise WorkloadFileError(
                         f"{where}: message {i} think_s must be seconds >= 0, got {think!r}"
                     )
@@ -154,28 +177,39 @@ def read_trace(
     for n, (where, row) in enumerate(rows):
         if "timestamp" in row:
             stamp = row["timestamp"]
-            if not isinstance(stamp, int | float) or isinstance(stamp, bool) or stamp < 0:
+            if not _seconds(stamp):
                 raise WorkloadFileError(f"{where}: timestamp must be milliseconds >= 0")
             at = float(stamp) / 1000.0
         elif "arrival_s" in row:
             at = row["arrival_s"]
-            if not isinstance(at, int | float) or isinstance(at, bool) or at < 0:
+            if not _seconds(at):
                 raise WorkloadFileError(f"{where}: arrival_s must be seconds >= 0")
             at = float(at)
         else:
-            raise WorkloadFileError(f"{where}: needs 'timestamp' (ms) or 'arrival_s' (s)")
+            raise WorkloadFileError(
+                f"{where}: needs 'timestamp' (ms) or 'arrival_s' (s); give the request's arrival"
+            )
         if arrivals and at < arrivals[-1]:
             raise WorkloadFileError(
                 f"{where}: arrivals must not go back in time ({at:g} s after {arrivals[-1]:g} s)"
             )
         output = _positive_int(row.get("output_length"), where, "output_length")
         text = row.get("text", row.get("prompt"))
-        if text is not None and not isinstance(text, str):
-            raise WorkloadFileError(f"{where}: text must be a string")
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise WorkloadFileError(f"{where}: text must be a non-empty string, got {text!r}")
         if text is None:
             n_in = _positive_int(row.get("input_length"), where, "input_length")
+            ids = row.get("hash_ids") or []
+            if not isinstance(ids, list) or not all(
+                isinstance(h, int | str) and not isinstance(h, bool) for h in ids
+            ):
+                raise WorkloadFileError(
+                    f"{where}: hash_ids must be a list of block ids (integers or strings), got "
+                    f"{ids!r}"
+                )
+            _positive_int(block_tokens * max(1, len(ids)), where, "hash_ids x block_tokens")
             parts = []
-            for hid in row.get("hash_ids") or []:
+            for hid in ids:
                 if hid not in blocks:
                     blocks[hid] = corpus.text(block_tokens, random.Random(f"{seed}-{hid}"))
                 parts.append(blocks[hid])

@@ -95,13 +95,17 @@ def _item_from_row(row: object, where: str, spec: DatasetPrompts) -> PromptItem:
     if messages is not None and (
         not isinstance(messages, list)
         or not messages
-        or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages)
+        or not all(
+            isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str)
+            for m in messages
+        )
     ):
         raise DatasetError(
-            f"{where}: 'messages' must be a non-empty list of {{'role': ..., 'content': ...}}"
+            f"{where}: 'messages' must be a non-empty list of {{'role': ..., 'content': ...}}, "
+            "each content text"
         )
-    if prompt is not None and not isinstance(prompt, str):
-        raise DatasetError(f"{where}: 'prompt' must be a string")
+    if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+        raise DatasetError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}")
     max_tokens = (
         spec.max_tokens if spec.override_max_tokens else row.get("max_tokens", spec.max_tokens)
     )
