@@ -295,9 +295,9 @@ def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Pa
 
     servers, points, _ = row()
     assert (servers, points) == ("2", "6")
-    report = examples.quality_report("gguf-q4_k_m", 26.0, 0.3, 0.7, 5)  # ratio 1.62
+    report = examples.quality_report("gguf-q4_k_m", 26.0, 0.3, 0.7, 5)  # KL 0.3, limit 0.15
     report = report.model_copy(update={"name": "gguf-q8_0"})
     schema_io.write(quality / "gguf-q8_0.json", report)
     servers, points, out = row()
     assert (servers, points) == ("1", "2")  # one setting, each workload's first load
-    assert "gguf-q8_0-llamacpp: screened, perplexity ratio" in out
+    assert "gguf-q8_0-llamacpp: screened, mean KL divergence" in out

@@ -21,9 +21,9 @@ def test_the_default_run_screens_a_variant_shown_beyond_the_gate() -> None:
     params = _params()
     bench = section(params, "bench", BenchSettings)
     assert bench.quality_gated == "screen"
-    gptq = examples.quality_report("gptq-w4g64", ppl=19.24)  # ratio 1.20, limit 1.10
+    gptq = examples.quality_report("gptq-w4g64", ppl=19.24)  # KL 0.182, limit 0.15
     why = screened_by_quality(params, bench, gptq)
-    assert why is not None and "perplexity ratio" in why
+    assert why is not None and "mean KL divergence" in why
     close = examples.quality_report("gguf-q4_k_m", 16.3, 0.02, 0.97, 12)
     assert screened_by_quality(params, bench, close) is None
     assert screened_by_quality(params, bench, None) is None  # not evaluated: measured in full
