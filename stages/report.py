@@ -77,7 +77,8 @@ def main() -> None:
             continue  # extra profiles are in the files
         verdicts.append(
             f"{key}: deploy {best['variant']} on {best['engine']}"
-            if best.get("status") == "ok"
+            + (", provisionally (see summary.md)" if best.get("status") == "provisional" else "")
+            if best.get("status") != "none"
             else f"{key}: no configuration meets its SLO and every check"
         )
     print(f"report: {'; '.join(verdicts) or 'no workload measured'}")

@@ -2,8 +2,11 @@
 
 Checks: no console error and no uncaught exception, not a single network request besides the
 file itself (every other request is also aborted), every main chart drawn with visible marks, the
+first screen holds each workload's status, recommendation, chart and compact table, the
 explorer and the selects redraw, the print layout renders; keeps a screenshot and a PDF of the
-page in build/test-artifacts/report/ (or $QB_TEST_ARTIFACTS).
+page in build/test-artifacts/report/ (or $QB_TEST_ARTIFACTS), and the first screen of the
+fixture before the decide stage ran (chat provisional) as ``report-first-screen.png``, the
+picture docs/REPORT.md shows (docs/report-screenshot.png).
 
 Chromium is Debian's ``chromium`` package, driven by Playwright over CDP (no browser download).
 `make test` installs it; where it is missing and this process may use apt-get (root), the test
@@ -17,6 +20,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +28,7 @@ from quantbench.report.build import build_report
 from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 
-from .conftest import FIXTURE_PROFILES, FIXTURE_SLO, FIXTURE_WORKLOADS
+from .conftest import FIXTURE_PROFILES, FIXTURE_SLO, FIXTURE_WORKLOADS, build_fixture_tree
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +53,24 @@ MAIN_CHARTS = (
     "chart-dist",
     "chart-estimate",
 )
+FIRST_SCREEN_CHARTS = ("chart-overview-details-chat", "chart-overview-details-multi-turn")
+
+FIRST_SCREEN = """() => {
+  const h = window.innerHeight;
+  return [...document.querySelectorAll('#overview .ov')].map((card) => {
+    const box = (sel) => { const el = card.querySelector(sel); return el ? el.getBoundingClientRect() : null; };
+    const parts = {status: box('.status'), headline: box('.ov-headline'), chart: box('.ov-chart'),
+                   table: box('table.compact')};
+    return {
+      status: card.querySelector('.status').textContent.trim(),
+      headline: card.querySelector('.ov-headline').textContent.trim(),
+      points: card.querySelectorAll('.ov-chart .scatterlayer path.point').length,
+      rows: card.querySelectorAll('table.compact tbody tr').length,
+      verdicts: [...card.querySelectorAll('table.compact .verdict')].map((v) => v.textContent),
+      visible: Object.fromEntries(Object.entries(parts).map(([k, r]) => [k, !!r && r.top >= 0 && r.bottom <= h && r.width > 0])),
+    };
+  });
+}"""
 
 
 def _find_chromium() -> str | None:
@@ -154,14 +176,24 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
             )
             state = page.evaluate("window.qbReport")
             assert state["failures"] == [], state
-            assert state["expected"] == len(MAIN_CHARTS)
+            assert state["expected"] == len(MAIN_CHARTS) + len(FIRST_SCREEN_CHARTS)
 
-            for chart in MAIN_CHARTS:
+            for chart in (*MAIN_CHARTS, *FIRST_SCREEN_CHARTS):
                 marks = page.evaluate(DRAWN_MARKS, chart)
                 assert not marks.get("missing"), f"{chart} is not in the page"
                 assert marks["drawn"] and marks["svg"] >= 1 and marks["traces"] >= 1, (chart, marks)
                 assert marks["points"] + marks["lines"] + marks["boxes"] > 0, (chart, marks)
                 assert marks["width"] > 300, (chart, marks)
+            # the first screen, without scrolling: per workload its status, its recommendation,
+            # its chart (drawn, a marker per pair measured) and its compact table
+            cards = page.evaluate(FIRST_SCREEN)
+            assert [c["status"] for c in cards] == ["decided", "decided"], cards
+            assert cards[0]["headline"].startswith("★ Deploy bf16 on transformers"), cards
+            assert cards[1]["headline"].startswith("★ Deploy gguf-q4_k_m on llamacpp"), cards
+            for card in cards:
+                assert all(card["visible"].values()), card
+                assert card["rows"] == 3 and card["verdicts"][0] == "winner", card
+                assert card["points"] >= 2, card
             # the recommendation per workload is on top, the star on the Pareto chart
             recommendation = page.inner_text("#recommendation")
             assert "Deploy bf16 on transformers" in recommendation  # chat
@@ -204,6 +236,7 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
             page.pdf(path=str(artifacts / "report-fixture.pdf"), format="A4", landscape=True)
         finally:
             context.close()
+        first_screen(pw, binary, tmp_path, artifacts)
     elapsed = time.monotonic() - started
 
     assert console_errors == [], console_errors
@@ -211,4 +244,39 @@ def test_report_in_headless_chromium(fixture_tree: Path, tmp_path: Path) -> None
     assert requests == [page_url], f"network requests besides the file: {requests}"
     assert blocked == []
     assert (artifacts / "report-fixture.png").stat().st_size > 10_000
+    assert 10_000 < (artifacts / "report-first-screen.png").stat().st_size < 300_000
     print(f"browser check took {elapsed:.1f} s; screenshots in {artifacts}")
+
+
+def first_screen(pw: Any, binary: str, tmp_path: Path, artifacts: Path) -> None:
+    """The fixture before the decide stage ran: chat's decision is provisional, and its first
+    screen says so, with what would settle it, beside multi-turn's decided one (1400 x 1000,
+    the picture in docs/REPORT.md)."""
+    tree = build_fixture_tree(tmp_path / "unconfirmed", confirm=False)
+    out = tmp_path / "unconfirmed-reports"
+    settings = ReportSettings(profiles=FIXTURE_PROFILES, quality={})
+    build_report(
+        load_inputs(tree), slo=FIXTURE_SLO, settings=settings, workloads=FIXTURE_WORKLOADS
+    ).write(out)
+    context = pw.chromium.launch_persistent_context(
+        str(tmp_path / "profile-first-screen"), executable_path=binary, headless=True,
+        args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000}, offline=True,
+    )  # fmt: skip
+    try:
+        page = context.new_page()
+        page.goto((out / "index.html").resolve().as_uri(), wait_until="load")
+        page.wait_for_function(
+            "window.qbReport && window.qbReport.drawn >= window.qbReport.expected",
+            timeout=60_000,
+        )
+        cards = page.evaluate(FIRST_SCREEN)
+        assert [c["status"] for c in cards] == ["provisional", "decided"], cards
+        assert "The variant and engine are unsettled" in cards[0]["headline"], cards
+        assert "unsettled" in cards[0]["verdicts"], cards
+        settle = page.locator("#overview .ov-open").first.bounding_box()
+        assert settle is not None and settle["y"] + settle["height"] <= 1000
+        for card in cards:
+            assert all(card["visible"].values()), card
+        page.screenshot(path=str(artifacts / "report-first-screen.png"))
+    finally:
+        context.close()

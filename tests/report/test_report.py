@@ -420,7 +420,9 @@ def test_best_config_per_workload(files, inputs) -> None:
         "multi-turn:strict",
     ]  # fmt: skip
     chat, multi = config["chat"], config["multi-turn"]
-    assert (chat["status"], chat["variant"], chat["engine"]) == ("ok", "bf16", "transformers")
+    # a tie settled by quality is a decision (best_config.json's status is the decision's)
+    assert (chat["status"], chat["variant"], chat["engine"]) == ("decided", "bf16", "transformers")
+    assert chat["unsettled"] == [] and chat["headline"].startswith("Deploy bf16 on transformers")
     # the fine-tune's task through the chosen pair's server, with its interval, in the file
     task = chat["served_task"]
     assert task["verdict"] == "agrees" and task["harness"] == "lm-evaluation-harness 0.4.13"

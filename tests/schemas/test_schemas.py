@@ -157,6 +157,7 @@ def _version_zero(output: StageOutput) -> dict[str, Any]:
             for t in data["ties"]
         ]
         data["decision"] = data["decision"] or {}
+        data["status"] = "ok"  # before version 2: every recommendation, provisional or not
     if isinstance(output, EnvInfo):  # before version 2: vLLM's environment alone
         data["vllm_env"] = data.pop("engine_envs").get("vllm")
         # before version 3: nvidia-smi's text per GPU, no accelerator record
@@ -327,8 +328,8 @@ PINNED: dict[str, str] = {
     "SessionSummary": "v6:3d9d0a8eeee726d6",  # v6: the GPUs' counters per point (v5: summary typed)
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
-    "Recommended": "v1:f30ab9462085f9cb",  # a best_config.json entry (was format_version 3)
-    "NoneFound": "v1:b061014d7413b74a",
+    "Recommended": "v2:99e363619a0163a4",  # a best_config.json entry; v2: decided / provisional
+    "NoneFound": "v2:9a2645ba94819dcd",
     "ReportMetrics": "v1:a409d1b8d6c2cb16",  # DVC's metrics; v1: ranked_low/_high  # a best_config.json entry with nothing to recommend
     "PairSummary": "v10:b35db24fbb939707",  # v10: the GPUs' counters per row (v9: race stops)
     "ConfirmFile": "v1:17488bacaf0fc24d",  # the decide stage's confirming rounds
@@ -390,6 +391,54 @@ def test_a_version_4_session_keeps_its_copy_of_the_workload_summary(outputs, tmp
     data["workload_summary"] = {}
     path.write_text(json.dumps(data), encoding="utf-8")
     assert schema_io.read(path, SessionSummary, **NAMES).workload_summary is None
+
+
+def test_a_version_1_recommendation_reads_with_the_status_its_decision_had(outputs) -> None:
+    """Version 1 wrote status "ok" for every recommendation, a provisional one too (the default
+    run's two "not yet separable" decisions read "ok"): version 2 takes the status from the
+    decision, rebuilds the headline, and names the rows left open."""
+    current = _dump(outputs[Recommended])
+    old = {k: v for k, v in current.items() if k not in ("headline", "unsettled")}
+    old.update(schema_version=1, status="ok")
+    decided = schema_io.parse(old, Recommended, "best_config.json [chat]")
+    assert (decided.status, decided.unsettled) == ("decided", [])
+    assert decided.headline == (
+        "Deploy bf16 on transformers (continuous_batching=on; measured at load c4)."
+    )
+    winner = f"{old['pair']}/{old['server_point']}/chat/c4"
+    contender = "bf16-transformers/continuous_batching=off/chat/c4"
+    old["decision"] = {
+        **old["decision"], "status": "not separable", "contenders": [winner, contender],
+        "comparisons": [{"key": contender, "verdict": "not yet separable", "source": "rows",
+                         "ratio": 0.947, "low": 0.869, "high": 1.032, "confidence": 0.95}],
+    }  # fmt: skip
+    provisional = schema_io.parse(old, Recommended, "best_config.json [chat]")
+    assert provisional.status == "provisional"
+    (open_,) = provisional.unsettled
+    assert (open_.key, open_.why, open_.comparison) == (
+        contender,
+        "not yet separable",
+        "0.947x [0.869, 1.032]",
+    )
+    assert open_.label == "bf16-transformers · continuous_batching=off · c4"
+    assert provisional.headline.startswith("Provisional: deploy bf16 on transformers")
+    assert "Unsettled: bf16-transformers · continuous_batching=off · c4" in provisional.headline
+    nothing = {**_dump(outputs[NoneFound]), "schema_version": 1}
+    assert (
+        schema_io.parse(nothing, NoneFound, "best_config.json [chat:strict]") == outputs[NoneFound]
+    )
+
+
+def test_a_recommendation_status_says_what_each_value_means() -> None:
+    """Scripts read best_config.json's status: its schema says what each value means."""
+    schema = Recommended.model_json_schema()["properties"]["status"]
+    assert set(schema["enum"]) == {"decided", "provisional"}
+    for word in ("decided:", "provisional:", "none", "unsettled", "not separable"):
+        assert word in schema["description"], word
+    assert (
+        NoneFound.model_json_schema()["properties"]["status"]["description"]
+        == schema["description"]
+    )
 
 
 def test_a_version_3_quality_report_reads_unchanged_as_version_4(outputs) -> None:

@@ -6,9 +6,11 @@ is written here and what ``quantbench gather`` reads): the winning variant and e
 server settings, the exact command line and environment the bench stage started it with, the load
 it was measured at, its figures each with its confidence interval (or ``too_few``), the sample,
 the load it reached, its checks, each SLO constraint's verdict, memory, the quality given up
-against the merged model, the rule that decided and the configurations it is tied with. A
-workload nothing is ranked for has ``status: "none"``, its ``reason``, and the nearest miss per
-pair with its flags.
+against the merged model, the rule that decided and the configurations it is tied with. Its
+``status`` is the decision's: ``decided``, or ``provisional`` with ``unsettled`` naming every row
+still open and what more measurement would settle it (:mod:`quantbench.report.status`), and its
+``headline`` is summary.md's bold line. A workload nothing is ranked for has ``status:
+"none"``, its ``reason``, and the nearest miss per pair with its flags.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 from quantbench.report.deploy import deploy_entry
 from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs, clean_json
 from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.report.recommend import winner_headline
+from quantbench.report.status import Settlement, settlement
 from quantbench.report.tables import (
     QualityDelta,
     QualityReference,
@@ -32,7 +36,7 @@ from quantbench.schemas.best_config import CURRENT, NoneFound, Recommended
 # intervals, ties and the deciding rule; 3 the decision (each row against the leader with the
 # interval on their ratio, trade-offs, stability over resamples, the status); then the schema's
 # version 1 (schemas.best_config: schema_version for format_version, a tie's figure under
-# `figure`).
+# `figure`); 2 the status decided / provisional for "ok", the headline, the rows unsettled.
 
 
 def _quality(delta: QualityDelta) -> dict[str, Any]:
@@ -121,6 +125,14 @@ def decision_json(profile: Profile) -> dict[str, Any] | None:
     }
 
 
+def _unsettled(settled: Settlement) -> list[dict[str, Any]]:
+    return [
+        {"key": o.key, "label": o.label, "why": o.why, "differs": list(o.differs),
+         "comparison": o.comparison, "to_settle": o.to_settle}
+        for o in settled.open
+    ]  # fmt: skip
+
+
 def _winner(
     inputs: ReportInputs, profile: Profile, judged: JudgedRow, reference: QualityReference
 ) -> dict[str, Any]:
@@ -132,8 +144,11 @@ def _winner(
     argv = row.command or (server.command if server else [])
     env = row.env or (server.env if server else {})
     metric = profile.ranked_by
+    settled = settlement(inputs, profile)
     return {
-        "status": "ok",
+        "status": settled.status,
+        "headline": winner_headline(judged, metric, settled),
+        "unsettled": _unsettled(settled),
         "schema_version": CURRENT,
         "workload": profile.workload,
         "profile": profile.name,

@@ -21,6 +21,14 @@ from quantbench.report.estimates import (
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
+from quantbench.report.overview import (
+    VERDICTS,
+    OverviewRow,
+    anchor,
+    compact_cells,
+    compact_header,
+    overview_rows,
+)
 from quantbench.report.profiles import (
     JudgedRow,
     Profile,
@@ -149,6 +157,13 @@ class WorkloadSection:
     """How many planning figures the estimate got within ±25 %, and what missed (band_summary)."""
     edges: list[str] = field(default_factory=list)
     """The SLO edge predicted against measured, per pair and setting (edge_rows)."""
+    overview: list[OverviewRow] = field(default_factory=list)
+    """The first screen's rows: each pair, then every row the decision names (overview)."""
+
+    @property
+    def anchor(self) -> str:
+        """The fragment of the workload's details below the first screen."""
+        return anchor(self.name)
 
     @property
     def name(self) -> str:
@@ -298,6 +313,11 @@ def _sections(
         )  # fmt: skip
         extra = [by_key[p.key] for p in profiles if p.workload == w and not p.is_default]
         gains = [g.text() for g in tuning_gains(inputs, profile)]
+        rows = overview_rows(inputs, profile, by_key[profile.key].lines, settings.quality_axis)
+        views[w]["overview"] = charts.overview_scatter(
+            rows, profile.ranked_by, settings.quality_axis, colors,
+            f"{w}: {METRICS[profile.ranked_by].label.lower()} against quality", height=230,
+        )  # fmt: skip
         sections.append(
             WorkloadSection(
                 profile,
@@ -308,6 +328,7 @@ def _sections(
                 gains,
                 band_summary(est_rows),
                 [e.text for e in edge_rows(inputs, profile)],
+                rows,
             )
         )
     _fill(views)
@@ -416,6 +437,10 @@ def build_report(
         "pairs": [s for _, s in sorted(inputs.pairs.items())],
         "variants": variant_rows(inputs),
         "params_json": json.dumps(params or {}, indent=2, sort_keys=True, default=str),
+        "quality_axis": settings.quality_axis,
+        "compact_cells": compact_cells,
+        "compact_header": compact_header,
+        "verdict_words": VERDICTS,
     }
     data = {
         "template": charts.template_json(),
@@ -441,6 +466,8 @@ def build_report(
             inputs.not_served,
             inputs.imported,
             inputs.screened,
+            {x.name: x.overview for x in sections},
+            settings.quality_axis,
         ),
         BEST_CONFIG: _json_text(config),
         METRICS_JSON: _json_text(metrics),

@@ -19,12 +19,14 @@ import plotly.io as pio
 
 from quantbench.report.estimates import EstimateRow
 from quantbench.report.inputs import PointKey, ReportInputs, clean_json
+from quantbench.report.overview import OverviewRow, metric_header
 from quantbench.report.pareto import front
 from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.tables import (
     METRICS,
     PairLine,
     PointRow,
+    mib,
     quality_value,
     served_task_accuracy,
 )
@@ -242,6 +244,100 @@ def pair_points(lines: Sequence[PairLine], inputs: ReportInputs, workload: str) 
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the first screen's chart: the ranked figure against quality, marker area memory
+
+GREYED = "#b8bec5"
+
+
+def _marker_size(memory: float | None, top: float) -> float:
+    """A marker's diameter, its area following peak memory against the largest shown (up to
+    40 px; 16 where it is unknown)."""
+    return 40 * float(np.sqrt(memory / top)) if memory and top > 0 else 16.0
+
+
+def overview_scatter(
+    rows: Sequence[OverviewRow],
+    metric: str,
+    quality_key: str,
+    colors: dict[str, str],
+    title: str,
+    height: int = 300,
+) -> dict[str, Any]:
+    """Each configuration of the first screen: its ranked figure (with its interval) against its
+    variant's quality, marker area its server's peak memory; rows that may not be recommended
+    (SLO missed or undecided, a check failed, the quality gate) greyed; the winner ringed in gold
+    and starred."""
+    pts = [r for r in rows if r.quality is not None and r.value(metric) is not None]
+    top = max((r.memory_bytes or 0 for r in pts), default=0)
+    fig = go.Figure()
+    for grey in (True, False):
+        mine = [r for r in pts if r.grey == grey]
+        if not mine:
+            continue
+        ivs = [r.interval(metric) for r in mine]
+        ys = [r.value(metric) or 0.0 for r in mine]
+        fig.add_trace(
+            go.Scatter(
+                x=[r.quality for r in mine],
+                y=ys,
+                mode="markers+text",
+                name="may not be recommended" if grey else "rankable",
+                # the compact table's letters; the winner's starred, its marker ringed in gold
+                # (a star over it would hide the memory its size shows)
+                text=[esc(r.mark + (" ★" if r.verdict == "winner" else "")) for r in mine],
+                textposition="middle right",
+                textfont={"size": 13, "color": "#8a929b" if grey else "#1d232a"},
+                marker={
+                    "size": [max(8.0, _marker_size(r.memory_bytes, top)) for r in mine],
+                    "color": [GREYED if grey else colors.get(r.pair, PALETTE[0]) for r in mine],
+                    "opacity": 0.55 if grey else 0.85,
+                    "line": {
+                        "width": [3 if r.verdict == "winner" else 1 for r in mine],
+                        "color": [
+                            BEST_COLOR if r.verdict == "winner" else "#6b737b" if grey else "#333"
+                            for r in mine
+                        ],
+                    },
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [iv[1] - y if iv else 0 for iv, y in zip(ivs, ys, strict=True)],
+                    "arrayminus": [y - iv[0] if iv else 0 for iv, y in zip(ivs, ys, strict=True)],
+                    "color": "#8a929b" if grey else "#555",
+                    "thickness": 1.2,
+                    "width": 0,  # no caps: inside a marker they read as a glyph
+                },
+                hovertext=[
+                    f"<b>{esc(r.label)}</b> ({esc(r.where)})<br>{esc(METRICS[metric].label)}: "
+                    f"{esc(r.figure(metric))}<br>{esc(METRICS[quality_key].label)}: "
+                    f"{_fmt(r.quality)}<br>peak memory: {esc(mib(r.memory_bytes))}<br>"
+                    f"verdict: {esc(r.verdict)}"
+                    for r in mine
+                ],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
+    layout = _layout(title, axis_title(quality_key), metric_header(metric))
+    # the card above says which workload: no title, the whole height for the points
+    layout.update(height=height, margin={"l": 58, "r": 12, "t": 12, "b": 42}, title=None)
+    fig.update_layout(**layout)
+    # room for the markers (up to 40 px) and their letters at both ends
+    xs = [r.quality for r in pts if r.quality is not None]
+    if xs:
+        lo, hi = min(xs), max(xs)
+        span = (hi - lo) or abs(hi) * 0.1 or 1.0
+        fig.update_xaxes(range=[lo - 0.15 * span, hi + 0.2 * span])
+    if METRICS[quality_key].better == "min":
+        fig.update_xaxes(title={"text": esc(axis_title(quality_key)) + " ← better"})
+    else:
+        fig.update_xaxes(title={"text": esc(axis_title(quality_key)) + " → better"})
+    fig.update_yaxes(rangemode="tozero")
+    return to_json(fig)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,11 +9,13 @@ as ``\\u003c``-style escapes so no text inside can close the element.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import jinja2
+import markupsafe
 import plotly
 from plotly.offline import get_plotlyjs
 
@@ -26,6 +28,13 @@ def script_json(data: Any) -> str:
     """JSON that is safe inside a <script> element."""
     text = json.dumps(clean_json(data), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def ticks(text: str) -> markupsafe.Markup:
+    """Plain text, escaped, its `backticked` spans as <code> (the status's settings and
+    commands are written for Markdown too)."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))
 
 
 def _template_text(name: str) -> str:
@@ -48,6 +57,7 @@ def _environment() -> jinja2.Environment:
         mib=tables.mib,
         money=lambda v, currency="": tables.money(v, currency),
         figure=tables.figure_text,
+        ticks=ticks,
     )
     env.globals.update(
         figure=tables.figure_text,

@@ -1,6 +1,8 @@
-"""summary.md: per workload the decision (winner with intervals, ties, the rule that decided),
-the ranking across workloads, and every row that is not ranked with its reason, for a pull
-request or a chat.
+"""summary.md: first, per workload, the recommendation with its status (decided, or provisional
+and what would settle it), the chart of the ranked figure against quality (as text) and a
+compact table of the pairs; then, linked from there, per workload the decision (winner with
+intervals, ties, the rule that decided), the ranking across workloads, and every row that is
+not ranked with its reason, for a pull request or a chat.
 
 Text that came from a model or a server (error messages, reasons quoting them) is escaped so it
 cannot break the table or inject markup.
@@ -13,6 +15,13 @@ from collections.abc import Sequence
 
 from quantbench.exchange.figures import ImportedRuns
 from quantbench.report import foreign
+from quantbench.report.overview import (
+    VERDICTS,
+    OverviewRow,
+    compact_cells,
+    compact_header,
+    text_chart,
+)
 from quantbench.report.profiles import Profile
 from quantbench.report.recommend import Recommendation
 from quantbench.report.tables import (
@@ -46,6 +55,18 @@ def code(text: str) -> str:
     fence = "`" * (max((len(m) for m in re.findall(r"`+", flat)), default=0) + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def md_ticks(text: str) -> str:
+    """Like :func:`md`, its `backticked` spans kept as inline code (settings, commands)."""
+    parts = " ".join(str(text).split()).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it plain
+        return md(text)
+
+    def plain(p: str) -> str:  # md() trims; the spaces around a code span stay
+        return (" " if p[:1] == " " else "") + md(p) + (" " if p[-1:] == " " and p.strip() else "")
+
+    return "".join(code(p) if i % 2 else plain(p) for i, p in enumerate(parts))
 
 
 def _short(text: str, limit: int = TRUNCATE) -> str:
@@ -108,7 +129,7 @@ def _rank_cell(cell: RankCell | None) -> str:
     if cell.rank is None:
         return "not ranked"
     mark = "★ " if cell.winner else ""
-    tie = " (tie)" if cell.tie else ""
+    tie = " (tie)" if cell.tie else " (not yet separable)" if cell.contender else ""
     return f"{mark}{cell.rank}{tie}: {md(cell.figure())}"
 
 
@@ -121,6 +142,74 @@ def ranking_table(ranking: list[RankingRow], profiles: list[Profile]) -> str:
         cells = [md(row.pair)] + [_rank_cell(row.cells.get(p.workload)) for p in profiles]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def slug(heading: str) -> str:
+    """The fragment GitHub gives a heading (its text lower-cased, punctuation dropped, each
+    space a hyphen), so the first screen links to the details below."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def details_heading(profile: Profile) -> tuple[str, str]:
+    """(the workload's details heading as written, its fragment)."""
+    slo = code(profile.slo) if profile.slo.strip() else "no constraints"
+    text = f"Workload {profile.workload}: {profile.slo.strip() or 'no constraints'}"
+    return f"## Workload `{md(profile.workload)}`: {slo}", slug(" ".join(text.split()))
+
+
+STATUS_WORDS = {"decided": "decided", "provisional": "provisional", "none": "nothing to deploy"}
+
+
+def _first_screen(
+    recs: list[Recommendation],
+    profiles: list[Profile],
+    overview: dict[str, list[OverviewRow]],
+    quality_key: str,
+) -> list[str]:
+    """Per workload: its status, the recommendation's first line, what decided or what would
+    settle it, the chart (as text) and the compact table; the verdicts' words once below."""
+    parts: list[str] = []
+    used: list[str] = []
+    for profile in profiles:
+        rec = next(r for r in recs if r.profile is profile)
+        rows = overview.get(profile.workload, [])
+        status = rec.settled.status
+        _, fragment = details_heading(profile)
+        parts += [f"### `{md(profile.workload)}`: {STATUS_WORDS[status]}", ""]
+        parts += [f"**{md(rec.headline)}**", ""]
+        more = f"[figures, comparisons, reasons](#{fragment})"
+        if status == "provisional":
+            parts.append(f"What would settle it ({more}):")
+            parts += [f"- {md_ticks(t)}" for t in rec.settled.to_settle()]
+        elif rec.winner is not None:
+            parts.append(f"Decided by: {md(rec.decided_by)}. {more}")
+        else:
+            parts.append(f"Why: {more}")
+        parts.append("")
+        metric = profile.ranked_by
+        chart = text_chart(rows, metric, quality_key)
+        if chart:
+            parts += ["```text", *chart, "```", ""]
+        if rows:
+            header = ["", *compact_header(metric, quality_key)]
+            parts.append("| " + " | ".join(header) + " |")
+            parts.append("|" + "---|" * len(header))
+            for row in rows:
+                cells = compact_cells(row, metric, quality_key)
+                name = f"**{md(cells[0])}**" if row.verdict == "winner" else md(cells[0])
+                cells = [md(row.mark), name, *(md(c) for c in cells[1:])]
+                parts.append("| " + " | ".join(cells) + " |")
+            parts.append("")
+            used += [r.verdict for r in rows if r.verdict not in used]
+    if used:
+        parts.append(
+            "Letters: the table's rows in the chart (lower case: may not be recommended, grey "
+            "on the page). Verdicts: "
+            + "; ".join(f"*{w}*: {md(VERDICTS[w])}" for w in VERDICTS if w in used)
+            + "."
+        )
+        parts.append("")
+    return parts
 
 
 def _decision(rec: Recommendation, parts: list[str]) -> None:
@@ -145,7 +234,11 @@ def _decision(rec: Recommendation, parts: list[str]) -> None:
         parts.append("Equivalent to the winner, or not yet separable from it:")
         if rec.winner_tie is not None:
             parts.append(f"- winner {md(rec.winner_tie.text())}")
-        parts += [f"- tied {md(t.text())}" for t in rec.ties]
+        tied = {j.key for j in rec.profile.ties}
+        parts += [
+            f"- {'tied' if t.judged.key in tied else 'not yet separable'} {md(t.text())}"
+            for t in rec.ties
+        ]
     if rec.stability:
         parts.append("")
         parts.append(
@@ -169,14 +262,32 @@ def summary_markdown(
     not_served: dict[str, str] | None = None,
     imported: Sequence[ImportedRuns] = (),
     screened: dict[str, str] | None = None,
+    overview: dict[str, list[OverviewRow]] | None = None,
+    quality_key: str = "perplexity_ratio",
 ) -> str:
     parts = [f"# {md(title)}", ""]
     if not profiles:
         parts += ["No benchmark results yet: nothing to recommend.", ""]
+    notes = [
+        f"{len(problems)} missing or unreadable input{'s' if len(problems) != 1 else ''}"
+        if problems
+        else "",
+        f"{len(not_served)} pair{'s' if len(not_served) != 1 else ''} not served on this machine"
+        if not_served
+        else "",
+        f"{len(screened)} pair{'s' if len(screened) != 1 else ''} measured at their floor"
+        if screened
+        else "",
+    ]
+    if any(notes):
+        parts += ["Notes at the end: " + "; ".join(n for n in notes if n) + ".", ""]
+    if profiles:
+        parts += _first_screen(recs, profiles, overview or {}, quality_key)
+        parts += ["---", ""]
     for profile in profiles:
         rec = next(r for r in recs if r.profile is profile)
-        slo = code(profile.slo) if profile.slo.strip() else "no constraints"
-        parts += [f"## Workload `{md(profile.workload)}`: {slo}", ""]
+        heading, _ = details_heading(profile)
+        parts += [heading, ""]
         _decision(rec, parts)
         if (traffic or {}).get(profile.workload):
             parts += [md((traffic or {})[profile.workload]), ""]
@@ -235,7 +346,8 @@ def summary_markdown(
         parts += ["## Ranking across workloads", ""]
         parts.append(
             "Each pair at its best ranked point per workload; ★ is the workload's winner, "
-            "(tie) a pair the winner cannot be separated from beyond noise."
+            "(tie) a pair shown equivalent to it within the margin (a tie-break chose), "
+            "(not yet separable) one more measurement would tell apart from it."
         )
         parts += ["", ranking_table(ranking, profiles), ""]
         flagged = [(p, r) for p in profiles for r in p.rows if not r.rankable]

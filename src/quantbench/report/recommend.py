@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quantbench.precision import Figure
 from quantbench.report.deploy import deploy_entry
 from quantbench.report.inputs import ReportInputs
 from quantbench.report.profiles import JudgedRow, Profile, Verdict
+from quantbench.report.status import Settlement, settlement
 from quantbench.report.tables import (
     METRICS,
     PairLine,
@@ -93,6 +95,8 @@ class Recommendation:
     stability: list[str] = field(default_factory=list)
     """How often each configuration wins the resampled decision ('x wins 94 %')."""
     status: str = ""
+    settled: Settlement = field(default_factory=lambda: Settlement("none"))
+    """decided, provisional (with each row still open and what would settle it), or none."""
 
     @property
     def title(self) -> str:
@@ -100,7 +104,34 @@ class Recommendation:
         return f"workload {p.workload}" + ("" if p.is_default else f", profile {p.name}")
 
 
-def figures(j: JudgedRow, rank_metric: str, currency: str) -> list[tuple[str, str]]:
+def winner_headline(best: JudgedRow, metric: str, settled: Settlement) -> str:
+    """The recommendation's first line: what to deploy and its figure; a provisional one says
+    so first and names what is unsettled in the same line (summary.md's bold line,
+    best_config.json's ``headline``)."""
+    row = best.row
+    setting = row.server_point if row.server_point != "default" else "default settings"
+    text = (
+        f"Deploy {best.variant} on {best.engine} ({setting}; measured at load {row.load_point}): "
+        f"{figure_text(row, metric)} {METRICS[metric].label.lower()}"
+        + (f"; peak server memory {mib(best.peak_rss_bytes)}" if best.peak_rss_bytes else "")
+        + "."
+    )
+    if settled.status != "provisional":
+        return text
+    open_ = settled.unsettled()
+    return f"Provisional: d{text[1:]} {open_[:1].upper()}{open_[1:]}."
+
+
+def rerun_text(rerun: Figure) -> str:
+    """'84.1 [70.3, 100.6] (a rerun's figure: ...)'."""
+    return f"{rerun.value:.1f} [{rerun.low:.1f}, {rerun.high:.1f}] ({rerun.method})"
+
+
+def figures(
+    j: JudgedRow, rank_metric: str, currency: str, rerun: Figure | None = None
+) -> list[tuple[str, str]]:
+    """The winner's figures; ``rerun``: its ranked figure as a rerun will measure it (the drift
+    and the selection included), shown after the measured one."""
     r = j.row
     names = [rank_metric, *(m for m in SHOWN if m != rank_metric)]
     out = [
@@ -108,6 +139,8 @@ def figures(j: JudgedRow, rank_metric: str, currency: str) -> list[tuple[str, st
         for m in names
         if r.metric(m) is not None or m in r.too_few
     ]
+    if rerun is not None and out:
+        out.insert(1, (f"{METRICS[rank_metric].label}, a rerun", rerun_text(rerun)))
     if r.cost_per_million_tokens is not None:
         out.append(("Cost per 1M output tokens", money(r.cost_per_million_tokens, currency)))
     return out
@@ -130,9 +163,15 @@ def decision_lines(profile: Profile) -> tuple[list[str], list[str], list[str]]:
     ]
     n = profile.how.resamples if profile.how else 0
     stable = [
-        f"{labels.get(key, key)} wins {share:.0%} of {n} resamples"
+        f"{labels.get(key, key)} wins {share:.0%} of {n} resamples, each a predicted second run"
         for key, share in sorted(profile.stability.items(), key=lambda kv: -kv[1])
     ]
+    if profile.agreement is not None and decision.winner is not None:
+        winner = labels.get(decision.winner.key, decision.winner.key)
+        stable.append(
+            f"a second run picks {winner} again with a probability of at least "
+            f"{profile.agreement:.0%} ({confidence:.0%} confidence)"
+        )
     return comparisons, list(decision.tradeoffs), stable
 
 
@@ -189,13 +228,8 @@ def recommend(
     argv = row.command or (server.command if server else [])
     env = row.env or (server.env if server else {})
     deploy = deploy_entry(argv, env, best.engine, inputs.root, row.settings)
-    setting = row.server_point if row.server_point != "default" else "default settings"
-    headline = (
-        f"Deploy {best.variant} on {best.engine} ({setting}; measured at load {row.load_point}): "
-        f"{figure_text(row, metric)} {METRICS[metric].label.lower()}"
-        + (f"; peak server memory {mib(best.peak_rss_bytes)}" if best.peak_rss_bytes else "")
-        + "."
-    )
+    settled = settlement(inputs, profile)
+    headline = winner_headline(best, metric, settled)
     delta = QualityDelta(best.variant, inputs.quality.get(best.variant), reference)
     comparisons, tradeoffs, stable = decision_lines(profile)
     comparisons += raced_lines(inputs, profile)
@@ -204,16 +238,17 @@ def recommend(
         tradeoffs=tradeoffs,
         stability=stable,
         status=profile.decision.status if profile.decision else "",
+        settled=settled,
         profile=profile,
         winner=best,
         lines=lines,
         headline=headline,
-        figures=figures(best, metric, summary.currency),
+        figures=figures(best, metric, summary.currency, profile.rerun),
         given_up=delta.given_up(),
         command=deploy["command_line"],
         left_out=deploy["left_out"],
         verdicts=best.verdicts,
-        ties=[tie_line(t, metric) for t in profile.ties],
+        ties=[tie_line(t, metric) for t in [*profile.ties, *profile.unresolved]],
         winner_tie=tie_line(best, metric),
         decided_by=profile.decided_by,
         misses=[],

@@ -608,6 +608,8 @@ class RankCell:
     tie: bool
     metric: str
     note: str = ""
+    contender: bool = False
+    """Not yet separable from the winner (more measurement would tell): not a tie."""
 
     @property
     def value(self) -> float | None:
@@ -634,11 +636,13 @@ class RankingRow:
 def ranking(inputs: ReportInputs, profiles: list[Profile]) -> list[RankingRow]:
     """Pairs (rows) by workloads (columns, one per profile given): each pair at its best ranked
     point, ranked within the workload; the winner's pair is 1, the others follow by their value.
-    A pair tied with the winner (not separable beyond noise) is marked as such."""
+    A pair tied with the winner (shown equivalent within the margin) is marked as such, and so is
+    a contender (not yet separable from it, or its SLO undecided and not shown slower)."""
     cells: dict[str, dict[str, RankCell]] = {name: {} for name in inputs.pairs}
     for profile in profiles:
         metric = profile.ranked_by
         tied_pairs = {t.pair for t in profile.ties}
+        open_pairs = {t.pair for t in [*profile.unresolved, *profile.flagged]}
         ranked: list[JudgedRow] = []
         for name in sorted(inputs.pairs):
             judged, passes = profile.representative(name)
@@ -664,8 +668,9 @@ def ranking(inputs: ReportInputs, profiles: list[Profile]) -> list[RankingRow]:
         for position, judged in enumerate(ranked, 1):
             is_winner = winner is not None and judged.key == winner.key
             tie = not is_winner and judged.pair in tied_pairs
+            contender = not is_winner and not tie and judged.pair in open_pairs
             cells[judged.pair][profile.workload] = RankCell(
-                judged, position, is_winner, tie, metric
+                judged, position, is_winner, tie, metric, contender=contender
             )
     out = []
     for name, summary in sorted(inputs.pairs.items()):

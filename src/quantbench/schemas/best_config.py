@@ -1,16 +1,19 @@
 """``reports/best_config.json`` (stage ``report``): per workload (and per extra SLO profile,
 ``<workload>:<profile>``), the configuration to deploy, each entry versioned on its own.
 
-The file maps each key to a :class:`Recommended` (``status: "ok"``: the winning variant and
-engine, its settings, the exact command the bench started and the deployable one, the load it was
-measured at, every headline figure with its interval, the sample, each SLO constraint's verdict,
-memory, the quality given up, the decision and its ties) or a :class:`NoneFound` (``status:
+The file maps each key to a :class:`Recommended` (``status`` ``"decided"`` or
+``"provisional"``: the winning variant and engine, its settings, the exact command the bench
+started and the deployable one, the load it was measured at, every headline figure with its
+interval, the sample, each SLO constraint's verdict, memory, the quality given up, the decision,
+its ties and, when provisional, every row still open) or a :class:`NoneFound` (``status:
 "none"``: why, and each pair's nearest miss). Written by :mod:`quantbench.report.best_config`;
 read by ``quantbench gather`` (:func:`read_entry`) and by people deploying.
 
 Before the schema an entry carried ``format_version`` 3 and no ``schema_version`` (it reads as
 version 0): its ties named their figure by the ranking metric's own key, and an undecided
-profile's decision was ``{}``; the migration to version 1 rewrites both.
+profile's decision was ``{}``; the migration to version 1 rewrites both. Version 1 said
+``status: "ok"`` for every recommendation, provisional or not; version 2 says which
+(from the decision's own status), with the ``headline`` and the rows ``unsettled``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,17 @@ from pydantic import Field
 from quantbench.schemas.base import Migrations, StageOutput, Strict, version
 from quantbench.schemas.bench import CacheSummary, LoadSummary, TaskAgreement
 
-CURRENT = 1
+CURRENT = 2
+
+STATUS = (
+    "decided: the winner was separated beyond noise from every other rankable row, or shown "
+    "equivalent to them within report.equivalence and chosen by a tie-break (decision.status "
+    "'separable' or 'tie-break'); provisional: some rows are still not yet separable from the "
+    "leader, or kept out of the ranking only by an undecided SLO verdict and not shown slower "
+    "(decision.status 'not separable'): the winner is the best guess the measurements allow, "
+    "`unsettled` names each open row and what more measurement would settle it; none (a "
+    "NoneFound entry): no configuration may be recommended."
+)
 
 
 class Estimate(Strict):
@@ -73,6 +86,24 @@ class Decision(Strict):
     resamples: int
     equivalence: float | None
     drift: float | None
+
+
+class Unsettled(Strict):
+    """A row a provisional decision could not yet tell from the winner."""
+
+    key: str
+    label: str
+    why: Literal["not yet separable", "SLO undecided"] = Field(
+        description="not yet separable: its ratio's interval to the leader holds 1 and leaves "
+        "the equivalence margin; SLO undecided: kept out of the ranking only by an undecided "
+        "SLO verdict, not shown slower than the leader"
+    )
+    differs: list[str] = Field(
+        description="what it has other than the winner: variant, engine, server setting, load "
+        "(another pair's setting and load are not listed)"
+    )
+    comparison: str = Field(description="its ranked figure over the leader's, with the interval")
+    to_settle: str = Field(description="what more measurement would settle it")
 
 
 class Tie(Strict):
@@ -232,7 +263,7 @@ def _from_format_3(data: dict[str, Any]) -> dict[str, Any]:
     """format_version 3 (version 0) -> 1: the version key, a tie's figure under ``figure`` (it was under
     the ranking metric's own name), an undecided profile's decision null (it was {})."""
     out = {k: v for k, v in data.items() if k != "format_version"}
-    out["schema_version"] = CURRENT
+    out["schema_version"] = 1
     if out.get("decision") == {}:
         out["decision"] = None
     metric = out.get("ranked_by")
@@ -247,15 +278,63 @@ def _from_format_3(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _from_1(data: dict[str, Any]) -> dict[str, Any]:
+    """1 -> 2: a recommendation's ``status`` from its decision's (``ok`` said nothing of it), its
+    headline rebuilt from its fields, the open rows from the decision's contenders and
+    comparisons (a contender compared "not yet separable" is one; any other is one whose SLO
+    verdict was undecided). A ``none`` entry only changes its version."""
+    out = {**data, "schema_version": 2}
+    if out.get("status") == "none":
+        return out
+    decision = out.get("decision") or {}
+    provisional = decision.get("status") == "not separable"
+    out["status"] = "provisional" if provisional else "decided"
+    verdicts = {c["key"]: c for c in decision.get("comparisons") or []}
+    load = (out.get("measured_at") or {}).get("load_point")
+    winner = f"{out.get('pair')}/{out.get('server_point')}/{out.get('workload')}/{load}"
+    unsettled = []
+    for key in decision.get("contenders") or []:
+        if key == winner:
+            continue
+        c = verdicts.get(key)
+        apart = c is not None and c.get("verdict") == "not yet separable"
+        ratio = (
+            f"{c['ratio']:.3f}x [{c['low']:.3f}, {c['high']:.3f}]"
+            if c is not None and c.get("ratio") is not None
+            else ""
+        )
+        parts = key.split("/")
+        label = " · ".join([parts[0], parts[1], parts[3]] if len(parts) == 4 else parts)
+        unsettled.append(
+            {"key": key, "label": label,
+             "why": "not yet separable" if apart else "SLO undecided", "differs": [],
+             "comparison": ratio, "to_settle": ""}
+        )  # fmt: skip
+    # version 1 had neither: a field of that name is kept (it can only have come from here)
+    out.setdefault("unsettled", unsettled if provisional else [])
+    setting = out.get("server_point")
+    setting = "default settings" if setting == "default" else setting
+    what = f"{out.get('variant')} on {out.get('engine')} ({setting}; measured at load {load})"
+    out.setdefault(
+        "headline",
+        f"Provisional: deploy {what}. Unsettled: "
+        + "; ".join(f"{u['label']} ({u['why']})" for u in out["unsettled"])
+        + "."
+        if provisional
+        else f"Deploy {what}.",
+    )
+    return out
+
+
 class _Entry(StageOutput):
     """What every entry of the file says: which workload and profile, judged by which SLO and
     ranked by which figure, and the variants the quality gates exclude."""
 
     OUTPUT: ClassVar[str] = "reports/best_config.json"
     STAGE: ClassVar[str] = "report"
-    MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3}
+    MIGRATIONS: ClassVar[Migrations] = {0: _from_format_3, 1: _from_1}
 
-    schema_version: Literal[1] = version(CURRENT)
+    schema_version: Literal[2] = version(CURRENT)
     workload: str
     profile: str
     slo: str | None
@@ -268,7 +347,14 @@ class _Entry(StageOutput):
 class Recommended(_Entry):
     """The configuration to deploy for one workload (or profile)."""
 
-    status: Literal["ok"]
+    status: Literal["decided", "provisional"] = Field(description=STATUS)
+    headline: str = Field(
+        description="the recommendation's first line, as summary.md's bold line says it: a "
+        "provisional one starts 'Provisional:' and names what is unsettled"
+    )
+    unsettled: list[Unsettled] = Field(
+        description="provisional: every row still open, and what would settle it; decided: []"
+    )
     decided_by: str
     decision: Decision | None
     ties: list[Tie]
@@ -313,7 +399,7 @@ class Closest(Strict):
 class NoneFound(_Entry):
     """A workload (or profile) nothing may be recommended for, and why."""
 
-    status: Literal["none"]
+    status: Literal["none"] = Field(description=STATUS)
     variant: None = None
     engine: None = None
     reason: str
@@ -326,4 +412,4 @@ def entry_model(data: Any) -> type[Recommended] | type[NoneFound]:
     return NoneFound if status == "none" else Recommended
 
 
-__all__ = ["CURRENT", "NoneFound", "Recommended", "entry_model"]
+__all__ = ["CURRENT", "STATUS", "NoneFound", "Recommended", "Unsettled", "entry_model"]

@@ -26,9 +26,9 @@
     modeBarButtonsToRemove: ["sendDataToCloud", "lasso2d", "select2d"],
   };
 
-  function draw(el, fig) {
+  function draw(el, fig, options) {
     var layout = Object.assign({}, fig.layout, { template: data.template });
-    return Plotly.react(el, fig.data, layout, config).then(
+    return Plotly.react(el, fig.data, layout, options || config).then(
       function () {
         if (el.dataset.drawn !== "1") state.drawn += 1;
         el.dataset.drawn = "1";
@@ -167,6 +167,12 @@
     renderExplorer();
   }
   if (wlSel) wlSel.addEventListener("change", drawAll);
+  // The first screen: one chart per workload, all at once (the workload select leaves them).
+  document.querySelectorAll(".qb-chart[data-overview]").forEach(function (el) {
+    var v = data.views[el.dataset.overview];
+    if (v && v.overview) draw(el, v.overview, Object.assign({}, config, { displayModeBar: false }));
+    else state.failures.push(el.id + ": no overview of " + el.dataset.overview);
+  });
   drawAll();
 
   // Sortable tables: click a header; numbers sort by their data-sort value.
