@@ -133,7 +133,8 @@ def test_cuda_without_a_gpu_is_refused_naming_the_key(no_gpu) -> None:  # type: 
 def test_nothing_else_asks_the_machine_for_a_gpu() -> None:
     """One probe (quantbench.accelerator): no module decides a device by its own look."""
     own = re.compile(
-        r"""["']nvidia-smi["']|["']/dev/nvidia|cuda\.is_available\(|cuda\.device_count\(|import pynvml"""
+        r"""\[\s*["']nvidia-smi|which\(\s*["']nvidia-smi|["']/dev/nvidia|cuda\.is_available\("""
+        r"""|cuda\.device_count\(|import pynvml"""
     )
     offenders = []
     for path in SRC.rglob("*.py"):

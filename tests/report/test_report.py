@@ -514,7 +514,9 @@ def test_summary_markdown(files, by_key) -> None:
     assert "equivalent: 0.992x \\[0.979, 1.006\\] (paired over 2 rounds in alternation" in chat
     assert "slower: 0.284x" in chat
     assert "Traded: bf16-transformers · continuous_batching=on · c4 over gguf" in chat
-    assert "for its fidelity (e^KL from the merged model) +6.3% \\[+6.0%, +6.6%\\] above bf16" in chat
+    assert (
+        "for its fidelity (e^KL from the merged model) +6.3% \\[+6.0%, +6.6%\\] above bf16" in chat
+    )
     assert "Stability (every contender's measurements resampled" in chat
     assert "wins 100% of 1000 resamples" in chat
     assert "- tied gguf-q4\\_k\\_m-llamacpp · default · c4: 106" not in chat

@@ -190,9 +190,12 @@ def test_the_first_stages_import_little() -> None:
     Eleven (the one config.json reader, quantbench.hfconfig, and the one reader of a user's text
     files, quantbench.textfile, among them), plus the six small modules of its output's schema
     (quantbench.schemas, and quantbench.strict: the strict base the schemas and the statistics
-    share, below both)."""
+    share, below both), plus the two of the accelerator's one probe (``quantbench.accelerator``:
+    the stage resolves runtime.device, so that cuda on a machine without a GPU stops the run at
+    its first stage)."""
     prepare = dag.code_deps(REPO / "stages/prepare.py", set())
-    assert len(prepare) <= 17, prepare
+    assert len(prepare) <= 19, prepare
+    assert "src/quantbench/accelerator/nvidia.py" in prepare
     assert not any("/estimate/" in d or "/engines/" in d for d in prepare)
 
 
@@ -202,12 +205,13 @@ def test_a_format_module_imported_by_another_is_every_variants_dependency() -> N
     quantize = dag.code_deps(REPO / "stages/quantize.py", {"formats"})
     assert "src/quantbench/formats/awq.py" in quantize
     assert "reports/code/formats/${item.format}.json" in quantize
-    for name in ("gptq", "gguf", "bf16", "w8a8"):
+    for name in ("gptq", "gguf", "bf16", "w8a8", "rtn"):
         assert f"src/quantbench/formats/{name}.py" not in quantize
     assert dag.template_only("formats") == {
         "quantbench.formats.gguf",
         "quantbench.formats.gptq",
         "quantbench.formats.w8a8",
+        "quantbench.formats.rtn",
         "quantbench.formats.bf16",
     }
 

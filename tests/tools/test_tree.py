@@ -16,7 +16,8 @@ TOP_LEVEL = {
     "constraints-vllm.txt", "constraints.txt", "data", "docs", "dvc.lock", "dvc.yaml", "faults",
     "imports",
     "params.yaml", "plugins", "profiles", "pyproject.toml", "reports", "requirements-dev.txt",
-    "requirements-nodeps.txt", "requirements-vllm.txt", "requirements.txt", "src", "stages",
+    "requirements-cuda.txt", "requirements-nodeps.txt", "requirements-vllm-cuda.txt",
+    "requirements-vllm.txt", "requirements.txt", "src", "stages",
     "tests", "tools",
 }  # fmt: skip
 
