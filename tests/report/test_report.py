@@ -1202,3 +1202,19 @@ def test_the_gpu_columns_stand_beside_throughput_only_where_a_row_has_them(input
     again = _row(batch, f"{GGUF}/default/chat/c4")
     assert again.judged_from == "records" and again.row.gpu == window
     assert next(p for p in judged if p.name == DEFAULT_PROFILE).rows[0].row.gpu is None
+
+
+def test_best_config_says_what_a_rerun_will_measure(files) -> None:
+    """Issue 56, item 4: the figures a script reads in best_config.json were the run's own (the
+    winner's row, chosen among several, without the drift between runs); the file now carries
+    the ranked figure as a rerun will measure it: here from the decide stage's confirming
+    rounds (measurements that did not choose it), the drift between runs included."""
+    chat = files.best_config["chat"]
+    expected = chat["expected"]
+    measured, rerun = expected[chat["ranked_by"]], expected["rerun"]
+    assert rerun["low"] < rerun["value"] < rerun["high"]
+    assert rerun["value"] != measured["value"]  # not the row that chose it
+    assert (
+        rerun["method"].startswith("a rerun's figure: ")
+        and "drift 4.0% included" in rerun["method"]
+    ), rerun["method"]

@@ -328,7 +328,7 @@ PINNED: dict[str, str] = {
     "SessionSummary": "v6:3d9d0a8eeee726d6",  # v6: the GPUs' counters per point (v5: summary typed)
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
-    "Recommended": "v2:99e363619a0163a4",  # a best_config.json entry; v2: decided / provisional
+    "Recommended": "v2:accbb7a223d9f1ba",  # a best_config.json entry; v2: decided / provisional
     "NoneFound": "v2:9a2645ba94819dcd",
     "ReportMetrics": "v1:a409d1b8d6c2cb16",  # DVC's metrics; v1: ranked_low/_high  # a best_config.json entry with nothing to recommend
     "PairSummary": "v10:b35db24fbb939707",  # v10: the GPUs' counters per row (v9: race stops)

@@ -178,6 +178,7 @@ def _winner(
         "measured_at": {"workload": row.workload, "load_point": row.load_point, "shape": row.shape},
         "expected": {
             **figures(judged),
+            **({"rerun": profile.rerun.model_dump()} if profile.rerun is not None else {}),
             "cost_per_million_tokens": row.cost_per_million_tokens,
             "currency": summary.currency,
             "price_per_hour": summary.price_per_hour,

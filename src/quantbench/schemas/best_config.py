@@ -151,6 +151,7 @@ class Expected(Strict):
             "output_throughput", "good_output_throughput", "goodput", "request_throughput",
             "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
             "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "error_rate",
+            "rerun",
         }
     )  # fmt: skip
 
@@ -169,6 +170,14 @@ class Expected(Strict):
     e2e_p50_ms: Estimate | None = None
     e2e_p99_ms: Estimate | None = None
     error_rate: Estimate | None = None
+    rerun: Estimate | None = Field(
+        None,
+        description="The ranked figure as a rerun of this point will measure it: a prediction "
+        "interval with the run-to-run drift, taken from the winner's confirming rounds where it "
+        "has two or more, else from its row widened for having been chosen among the "
+        "contenders (quantbench.decision.expected). The figures above are what this run "
+        "measured; this is what to expect.",
+    )
     cost_per_million_tokens: float | None
     currency: str
     price_per_hour: float | None
