@@ -404,6 +404,9 @@ def size_and_target_edits(params: dict[str, Any]) -> list[Edit]:
 # Choices whose other values each need a key of their own, so no one-key edit is valid there
 # (model.source: local needs model.path, hub needs model.hub_id; tests/test_config.py has them)
 NEEDS_ANOTHER_KEY: frozenset[Key] = frozenset({("model", "source")})
+# Numbers another key bounds from below (stride <= context_length): half may cross it, twice
+# stays valid
+AT_LEAST_ANOTHER_KEY: frozenset[Key] = frozenset({("evaluate", "context_length")})
 # Choices valid only on a machine that has what they name: a CUDA device, where no NVIDIA GPU
 # answers (validate refuses them there: preflight.device_problems, tests/test_preflight.py)
 NEEDS_THE_MACHINE = frozenset({"cuda"})
@@ -443,7 +446,11 @@ def valid_edits(params: dict[str, Any]) -> list[Edit]:
             high = bounds.get("lt", bounds.get("le"))
             if not value:  # zero: the middle of its range, or one
                 inside = (low + high) / 2 if high is not None and isinstance(value, float) else 1
-            elif not inside > low or (isinstance(value, int) and inside == 0):
+            elif (
+                not inside > low
+                or (isinstance(value, int) and inside == 0)
+                or key in AT_LEAST_ANOTHER_KEY
+            ):
                 inside = value * 2
             out.append(Edit("valid-number", key, inside, ()))
     return out
