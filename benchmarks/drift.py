@@ -33,10 +33,9 @@ import numpy as np
 
 from quantbench.bench.job import pair_job
 from quantbench.bench.remeasure import RowServers
-from quantbench.bench.results import rank_metric
+from quantbench.config import load_config
 from quantbench.decision.compare import LogEstimate, ratio
-from quantbench.params import read_params
-from quantbench.slo import parse_slo, per_request
+from quantbench.decision.rows import rank_metric
 
 
 def main() -> None:
@@ -50,15 +49,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    params = read_params(args.params)
-    job = pair_job(params, args.pair)
+    job = pair_job(load_config(args.params), args.pair)
     workload = args.workload or next(iter(job.workloads))
     spec = job.workloads[workload]
     labels = [spec.point_label(i) for i in range(len(spec.points))]
     point = args.point or labels[-1]
     server_point = args.server_point or job.settings.sweep_points()[0][0]
-    slo = job.slo_for(workload)
-    metric = rank_metric(bool(per_request(parse_slo(slo))) if slo.strip() else False)
+    metric = rank_metric(bool(job.slo_for(workload).per_request))
     key = f"{args.pair}/{server_point}/{workload}/{point}"
     ests: list[LogEstimate] = []
     with tempfile.TemporaryDirectory(prefix="qb-drift-") as tmp:

@@ -30,7 +30,8 @@ from typing import Any
 from quantbench.bench.job import JobPaths, pair_job
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.bench.spec import BenchSettings
-from quantbench.params import overlay, read_params
+from quantbench.config import load_config
+from quantbench.params import overlay
 from quantbench.schemas.bench import BenchRow, PairSummary
 from quantbench.workloads.spec import ClosedLoop
 
@@ -48,8 +49,7 @@ def parse_sweep(text: str) -> dict[str, list[Any]]:
 def job_for(args: argparse.Namespace, mode: str) -> tuple[PairJob, str]:
     """The pair as its bench stage resolves it (quantbench.bench.job.pair_job), on --sweep's
     settings and one workload at loads 1..--max, in ``mode``."""
-    params = read_params(args.params)
-    job = pair_job(params, args.pair, JobPaths(params=args.params))
+    job = pair_job(load_config(args.params), args.pair, JobPaths())
     settings = overlay(job.settings, {"sweep": parse_sweep(args.sweep)}, "--sweep")
     name = args.workload or next(iter(job.workloads))
     loads = [ClosedLoop(concurrency=c) for c in range(1, args.max + 1)]

@@ -22,11 +22,12 @@ from quantbench.engines.artifact import Artifact
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.mock_server import Behaviour
 from quantbench.schemas import io as schema_io
+from quantbench.slo import Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 # A per-request limit (every answer within 5 s): decided from any sample size, a failed request
 # counting as infinitely late.
-SLO = "e2e<=5s"
+SLO = Slo("e2e<=5s")
 
 
 def job_for(

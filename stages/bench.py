@@ -15,6 +15,7 @@ from pathlib import Path
 
 from quantbench.bench.job import JobPaths
 from quantbench.bench.stage import bench_stage
+from quantbench.config import load_config
 from quantbench.errors import run_main
 from quantbench.progress import setup_logging
 
@@ -32,9 +33,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="default: reports/bench/<pair>")
     args = parser.parse_args()
     setup_logging()
-    paths = JobPaths(args.params, args.variants, args.workloads, args.quality)
+    config = load_config(args.params)
+    paths = JobPaths(args.variants, args.workloads, args.quality)
     out = args.out or Path("reports/bench") / args.pair
-    summary = bench_stage(args.pair, paths, args.env, out)
+    summary = bench_stage(args.pair, config, paths, args.env, out)
     if summary.not_served:
         print(f"{args.pair}: no server started: {summary.not_served}")
         return

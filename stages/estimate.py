@@ -16,22 +16,19 @@ import argparse
 from pathlib import Path
 
 from quantbench.bench.served_here import served_pairs
+from quantbench.config import load_config
 from quantbench.errors import run_main
 from quantbench.estimate.calibrate import check_calibration, read_pair_fits
 from quantbench.estimate.hardware import THIS_MACHINE, this_gpu
 from quantbench.estimate.pairs import bench_pairs, workload_shapes
 from quantbench.estimate.pipeline import follow_pipeline
 from quantbench.estimate.served import served_prompt_profiles
-from quantbench.estimate.spec import EstimateSettings
 from quantbench.estimate.stage import write_estimates
-from quantbench.estimate.variants import variants_from_params
-from quantbench.params import read_params, section
+from quantbench.estimate.variants import variant_from_recipe
 from quantbench.progress import setup_logging
-from quantbench.runtime import RuntimeSettings, configure_device
+from quantbench.runtime import configure_device
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.machine import MachineCalibration
-from quantbench.slo import slo_section
-from quantbench.workloads.spec import workloads_section
 from quantbench.workloads.traffic import Traffic
 
 
@@ -52,22 +49,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/estimate/estimates.json"))
     args = parser.parse_args()
     setup_logging()
-    params = read_params(args.params)
-    variants = variants_from_params(params, args.variants)
-    workloads = workloads_section(params, args.params)
+    config = load_config(args.params)
+    variants = {
+        name: variant_from_recipe(name, recipe, args.variants / name)
+        for name, recipe in config.variants.items()
+    }
+    workloads = config.workloads
     traffic = {name: Traffic.read(args.workloads, name) for name in workloads}
     summaries = {name: t.summary for name, t in traffic.items()}
     settings = follow_pipeline(  # slo: and workloads: unless estimate: sets its own
-        section(params, "estimate", EstimateSettings), slo_section(params), workloads, summaries
+        config.estimate, config.slo, workloads, summaries
     )
     calibration = None
     fits = {}
     # the pairs that start a server here: a pair standing aside for its fallback has nothing to
     # predict on this machine (quantbench.bench.served_here)
-    served, _ = served_pairs(params, args.params)
+    served, _ = served_pairs(config)
     if any(h.lower() == THIS_MACHINE for h in settings.hardware):
         # `this` is what the stages compute on: the GPU where runtime.device resolves to cuda
-        gpu = this_gpu(configure_device(section(params, "runtime", RuntimeSettings).device))
+        gpu = this_gpu(configure_device(config.runtime.device))
         stored = schema_io.read(args.calibration, MachineCalibration)
         where = args.calibration.as_posix()
         calibration = check_calibration(
@@ -76,7 +76,7 @@ def main() -> None:
         fits = read_pair_fits(args.bench, served, gpu.name if gpu is not None else None)
     write_estimates(
         args.model, variants, settings, args.out, calibration=calibration,
-        pairs=bench_pairs(params, served, args.params, fits),
+        pairs=bench_pairs(served, config.pair_settings, fits),
         workloads=workload_shapes(
             workloads, summaries, prompts=served_prompt_profiles(args.model, workloads, traffic),
         ),

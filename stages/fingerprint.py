@@ -2,7 +2,8 @@
 
 It runs on every `dvc repro` (about a second); when nothing changed its output is byte-identical
 and no benchmark reruns. Each enabled engine with an environment of its own (vLLM's venv, a
-plugin's) has its packages' versions recorded there.
+plugin's) has its packages' versions recorded there; each engine reports which native kernels
+its server picks here (``Engine.kernels``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.engines.registry import engine_environments
+from quantbench.engines.registry import engine_environments, engine_kernels
 from quantbench.errors import run_main
 from quantbench.fingerprint import fingerprint
 from quantbench.params import read_params, section
@@ -29,7 +30,9 @@ def main() -> None:
     schema_io.write(
         args.out,
         fingerprint(
-            {name: (env.python, env.packages) for name, env in environments.items()}, device
+            {name: (env.python, env.packages) for name, env in environments.items()},
+            engine_kernels(params),
+            device,
         ),
     )
 

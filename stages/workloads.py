@@ -12,16 +12,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantbench.bench.spec import BenchSettings
-from quantbench.data import DataSettings
-from quantbench.engines.registry import pair_settings, smallest_context
+from quantbench.config import load_config
+from quantbench.engines.registry import smallest_context
 from quantbench.errors import run_main
 from quantbench.fsutil import atomic_dir
 from quantbench.load.tokens import load_counter
 from quantbench.model import model_context as read_model_context
-from quantbench.params import read_params, section
 from quantbench.progress import setup_logging
-from quantbench.workloads.spec import workloads_section
 from quantbench.workloads.traffic import materialize
 
 
@@ -32,12 +29,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("reports/workloads"))
     args = parser.parse_args()
     setup_logging()
-    params = read_params(args.params)
-    workloads = workloads_section(params, args.params)
-    data = section(params, "data", DataSettings)
-    bench = section(params, "bench", BenchSettings)
+    config = load_config(args.params)
+    workloads, data, bench = config.workloads, config.data, config.bench
     engines = {  # each pair's own settings: the smallest context over them bounds the prompts
-        name: pair_settings(params, name, pair, args.params) for name, pair in bench.pairs.items()
+        name: config.pair_settings(name) for name in bench.pairs
     }
     model_context = read_model_context(args.model)
     limits = [smallest_context(bench.pairs[n].engine, s) for n, s in engines.items()]

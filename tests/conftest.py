@@ -191,3 +191,12 @@ def prepared_base(tmp_path_factory) -> Path:
 
 # the stand-in GPU (recorded nvidia-smi) every package's tests may ask for: fake_gpu, no_gpu
 from tests.fake_gpu import fake_gpu, fake_gpu_factory, no_gpu  # noqa: E402, F401
+
+
+@pytest.fixture(scope="session")
+def fixture_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stage-output tree the decision's and the report's tests read (tests/report/conftest.py
+    builds it), once a session."""
+    from tests.report.conftest import build_fixture_tree
+
+    return build_fixture_tree(tmp_path_factory.mktemp("report-tree"))

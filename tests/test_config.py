@@ -104,3 +104,57 @@ def test_a_pair_of_an_undefined_variant_says_what_to_do() -> None:
     with pytest.raises(ConfigError, match=r"no variant 'nope' under variants: \(bf16, .*\); name "
                        r"one of them, or add the variant under variants:"):  # fmt: skip
         parse_config(raw)
+
+
+def test_the_slo_is_a_typed_value_from_the_validated_config() -> None:
+    """params.yaml's ``slo:`` and each workload's own are parsed once, where the config is
+    validated, and travel as Slo values; the config still dumps them as the text written."""
+    from quantbench.slo import Slo
+
+    text = "ttft:p95<=500ms; tpot:p50<200ms; rps>=2"
+    config = parse_config(
+        {
+            "slo": text,
+            "workloads": {"chat": {"use": "chat"}, "own": {"use": "rag", "slo": "e2e<=9s"}},
+        }
+    )
+    assert isinstance(config.slo, Slo) and config.slo == text
+    assert [c.metric for c in config.slo.constraints] == ["ttft", "tpot", "rps"]
+    own = config.workloads["own"]
+    assert isinstance(own.slo, Slo) and own.slo_text(config.slo).constraints[0].metric == "e2e"
+    named = config.workloads["chat"].slo_text(config.slo)  # a named workload's own profile
+    assert isinstance(named, Slo) and named.constraints
+    dumped = config.model_dump(mode="json")
+    assert dumped["slo"] == text and dumped["workloads"]["own"]["slo"] == "e2e<=9s"
+    assert type(dumped["slo"]) is str
+    assert parse_config({"runtime": {"threads": 1}}).slo.constraints == ()
+
+
+def test_a_workloads_bad_slo_is_refused_where_the_config_is_validated() -> None:
+    """A workload's own SLO was parsed first when a bench stage judged by it: a typo there
+    surfaced mid-run. It is now part of the config's validation, with the caret."""
+    text = error_text({"workloads": {"chat": {"use": "chat", "slo": "ttfb:p50<200ms"}}})
+    assert "workloads.chat.slo" in text and "ttfb" in text and "^^^^" in text
+
+
+STAGES_ON_CONFIG = ("bench", "decide", "estimate", "report", "workloads")
+
+
+@pytest.mark.parametrize("stage", STAGES_ON_CONFIG)
+def test_a_stage_reads_params_through_the_validated_config_alone(stage: str) -> None:
+    """These stages read params.yaml as the one typed config (load_config) and nothing else: no
+    raw mapping, no section read of their own (the report stage kept its own reader of the
+    workloads, with other defaults than the bench stages')."""
+    import ast
+
+    tree = ast.parse((REPO / "stages" / f"{stage}.py").read_text(encoding="utf-8"))
+    imported = {
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert ("quantbench.config", "load_config") in imported
+    assert not {m for m, _ in imported} & {"quantbench.params", "quantbench.slo"}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert not names & {"read_params", "section", "slo_section", "workloads_section"}

@@ -63,7 +63,7 @@ def plugin_params(source: Path, model: Path) -> dict:
     params["bench"]["pairs"] = {"fp16-ministream": {"variant": "fp16", "engine": "ministream"}}
     params["estimate"]["hardware"] = ["this", "L4"]
     # the plugin engine as the estimate's engine (`auto` would pick transformers, which the
-    # plugin format names among the engines that serve it: Format.served_by)
+    # plugin format adds its format to: engines.registry.also_serves)
     params["estimate"]["engine"] = "ministream"
     params["estimate"]["probe"] = {"repeats": 1, "max_batch": 2, "output_tokens": 8}
     params["report"]["confirm"]["enabled"] = False

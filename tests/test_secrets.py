@@ -112,8 +112,8 @@ def test_a_secret_through_the_environment_reaches_no_output_report_or_html(
     from faults.pairs import run_standin_pair, workload
     from faults.scenario import Context
 
+    from quantbench.outputs import load_inputs
     from quantbench.report.build import build_report
-    from quantbench.report.inputs import load_inputs
 
     secret = _secret()
     monkeypatch.setenv("HF_TOKEN", secret)

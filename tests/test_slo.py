@@ -3,16 +3,23 @@ verdicts on one-sided bounds with their power, and the sample a point needs for 
 
 from __future__ import annotations
 
+import ast
+import json
 import math
+import pickle
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import BaseModel, ValidationError
 from scipy import stats
 
 from quantbench.precision import quantile_bounds, quantile_interval
 from quantbench.slo import (
+    NO_SLO,
     Measured,
+    Slo,
     SLOParseError,
     evaluate,
     parse_slo,
@@ -238,3 +245,68 @@ def test_an_slo_the_runner_cannot_judge_as_requests_come_keeps_one_look(text: st
     from quantbench.slo import early_pass
 
     assert early_pass(parse_slo(text), 0.95) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# the SLO as a typed value, parsed in one place
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "quantbench"
+
+# Calls of parse_slo outside Slo itself that are still in the tree, each with what removing it
+# takes; the test fails on any other, and on a listed one that is gone (so the list only shrinks).
+KNOWN_PARSES: dict[str, str] = {}
+
+
+def _parse_calls() -> dict[str, int]:
+    calls: dict[str, int] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+            name = getattr(func, "id", None) or getattr(func, "attr", None)
+            if name == "parse_slo":
+                where = path.relative_to(SRC).as_posix()
+                calls[where] = calls.get(where, 0) + 1
+    return calls
+
+
+def test_the_slo_is_parsed_in_one_place() -> None:
+    """Text becomes constraints in Slo alone (it was parsed in ten places in nine modules): every
+    SLO params.yaml, a workload, a profile or a stage output holds becomes an Slo first."""
+    calls = _parse_calls()
+    assert calls.pop("slo.py") == 1  # Slo.__new__
+    assert set(calls) == set(KNOWN_PARSES), calls
+
+
+def test_an_slo_is_its_text_with_its_constraints() -> None:
+    text = "ttft:p95<=500ms; tpot:p50<200ms; rps>=2"
+    slo = Slo(text)
+    assert slo == text and hash(slo) == hash(text) and f"{slo}" == text and repr(slo) == repr(text)
+    assert type(slo.text) is str and json.dumps({"slo": slo}) == json.dumps({"slo": text})
+    assert [c.metric for c in slo.constraints] == ["ttft", "tpot", "rps"]
+    assert [c.metric for c in slo.per_request] == ["ttft", "tpot"]
+    assert Slo(slo) is slo  # already parsed: kept as it is
+    assert pickle.loads(pickle.dumps(slo)).constraints == slo.constraints
+    assert NO_SLO.constraints == () and Slo("  ").constraints == ()
+    with pytest.raises(SLOParseError, match=r"(?s)ttfb.*\^\^\^\^"):
+        Slo("ttft:p95<=500ms; ttfb:p50<200ms")
+
+
+def test_as_a_field_an_slo_takes_text_and_is_dumped_as_text() -> None:
+    class Holder(BaseModel):
+        slo: Slo = NO_SLO
+        own: Slo | None = None
+
+    held = Holder.model_validate({"slo": "e2e<=5s", "own": None})
+    assert isinstance(held.slo, Slo) and held.slo.constraints[0].threshold == 5000.0
+    assert Holder(slo=held.slo).slo is held.slo  # validation keeps an Slo, no second parse
+    assert held.model_dump() == {"slo": "e2e<=5s", "own": None}
+    assert type(held.model_dump()["slo"]) is str
+    assert held.model_dump_json() == '{"slo":"e2e<=5s","own":null}'
+    assert Holder.model_json_schema()["properties"]["slo"]["type"] == "string"
+    with pytest.raises(ValidationError) as bad:
+        Holder.model_validate({"slo": "ttft<=-5ms"})
+    assert "negative" in str(bad.value) and bad.value.errors()[0]["type"] == "value_error"
+    with pytest.raises(ValidationError) as switch:
+        Holder.model_validate({"slo": True})  # YAML's `on`: what the messages' hint keys on
+    assert switch.value.errors()[0]["type"] == "string_type"

@@ -152,8 +152,9 @@ def closure(roots: Iterable[str], src: Path = SRC, stop: set[str] | None = None)
 
 def template_only(kind: str, src: Path = SRC) -> set[str]:
     """The built-in modules of a registry that a stage keyed by it reaches only through its
-    template (``${item.format}``): all of them, except those another built-in one imports
-    (formats/w8a8.py uses formats/awq.py's CPU workaround, so every variant depends on awq.py)."""
+    template (``${item.format}``): all of them, except those another built-in one imports (a
+    change to such a one reruns every variant). What several share lives outside them, in a
+    helper module every variant's stage lists by name (formats/compressor.py)."""
     registry, pattern, _ = REGISTRIES[kind]
     plugin_modules = {pattern.format(n) for n in builtin_modules(registry, src)}
     imported_by_another = set()

@@ -91,8 +91,18 @@ LAYERS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "decision",
-        "a pair's bench, the decision, the report, params as one validated config",
-        ["decision", "bench", "exchange", "report", "config", "prepared_cache", "gather"],
+        "other tools' runs, every stage output read back, the decision, the report that renders "
+        "it, a pair's bench and the decide stage's measuring, params as one validated config",
+        [
+            "exchange",
+            "outputs",
+            "decision",
+            "report",
+            "bench",
+            "config",
+            "prepared_cache",
+            "gather",
+        ],
     ),
     (
         "entry points",

@@ -1,12 +1,16 @@
-"""The whole params.yaml as one validated object, for the commands that need all of it.
+"""The whole params.yaml as one validated object: each value parsed once, passed on typed.
 
 Each section's settings model lives in the package that uses it (`runtime.py`, `model.py`,
 `data.py`, `lora/spec.py`, `formats/<format>.py`, `quality/spec.py`, `engines/<engine>.py`,
-`workloads/spec.py`, `bench/spec.py`, `estimate/spec.py`, `report/spec.py`, `slo.py`); this module only
-composes them and checks what spans sections (a pair's engine must serve its variant's format).
-`quantbench validate` (which `make repro` runs first) and the one-off commands use it; each DVC
-stage reads only its own sections (`quantbench.params.section`), so its code dependencies stay
-its own. Every problem is reported at once, each naming the key, the value and what is allowed.
+`workloads/spec.py`, `bench/spec.py`, `estimate/spec.py`, `report/spec.py`); the SLO is a typed
+value (`slo.Slo`: its text and its constraints, parsed here). This module only composes them and
+checks what spans sections (a pair's engine must serve its variant's format). `quantbench
+validate` (which `make repro` runs first), the one-off commands and the stages that read several
+sections (workloads, estimate, bench, decide, report: `load_config`) use it; the offline stages
+(prepare to evaluate, calibrate, fingerprint) validate only their own sections
+(`quantbench.params.section`, into the same models), so their code dependencies stay their own
+(a stage that imports this module depends on every section's package). Every problem is
+reported at once, each naming the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.report.spec import ReportSettings
 from quantbench.runtime import RuntimeSettings
 from quantbench.settings import Settings
+from quantbench.slo import NO_SLO, Slo
 from quantbench.workloads.spec import SAFE_LABEL, WorkloadSpec
 
 __all__ = ["DEFAULT_PARAMS", "Config", "ConfigError", "load_config", "parse_config"]
@@ -75,20 +80,11 @@ class Config(Settings):
     bench: BenchSettings = BenchSettings()
     estimate: EstimateSettings = EstimateSettings()
     report: ReportSettings = ReportSettings()
-    slo: str = Field(
-        "",
+    slo: Slo = Field(
+        NO_SLO,
         description="SLO constraints, e.g. 'ttft:p95<=500ms; tpot:p50<200ms; rps>=2' "
         "(see src/quantbench/slo.py); empty: no constraints.",
     )
-
-    @field_validator("slo")
-    @classmethod
-    def _slo_parses(cls, text: str) -> str:
-        from quantbench.slo import parse_slo
-
-        if text.strip():
-            parse_slo(text)  # raises with a caret under the bad part
-        return text
 
     @field_validator("workloads", mode="before")
     @classmethod

@@ -13,17 +13,21 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from quantbench.accelerator import detect
+from quantbench.native import llama_build
+from quantbench.native.isa import advertised_cpu
 from quantbench.schemas.env import (
     AcceleratorInfo,
     CpuInfo,
     EnvInfo,
     GpuInfo,
     Kernels,
-    LlamaCppKernels,
     LlamaCppRelease,
     TorchKernels,
 )
@@ -40,18 +44,12 @@ CPU_FLAGS = (
 
 
 def cpu_info() -> CpuInfo:
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    except OSError:
-        pass
+    """The CPU as ``/proc/cpuinfo`` advertises it (quantbench.native.isa reads it)."""
+    cpu = advertised_cpu()
     return CpuInfo(
-        model=model, logical_cores=os.cpu_count(), flags=[f for f in CPU_FLAGS if f in flags]
+        model=cpu.model if cpu.model is not None else platform.processor() or "unknown",
+        logical_cores=os.cpu_count(),
+        flags=[f for f in CPU_FLAGS if f in cpu.flags],
     )
 
 
@@ -188,55 +186,41 @@ def torch_kernels(python: Path) -> TorchKernels | None:
     return TorchKernels.model_validate(found)
 
 
-def native_kernels(vllm_python: Path | None) -> Kernels:
-    """Which kernels each native part picks here, beside what the ISA probe saw execute.
+def native_kernels(engines: Mapping[str, BaseModel | None]) -> Kernels:
+    """Which kernels each native part picks here: the project's torch, and each engine's own as
+    the engine reports them (``Engine.kernels``: llama.cpp's build, vLLM's torch), beside what
+    the ISA probe saw execute.
 
-    A part that would use an instruction set the probe saw fault gets a warning: on such a
+    A torch that would use an instruction set the probe saw fault gets a warning: on such a
     machine its numbers (or its process) cannot be trusted.
     """
-    import sys
-
-    from quantbench.native.llama_build import build_info, mismatch, toolchain
-
-    info = build_info(toolchain())
-    isa = (info or {}).get("isa") or {}
+    # the ISA probe's verdicts, as the pinned llama.cpp build recorded them
+    isa = (llama_build.build_info(llama_build.toolchain()) or {}).get("isa") or {}
     dropped = set(isa.get("dropped") or [])
     project = torch_kernels(Path(sys.executable))
-    vllm = torch_kernels(vllm_python) if vllm_python is not None else None
-    if vllm is not None:
-        vllm.library = "vllm._C_AVX512" if vllm.avx512 else "vllm._C_AVX2"
-        vllm.attention_bf16 = "amx" if vllm.amx_tile else "vec (AVX-512/AVX2)"
+    torches = [
+        ("torch", project),
+        *((n, k) for n, k in engines.items() if isinstance(k, TorchKernels)),
+    ]
     warnings = []
-    for name, found in (("torch", project), ("vllm", vllm)):
+    for name, found in torches:
         if found and found.amx_tile and dropped & {"amx-tile", "amx-int8", "amx-bf16"}:
             warnings.append(
                 f"{name} reports AMX usable but the ISA probe saw AMX fault on this machine"
             )
-    return Kernels(
-        llama_cpp=LlamaCppKernels(
-            build_fits_this_machine=mismatch(info) is None,
-            cmake_flags=(info or {}).get("cmake_flags"),
-            isa_kept=isa.get("kept"),
-            isa_dropped=isa.get("dropped"),
-            isa_outcomes=isa.get("outcomes"),
-            march=isa.get("arch"),
-        ),
-        torch=project,
-        vllm=vllm,
-        warnings=warnings,
-    )
+    return Kernels(torch=project, warnings=warnings, **engines)
 
 
 def fingerprint(
-    environments: Mapping[str, tuple[Path, tuple[str, ...]]] | None = None, device: str = "auto"
+    environments: Mapping[str, tuple[Path, tuple[str, ...]]],
+    kernels: Mapping[str, BaseModel | None],
+    device: str = "auto",
 ) -> EnvInfo:
     """This machine and its software; ``environments``: each engine with an environment of its
     own (``Engine.environment``), as its interpreter and the distributions to record there;
-    ``device``: ``runtime.device`` as params give it."""
-    from quantbench.native import llama_build as llamacpp
-
-    environments = environments or {}
-    vllm = environments.get("vllm")  # its torch's kernels: vLLM's CPU build chooses by them
+    ``kernels``: each engine's entries of ``kernels`` (``Engine.kernels``, every engine's:
+    ``quantbench.engines.registry.engine_kernels``); ``device``: ``runtime.device`` as params
+    give it."""
     return EnvInfo(
         python=platform.python_version(),
         os=f"{platform.system()} {platform.release().split('-')[0]}",
@@ -251,8 +235,8 @@ def fingerprint(
             for name, (python, packages) in sorted(environments.items())
         },
         llama_cpp=LlamaCppRelease(
-            release=f"{llamacpp.PACKAGE}=={llamacpp.VERSION}",
-            cmake_flags=list(llamacpp.CMAKE_FLAGS),
+            release=f"{llama_build.PACKAGE}=={llama_build.VERSION}",
+            cmake_flags=list(llama_build.CMAKE_FLAGS),
         ),
-        kernels=native_kernels(vllm[0] if vllm is not None else None),
+        kernels=native_kernels(kernels),
     )

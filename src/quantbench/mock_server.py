@@ -38,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quantbench.load.procs import spawn_module, stop_group
 from quantbench.load.requests import MOCK
+from quantbench.load.tokens import load_counter
+from quantbench.workloads.prompts import PromptItem
 
 LAG_TICK_S = 0.01  # how often the server times its own event loop's lateness
 
@@ -161,8 +163,6 @@ class MockServer:
         self.script = script
         self.counter: Any = None
         if script.tokenizer is not None:  # loaded once, before the server listens
-            from quantbench.load.tokens import load_counter
-
             self.counter = load_counter(script.tokenizer)
         self.in_flight = 0
         self.log = log
@@ -278,7 +278,6 @@ class MockServer:
         """The prompt's tokens as the script counts them: the tokenizer's, else words."""
         if self.counter is None:
             return _words(body)
-        from quantbench.workloads.prompts import PromptItem
 
         if isinstance(body.get("prompt"), str):
             return int(self.counter.count_prompt(PromptItem("p", 1, prompt=body["prompt"]), "text"))

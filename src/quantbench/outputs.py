@@ -1,7 +1,10 @@
-"""Everything the report reads: the stage outputs, each through its schema, each piece optional.
+"""Every stage output, read back: what the decision and the report are made from, each piece
+through its schema, each optional.
 
-Each file is read with :func:`quantbench.schemas.io.read` into the model its stage wrote it with
-(:mod:`quantbench.schemas`), so the report sees exactly the fields the pipeline writes, and an
+The decide stage plans from it (:mod:`quantbench.decision.plan`); the report stage judges it
+(:mod:`quantbench.decision.profiles`) and renders it (:mod:`quantbench.report.build`). Each file
+is read with :func:`quantbench.schemas.io.read` into the model its stage wrote it with
+(:mod:`quantbench.schemas`), so every reader sees exactly the fields the pipeline writes, and an
 older file is migrated where a migration exists. A missing, unreadable or invalid file is not an
 error: it becomes a note in :attr:`ReportInputs.problems` (an old schema version that cannot be
 migrated names the stage to rerun), and the report shows what it has.
@@ -16,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from quantbench.decision.compare import Contrast
-from quantbench.decision.confirm import contrast_of
 from quantbench.exchange.figures import ImportedRuns
 from quantbench.load.records import RequestRecord, iter_records
+from quantbench.load.session import verdict_level
+from quantbench.ports import is_loopback
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.base import StageOutput
 from quantbench.schemas.bench import HEADLINE_FIGURES, BenchRow, PairSummary
@@ -33,6 +36,8 @@ from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.variant import VariantRecord
+from quantbench.slo import Slo
+from quantbench.workloads.spec import PrecisionSpec
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=StageOutput)
@@ -85,15 +90,11 @@ class RepeatRecords:
         design made it other than ``confidence`` (None: ``confidence``)."""
         if self.session is None or not self.session.slo:
             return None
-        from quantbench.load.session import verdict_level
-        from quantbench.slo import parse_slo
-        from quantbench.workloads.spec import PrecisionSpec
-
         precision = (self.session.workload or {}).get("precision")
         if precision is None:
             return None
         spec = PrecisionSpec.model_validate(precision)
-        return verdict_level(spec, parse_slo(self.session.slo), confidence)
+        return verdict_level(spec, Slo(self.session.slo).constraints, confidence)
 
     def point(self, load_point: str) -> PointResult | None:
         """The run's own result of this point (as the bench stage computed it)."""
@@ -134,21 +135,6 @@ class ReportInputs:
     confirm: ConfirmFile | None = None
     """The decide stage's confirming measurements (None: the stage has not run)."""
     problems: list[str] = field(default_factory=list)
-
-    def confirmed(self, workload: str) -> dict[tuple[str, str], Contrast]:
-        """(contender key, leader key) -> their paired rounds' contrast, for ``workload``: only
-        a duel that completed its first block of rounds (one round alone takes the drift
-        between its two measurements for a difference); a shorter one leaves the screening's
-        comparison standing."""
-        if self.confirm is None:
-            return {}
-        return {
-            (d.a, d.b): contrast
-            for d in self.confirm.for_workload(workload)
-            if d.purpose == "contender"
-            and (contrast := contrast_of(d)) is not None
-            and len(d.rounds) >= self.confirm.min_rounds
-        }
 
 
 @dataclass(frozen=True)
@@ -326,6 +312,19 @@ def slo_conflicts(pairs: dict[str, PairSummary]) -> list[str]:
     return notes
 
 
+def exposed_servers(inputs: ReportInputs) -> list[str]:
+    """A note per pair whose servers bound a non-loopback address (bench.allow_non_loopback):
+    reachable from other machines while they ran, which a reader of the figures should know."""
+    notes = []
+    for name, summary in sorted(inputs.pairs.items()):
+        if not is_loopback(summary.host):
+            notes.append(
+                f"bench@{name}: its servers bound {summary.host}, reachable from other machines "
+                "while they ran (bench.allow_non_loopback is on)"
+            )
+    return notes
+
+
 def load_imported(folder: Path, problems: list[str]) -> list[ImportedRuns]:
     """Every ``imports/*.json`` (``quantbench import``'s files); an unreadable one is a problem."""
     out = []
@@ -400,6 +399,7 @@ __all__ = [
     "RepeatRecords",
     "ReportInputs",
     "clean_json",
+    "exposed_servers",
     "finite",
     "load_inputs",
     "read_output",

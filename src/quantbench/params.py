@@ -1,7 +1,9 @@
 """Reading params.yaml: the file, its plugins, and one section at a time.
 
-Stages read only the sections they use (so a stage's code dependencies stay its own, see
-docs/ARCHITECTURE.md); `quantbench validate` reads them all through :mod:`quantbench.config`.
+:mod:`quantbench.config` reads the whole file into one typed config (`quantbench validate`, the
+one-off commands, the stages that read several sections); the offline stages read only the
+sections they use with :func:`section` (so their code dependencies stay their own, see
+docs/ARCHITECTURE.md).
 Reading refuses what YAML lets through silently: an empty file, a key written twice (YAML keeps the
 last one), a top level that is not a mapping. Values YAML reads as something the user probably did
 not mean (``on``/``off``/``yes``/``no`` become booleans) are named in the messages of the settings
@@ -21,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from quantbench.errors import UserError, mask_assignments
+from quantbench.settings import takes_bool
 from quantbench.textfile import read_utf8
 
 DEFAULT_PARAMS = Path("params.yaml")
@@ -305,8 +308,6 @@ def describe(error: Any, prefix: str = "", model: Any = None) -> str:
 
 def _takes_bool(model: Any, loc: tuple[Any, ...]) -> bool:
     """Whether the field at ``loc`` of ``model`` takes a switch (True where it cannot tell)."""
-    from quantbench.settings import takes_bool
-
     for part in loc[:-1]:
         fields = getattr(model, "model_fields", None)
         field = fields.get(part) if fields and isinstance(part, str) else None

@@ -22,11 +22,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from quantbench import checks
-from quantbench.bench.served_here import Unservable, not_served_here
+from quantbench import accelerator, checks
+from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.config import Config
-from quantbench.engines.registry import get_engine
+from quantbench.data import (
+    chat_problems,
+    check_data_file,
+    jsonl_rows,
+    outside_project,
+    overlap_problem,
+    path_problem,
+    question_problems,
+)
+from quantbench.engines.artifact import Artifact
+from quantbench.engines.memory import GIB, gpu_shortfall, total_bytes
+from quantbench.engines.registry import get_engine, smallest_context, unservable_here
 from quantbench.errors import UserError, shown
+from quantbench.formats.base import VariantSpecError
+from quantbench.formats.gguf import gguf_hparams
+from quantbench.formats.gguf_header import read_header as read_gguf
+from quantbench.formats.registry import get_format
+from quantbench.hfconfig import read_hf_config, text_config
+from quantbench.linear_names import linear_layer_names
+from quantbench.lora.adopt import adapter_fit_problems
+from quantbench.lora.data import load_chats
+from quantbench.lora.train import target_problem
+from quantbench.model import EMBEDDED_NAME, ModelSourceError, embedded_gguf_path
+from quantbench.model_files import local_folder_problems
+from quantbench.qa import load_qa
+from quantbench.quality.served_task import standard_task_problems
+from quantbench.quantize.build import check_calibration_file
+from quantbench.safetensors_header import read_header
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
+from quantbench.schemas.variant import VariantRecord
+from quantbench.slo import Slo
+from quantbench.workloads.spec import OpenLoop, TracePrompts
+from quantbench.workloads.stats import prompt_lengths, words
+from quantbench.workloads.traffic import materialize
 
 
 class PreflightError(UserError):
@@ -45,8 +78,6 @@ class Widths:
 @functools.cache
 def embedded_widths() -> Widths:
     """The embedded model's dimensions from its GGUF metadata (the header only)."""
-    from quantbench.formats.gguf import gguf_hparams
-    from quantbench.model import embedded_gguf_path
 
     found = gguf_hparams(
         embedded_gguf_path(), "embedding_length", "feed_forward_length", "context_length"
@@ -59,8 +90,6 @@ def embedded_widths() -> Widths:
 
 
 def folder_widths(folder: Path) -> Widths:
-    from quantbench.hfconfig import read_hf_config, text_config
-
     config = text_config(read_hf_config(folder))
     return Widths(
         hidden_size=int(config["hidden_size"]),
@@ -107,8 +136,6 @@ def workload_sizes(config: Config) -> dict[str, WorkloadSize]:
     Words bound tokens from below for the tokenizers this project serves (byte-level BPE splits
     at every space, so each word is one token or more): a request this long cannot fit a
     smaller context, whatever the tokenizer; the chat template only adds to it."""
-    from quantbench.workloads.stats import prompt_lengths, words
-    from quantbench.workloads.traffic import materialize
 
     out = {}
     for name, spec in config.workloads.items():
@@ -147,14 +174,10 @@ def context_problems(
 
 
 def _read_chats(path: Path) -> object:
-    from quantbench.lora.data import load_chats
-
     return load_chats(path)
 
 
 def _read_questions(path: Path) -> object:
-    from quantbench.qa import load_qa
-
     return load_qa(path)
 
 
@@ -169,7 +192,6 @@ DATA_FILES: tuple[tuple[str, str, Any], ...] = (
 def _corpus_used(config: Config) -> bool:
     """Whether a workload cuts its prompts from data.corpus: the named ones (``use:``) and a
     trace's; random prompts, datasets and conversation files do not."""
-    from quantbench.workloads.spec import TracePrompts
 
     return any(
         spec.use is not None or isinstance(spec.prompts, TracePrompts)
@@ -185,7 +207,6 @@ def _corpus_used(config: Config) -> bool:
 def data_problems(config: Config) -> list[str]:
     """The data files the stages will read: each must exist, be UTF-8 and hold something, and
     a file with a structure must be read whole by the reader its stage uses."""
-    from quantbench.data import check_data_file
 
     wanted = list(DATA_FILES)
     if config.lora.train:
@@ -216,7 +237,6 @@ def data_problems(config: Config) -> list[str]:
 def content_problems(config: Config, found: list[str]) -> list[str]:
     """What the training chats and held-out questions hold that parses but is wrong (each
     file's reader has accepted it: ``found`` holds nothing about it)."""
-    from quantbench.data import chat_problems, jsonl_rows, overlap_problem, question_problems
 
     def readable(key: str) -> bool:
         return not any(f.startswith(f"data.{key}") for f in found)
@@ -248,8 +268,6 @@ def content_problems(config: Config, found: list[str]) -> list[str]:
 def lora_problems(config: Config, found: list[str]) -> list[str]:
     """LoRA's target modules against the model's linear layers (read from its config, on the
     meta device: no weights), where the pipeline trains an adapter."""
-    from quantbench.linear_names import linear_layer_names
-    from quantbench.lora.train import target_problem
 
     if not config.lora.train or any(f.startswith("model") for f in found):
         return []
@@ -291,9 +309,6 @@ def stand_in_folder(config: Config) -> Iterator[tuple[Path, Path | None]]:
             if config.model.source == "local" and config.model.path is not None:
                 shutil.copyfile(Path(config.model.path) / "config.json", folder / "config.json")
             elif config.model.source == "embedded":
-                from quantbench.formats.gguf import gguf_hparams
-                from quantbench.model import embedded_gguf_path
-
                 gguf = embedded_gguf_path()
                 h = gguf_hparams(
                     gguf, "block_count", "embedding_length", "attention.head_count",
@@ -327,16 +342,11 @@ def model_tensors(config: Config) -> dict[str, tuple[int, ...]] | None:
     folder's safetensors files, or the embedded GGUF's tensor table in Hugging Face's names;
     None for a hub model not downloaded yet."""
     if config.model.source == "local" and config.model.path is not None:
-        from quantbench.safetensors_header import read_header
-
         out: dict[str, tuple[int, ...]] = {}
         for file in sorted(Path(config.model.path).glob("*.safetensors")):
             out.update({n: t.shape for n, t in read_header(file).tensors.items()})
         return out or None  # pickled weights only: their shapes are not known unloaded
     if config.model.source == "embedded":
-        from quantbench.formats.gguf_header import read_header as read_gguf
-        from quantbench.model import embedded_gguf_path
-
         out = {}
         for t in read_gguf(embedded_gguf_path()).tensors:
             parts = t.name.split(".")
@@ -350,7 +360,6 @@ def model_tensors(config: Config) -> dict[str, tuple[int, ...]] | None:
 def model_name(config: Config) -> str | None:
     """The model's own name, where it is known: the embedded one's, a hub id's, a local folder
     in a hub cache (models--org--name/snapshots/...); None for a folder of any other name."""
-    from quantbench.model import EMBEDDED_NAME
 
     if config.model.source == "embedded":
         return EMBEDDED_NAME
@@ -371,7 +380,6 @@ def model_name(config: Config) -> str | None:
 )
 def model_problems(config: Config) -> list[str]:
     """A local model folder, by its files' headers (nothing is loaded)."""
-    from quantbench.model_files import local_folder_problems
 
     if config.model.source == "local" and config.model.path is not None:
         return local_folder_problems(config.model.path)
@@ -387,7 +395,6 @@ def model_problems(config: Config) -> list[str]:
 def adapter_problems(config: Config, found: list[str]) -> list[str]:
     """The adopted adapter against the model, from adapter_config.json and the two
     safetensors headers (the adapter's, the model's)."""
-    from quantbench.lora.adopt import adapter_fit_problems
 
     adapter = config.lora.adapter_path
     if config.lora.train or adapter is None:
@@ -415,9 +422,6 @@ def memory_problems(config: Config, total: int | None = None) -> list[str]:
     what the engine puts there, against the GPUs found. A setting that can never fit is known
     before any work; the server's own check at start (engines/memory.py) holds the real sizes
     against what is free."""
-    from quantbench.engines.artifact import Artifact
-    from quantbench.engines.memory import GIB, gpu_shortfall, total_bytes
-    from quantbench.engines.registry import get_engine
 
     total = total_bytes() if total is None else total
     try:
@@ -472,12 +476,9 @@ def model_weight_bytes(config: Config) -> int | None:
     """The model's weights at 16 bits a parameter (what the merge and the bf16 variant hold):
     from the embedded GGUF's tensor table, or a local folder's safetensors files as stored; None
     for a hub model not downloaded yet."""
-    from quantbench.model import embedded_gguf_path
 
     if config.model.source == "embedded":
-        from quantbench.formats.gguf_header import read_header
-
-        return 2 * sum(math.prod(t.shape) for t in read_header(embedded_gguf_path()).tensors)
+        return 2 * sum(math.prod(t.shape) for t in read_gguf(embedded_gguf_path()).tensors)
     if config.model.source == "local" and config.model.path is not None:
         files = list(Path(config.model.path).glob("*.safetensors"))
         return sum(f.stat().st_size for f in files) or None
@@ -505,9 +506,6 @@ def model_built(config: Config, folder: Path) -> bool:
     config builds there: its record (model_info.json, variant.json) readable, naming this
     config's model source or recipe, and its weights files present. An empty folder, a stale
     one of another model or an interrupted copy is not built."""
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.model_info import BaseModelInfo, MergedModelInfo
-    from quantbench.schemas.variant import VariantRecord
 
     try:
         if folder.name == "base" and folder.parent.name == "models":
@@ -561,7 +559,6 @@ def disk_problems(config: Config, free: int | None = None, where: Path | None = 
     """Less free space where the run writes (``where``: the project, the current folder) than
     what it still has to write: found now, not when a quantizer's save fails an hour in (a full
     disk also fails every later write, logs included)."""
-    from quantbench.engines.memory import GIB
 
     where = Path.cwd() if where is None else where
     try:
@@ -631,16 +628,12 @@ PER_TOKEN = ("tpot", "itl")  # times between output tokens: a one-token answer h
 
 
 def _workload_together(
-    name: str, spec: Any, default_slo: str, size: WorkloadSize | None
+    name: str, spec: Any, default_slo: Slo, size: WorkloadSize | None
 ) -> list[str]:
-    from quantbench.slo import parse_slo
-    from quantbench.workloads.spec import OpenLoop
-
     found = []
     where = f"workloads.{name}"
     if size is not None and size.max_output <= 1:
-        text = spec.slo_text(default_slo)
-        limits = [c.metric for c in parse_slo(text)] if text.strip() else []
+        limits = [c.metric for c in spec.slo_text(default_slo).constraints]
         targets = [m for m, _, _ in spec.precision.parsed()] if spec.precision else []
         for what, metrics in (("SLO", limits), ("precision target", targets)):
             for metric in sorted(set(metrics) & set(PER_TOKEN)):
@@ -674,22 +667,6 @@ def _workload_together(
     return found
 
 
-def unservable_in_config(config: Config) -> Unservable:
-    """Why each bench pair's engine cannot serve its variant on this machine (None: it can), from
-    the validated config (the stages ask the same of raw params: served_here.unservable_in)."""
-
-    def why(name: str) -> str | None:
-        pair = config.bench.pairs[name]
-        recipe = config.variants.get(pair.variant)
-        # an unknown variant is the config's own error; a disabled engine runs nothing
-        if recipe is None or not config.engine(pair.engine).enabled:
-            return None
-        engine = get_engine(pair.engine)
-        return engine.unservable_here(recipe.format, config.pair_settings(name))
-
-    return why
-
-
 @checks.check(
     "engines here",
     "a bench pair whose engine cannot serve its format on this machine (a kernel its build "
@@ -699,9 +676,8 @@ def engine_problems(config: Config) -> list[str]:
     """Each bench pair whose engine serves its format in general but not on this machine (a
     kernel missing from the engine's build for this CPU) and that has no fallback pair to stand in
     for it (``fallback_for``): it would fail at its first request."""
-    from quantbench.engines.registry import unservable_here
 
-    why = unservable_in_config(config)
+    why = unservable_in(config)
     skipped = not_served_here(config.bench.pairs, why)
     found = []
     for name, pair in config.bench.pairs.items():
@@ -734,7 +710,6 @@ def recipe_problems(config: Config) -> list[str]:
 
 def engine_contexts(config: Config) -> dict[str, tuple[int, str]]:
     """Per bench pair: the smallest per-request context over its settings' sweep."""
-    from quantbench.engines.registry import smallest_context
 
     contexts: dict[str, tuple[int, str]] = {}
     for name, pair in config.bench.pairs.items():
@@ -754,7 +729,6 @@ def served_task_problems(config: Config) -> list[str]:
     served = config.served_task
     if not (served.enabled and served.standard_tasks):
         return []
-    from quantbench.quality.served_task import standard_task_problems
 
     return standard_task_problems(served.standard_tasks)
 
@@ -765,9 +739,8 @@ def served_task_problems(config: Config) -> list[str]:
 )
 def device_problems(config: Config) -> list[str]:
     """A device asked for that this machine does not have (runtime.device, an engine's own)."""
-    from quantbench.accelerator import detect
 
-    found = detect()
+    found = accelerator.detect()
     if found.has_gpu:
         return []
     asked = [("runtime.device", config.runtime.device)]
@@ -791,10 +764,6 @@ def device_problems(config: Config) -> list[str]:
     "GGUF's metadata); a calibration file a calibrating format needs, missing or empty",
 )
 def variant_problems(config: Config, widths: Widths | None) -> list[str]:
-    from quantbench.formats.base import VariantSpecError
-    from quantbench.formats.registry import get_format
-    from quantbench.quantize.build import check_calibration_file
-
     found = []
     for name, spec in config.variants.items():
         try:
@@ -814,7 +783,6 @@ def variant_problems(config: Config, widths: Widths | None) -> list[str]:
 def workload_problems(config: Config) -> tuple[list[str], dict[str, WorkloadSize]]:
     """Each workload's traffic made as its stage makes it (its file read whole), and what its
     requests ask of a context; the problems of those that cannot be made."""
-    from quantbench.data import path_problem
 
     found: list[str] = []
     sizes: dict[str, WorkloadSize] = {}
@@ -845,7 +813,6 @@ def notes(config: Config, project: Path | None = None) -> list[str]:
     """What validate says without refusing: each data and workload file outside ``project``
     (the current folder, where relative paths start). A file kept elsewhere on purpose (a
     shared dataset) is the user's call; the note says what it costs."""
-    from quantbench.data import outside_project
 
     project = Path.cwd() if project is None else project
     paths = [(f"data.{key}", getattr(config.data, key)) for key in ("train", "heldout",
@@ -862,7 +829,6 @@ def notes(config: Config, project: Path | None = None) -> list[str]:
 def problems(config: Config) -> list[str]:
     """Every problem found, each naming the key, the value and the fix (each function called
     here is a registered check: docs/FAULTS.md lists them)."""
-    from quantbench.model import ModelSourceError
 
     found: list[str] = device_problems(config) + data_problems(config)
     found += model_problems(config)
@@ -912,11 +878,11 @@ def check(config: Config) -> None:
 
 def describe(config: Config) -> dict[str, Any]:
     """What the checks looked at, for `quantbench validate`."""
-    from quantbench.accelerator import detect, resolve_device
 
     widths = model_widths(config)
+    device = accelerator.resolve_device(config.runtime.device)
     return {
-        "device": f"{resolve_device(config.runtime.device)}: {detect().describe()}",
+        "device": f"{device}: {accelerator.detect().describe()}",
         "model_widths": None if widths is None else widths.__dict__,
         "max_output_tokens": max_output_tokens(config),
         "engine_contexts": {k: v[0] for k, v in engine_contexts(config).items()},

@@ -16,7 +16,10 @@ import os
 import shutil
 from pathlib import Path
 
+from quantbench.config import ModelSettings
 from quantbench.machine_cache import machine_cache_dir
+from quantbench.model import embedded_gguf_path, prepare_base
+from quantbench.runtime import configure_threads
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -26,8 +29,6 @@ def prepared_key() -> str:
     torch and transformers. Any change makes another key."""
     import torch
     import transformers
-
-    from quantbench.model import embedded_gguf_path
 
     digest = hashlib.sha256(f"{torch.__version__} {transformers.__version__}".encode())
     gguf = embedded_gguf_path()
@@ -40,10 +41,6 @@ def prepared_key() -> str:
 def shared_prepared_base() -> Path:
     """The machine's prepared copy of the embedded model (made here on first use). Read it, do
     not write into it: callers that modify a model copy it first."""
-    from quantbench.config import ModelSettings
-    from quantbench.model import prepare_base
-    from quantbench.runtime import configure_threads
-
     shared = machine_cache_dir() / "test-prepared-base" / prepared_key()
     shared.parent.mkdir(parents=True, exist_ok=True)
     with open(shared.with_suffix(".lock"), "w") as lock:

@@ -159,7 +159,10 @@ def value_problem(value: Any, annotation: Any, bounds: str = "") -> str | None:
         return None
     if isinstance(value, str):
         at = control_character(value)
-        if at is not None and any(t is str or _takes([t], value) for t in members):
+        # text types include str's subclasses (the typed SLO: quantbench.slo.Slo), which parse
+        # their text and would otherwise take a control character as part of it
+        textual = (isinstance(t, type) and issubclass(t, str) for t in members)
+        if at is not None and (any(textual) or any(_takes([t], value) for t in members)):
             return (
                 f"holds the control character {value[at]!r} at position {at}; names, paths and "
                 "labels are one line of printable characters: remove it"

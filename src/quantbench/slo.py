@@ -34,11 +34,14 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
+
+from quantbench.precision import pass_count, power_to_pass, sample_for_power
 
 if TYPE_CHECKING:
     from quantbench.precision import Bounds
@@ -324,19 +327,60 @@ def parse_slo(text: str) -> list[Constraint]:
     return constraints
 
 
-def slo_section(raw: Mapping[str, Any], key: str = "slo", origin: str = "params.yaml") -> str:
-    """The SLO text of a params mapping, checked; ConfigError with the caret otherwise."""
-    from quantbench.params import ConfigError
+class Slo(str):
+    """An SLO: its text as written, and its constraints, parsed once when it is made.
 
-    text = raw.get(key) or ""
-    if not isinstance(text, str):
-        raise ConfigError(f"{origin}: {key}: expected text like 'ttft:p95<=500ms', got {text!r}")
-    try:
-        if text.strip():
-            parse_slo(text)
-    except SLOParseError as exc:
-        raise ConfigError(f"{origin}: {key}: {exc}") from None
-    return text
+    An ``Slo`` is a ``str`` (its text): it prints, compares, hashes and serialises as the text,
+    so every file that records an SLO keeps recording the text. Its :attr:`constraints` are the
+    text parsed by :func:`parse_slo`, here and nowhere else: params.yaml's ``slo:``, a workload's
+    own ``slo:``, a profile's, or the text a stage output recorded all become constraints by
+    becoming an ``Slo``. ``Slo("")`` (or blank text) has none. As a pydantic field's type it takes
+    text (refused with the caret under the bad part) and is dumped as text.
+    """
+
+    _constraints: tuple[Constraint, ...]
+
+    def __new__(cls, text: str = "") -> Slo:
+        if isinstance(text, Slo):
+            return text
+        if not isinstance(text, str):
+            raise TypeError(f"an SLO is text like 'ttft:p95<=500ms', got {text!r}")
+        made = super().__new__(cls, text)
+        made._constraints = tuple(parse_slo(text)) if text.strip() else ()
+        return made
+
+    @property
+    def text(self) -> str:
+        """The text as written (a plain ``str``)."""
+        return str.__str__(self)
+
+    @property
+    def constraints(self) -> tuple[Constraint, ...]:
+        return self._constraints
+
+    @property
+    def per_request(self) -> list[Constraint]:
+        """The constraints every request is checked against (what goodput counts)."""
+        return per_request(self._constraints)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        def made(value: Any, text: core_schema.ValidatorFunctionWrapHandler) -> Slo:
+            return value if isinstance(value, Slo) else cls(text(value))  # parsed once
+
+        return core_schema.no_info_wrap_validator_function(
+            made,
+            core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(str.__str__),
+        )
+
+
+NO_SLO = Slo("")
+"""No constraints."""
+
+DEFAULT_PROFILE = "default"
+"""The SLO profile a workload is judged by unless named otherwise: its own ``slo:`` (else
+params.yaml's); ``report.profiles`` names the others."""
 
 
 def per_request(constraints: Sequence[Constraint]) -> list[Constraint]:
@@ -406,7 +450,6 @@ def requests_needed(
     (pass with at most 2 errors). The power is not monotone in n: more requests than this can
     have less until the pass count moves up (p90: 71-79 % at 62-75, at least 80 % from 76 on).
     """
-    from quantbench.precision import sample_for_power
 
     need, why = 1, ""
     for c in constraints:
@@ -449,7 +492,6 @@ class EarlyPass:
 def fewest_to_pass(share: float, confidence: float) -> int:
     """The fewest values with which a limit a ``share`` of them must meet can pass at
     ``confidence`` (every one of them within it: share^n <= 1 - confidence)."""
-    from quantbench.precision import pass_count
 
     n = max(1, math.ceil(math.log(1 - confidence) / math.log(share)) - 1)
     while pass_count(n, share, confidence) is None:
@@ -571,7 +613,6 @@ def _design_text(c: Constraint) -> str:
 
 def _power_text(c: Constraint, share: float, bounds: Bounds, power: float) -> str:
     """The verdict's power at its own n, or that no outcome of n could pass and what would."""
-    from quantbench.precision import sample_for_power
 
     if power > 0:
         # rounded down: never more power than there is
@@ -586,7 +627,6 @@ def _judge_counted(
     c: Constraint, found: Measured, bounds: Bounds, share: float, head: str
 ) -> ConstraintResult:
     """A percentile or error-rate constraint judged on its one-sided bounds, with its power."""
-    from quantbench.precision import power_to_pass
 
     kind = _KIND[c.metric]
     verdict = _one_sided(c, bounds)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quantbench import preflight
+from quantbench import checks, params, ports, preflight, secrets, settings
 from quantbench.config import Config, load_config
 from quantbench.schemas.validate import ValidationVerdict
 
@@ -29,8 +29,6 @@ def validate_all(path: str | Path) -> ValidationVerdict:
 def checks_table() -> str:
     """docs/FAULTS.md's table of what validate checks: every registered check (reading the
     file, the settings, the preflight checks; importing this module registers them all)."""
-    from quantbench import checks, params, ports, secrets, settings
-
     return checks.markdown_table(checks.registered([params, settings, secrets, ports]))
 
 

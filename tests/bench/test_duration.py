@@ -19,6 +19,7 @@ from quantbench.cli.plan import profile_overrides, with_overrides
 from quantbench.config import parse_config
 from quantbench.errors import UserError
 from quantbench.schemas.roofline import ConcurrencyPoint, PairPrediction
+from quantbench.slo import NO_SLO, Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +55,7 @@ def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     prediction = _prediction([_point(1, 2.0), _point(4, 4.0)])
     plan = plan_pair(
         "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()}, [prediction],
-        BenchSettings(), "", startup_s=30.0,
+        BenchSettings(), NO_SLO, startup_s=30.0,
     )  # fmt: skip
     closed, opened = plan.points
     assert (closed.load_point, closed.conversations) == ("c1", 12)
@@ -65,7 +66,7 @@ def test_a_grid_point_takes_its_conversations_times_e2e_over_its_streams():
     # a conversation of 3 turns with 1 s thinks: 3 E2E + 2 s per stream
     three = plan_pair(
         "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape(3.0, 1.0)}, [prediction],
-        BenchSettings(), "", startup_s=0.0,
+        BenchSettings(), NO_SLO, startup_s=0.0,
     )  # fmt: skip
     assert three.points[0].seconds == pytest.approx(12 * (3 * 2.0 + 2 * 1.0))
 
@@ -77,7 +78,7 @@ def test_the_served_task_is_timed_once_per_pair_at_its_concurrency_pace():
     predicted: priced as one (never faster than a prediction says)."""
     prediction = _prediction([_point(1, 2.0), _point(4, 4.0, itl_ms=40.0)])
     two = prediction.model_copy(update={"server_point": "other"})
-    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [prediction, two], BenchSettings(), "")
+    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [prediction, two], BenchSettings(), NO_SLO)
     without = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0)
     one = plan_pair("p-e", ["default", "other"], *args, startup_s=30.0, task=TaskShape(13, 32, 1))
     assert one.task_s == pytest.approx(13 * (0.1 + 32 * 0.02))
@@ -86,7 +87,7 @@ def test_the_served_task_is_timed_once_per_pair_at_its_concurrency_pace():
     assert four.task_s == pytest.approx(13 * (0.1 + 32 * 0.04) / 4)
     both = plan_pair("p-e", ["default"], *args, startup_s=30.0, task=TaskShape(13, 32, 2))
     assert both.task_s == pytest.approx(one.task_s)
-    unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "",
+    unknown = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), NO_SLO,
                         startup_s=1.0, task=TaskShape(13, 32, 1))  # fmt: skip
     assert unknown.task_s is None and unknown.seconds is None
     # the answers' own length where it is known (the reference answers, about 15 tokens where
@@ -123,7 +124,7 @@ def test_the_probe_is_timed_on_its_setting_and_added_to_the_pair():
     not above them; 4: TPOT 40 ms), on the setting it probes; no probe asked costs nothing."""
     default = _prediction([_point(1, 2.0), _point(4, 4.0, itl_ms=40.0)])
     slow = _prediction([_point(1, 9.0, itl_ms=90.0)]).model_copy(update={"server_point": "one"})
-    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [slow, default], BenchSettings(), "")
+    args = ({"chat": CHAT}, {"chat": TrafficShape()}, [slow, default], BenchSettings(), NO_SLO)
     without = plan_pair("p-e", ["one", "default"], *args, startup_s=30.0)
     probe = ProbeShape(alone=7, batch=4, output_tokens=32, server_point="default")
     probed = plan_pair("p-e", ["one", "default"], *args, startup_s=30.0, probe=probe)
@@ -131,7 +132,7 @@ def test_the_probe_is_timed_on_its_setting_and_added_to_the_pair():
     assert probed.probe_s == pytest.approx(7 * alone + 2 * alone + four)
     assert probed.seconds == pytest.approx(without.seconds + probed.probe_s)
     assert without.probe_s == 0.0
-    unknown = plan_pair("p-e", ["x"], {"chat": CHAT}, {}, [], BenchSettings(), "",
+    unknown = plan_pair("p-e", ["x"], {"chat": CHAT}, {}, [], BenchSettings(), NO_SLO,
                         startup_s=1.0, probe=probe)  # fmt: skip
     assert unknown.probe_s is None and unknown.seconds is None
 
@@ -142,7 +143,7 @@ def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
     bench = BenchSettings(mode="search", search={"start": 1, "max": 16, "num_requests": 16})
     plan = plan_pair(
         "p-e", ["default"], {"chat": CHAT}, {"chat": TrafficShape()},
-        [_prediction(points)], bench, "ttft:p90<=1.6s", startup_s=0.0,
+        [_prediction(points)], bench, Slo("ttft:p90<=1.6s"), startup_s=0.0,
     )  # fmt: skip
     loads = [p.load_point for p in plan.points]
     assert loads[:4] == ["c1", "c2", "c4", "c3"] and set(loads) == {"c1", "c2", "c3", "c4"}
@@ -151,7 +152,9 @@ def test_a_search_is_timed_over_the_loads_it_would_try_as_predicted():
 
 
 def test_a_pair_without_a_prediction_is_counted_not_timed():
-    plan = plan_pair("p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), "", startup_s=1.0)
+    plan = plan_pair(
+        "p-e", ["default"], {"chat": CHAT}, {}, [], BenchSettings(), NO_SLO, startup_s=1.0
+    )
     assert len(plan.points) == 2 and plan.seconds is None
 
 
@@ -216,7 +219,7 @@ def test_a_point_is_priced_where_its_verdict_would_stop_it():
             "warmup_requests": 2,
         }
     )
-    slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"
+    slo = Slo("ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1")
     args = ({"chat": spec}, {"chat": TrafficShape()})
     met = _prediction([_point(1, 1.0, ttft_ms=100.0, itl_ms=20.0)])
     plan = plan_pair("p-e", ["default"], *args, [met], BenchSettings(), slo, startup_s=0.0)
@@ -253,7 +256,7 @@ def test_a_point_the_race_stops_is_priced_where_the_race_stops_it():
             }
         )
 
-    slo = "ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1"
+    slo = Slo("ttft:p90<=2s; tpot:p50<=150ms; error_rate<=0.1")
     fast = _prediction([_point(1, 1.0), _point(4, 1.2)])
     shapes = {"chat": TrafficShape()}
 

@@ -12,6 +12,7 @@ from quantbench.bench.job import workloads_job
 from quantbench.bench.remeasure import RowServers
 from quantbench.bench.spec import BenchSettings
 from quantbench.engines.base import LaunchSpec
+from quantbench.slo import NO_SLO
 
 from .conftest import FakeEngine, FakeSettings
 from .test_stage import CHAT
@@ -36,7 +37,9 @@ def test_the_servers_a_duel_needs_start_side_by_side(fake_artifact, tmp_path: Pa
     engine = SlowStartEngine(tmp_path)
     bench = BenchSettings()
     jobs = {
-        name: workloads_job(name, fake_artifact, engine, FakeSettings(), {"chat": CHAT}, "", bench)
+        name: workloads_job(
+            name, fake_artifact, engine, FakeSettings(), {"chat": CHAT}, NO_SLO, bench
+        )
         for name in ("a", "b")
     }
     servers = RowServers(jobs, tmp_path / "out")

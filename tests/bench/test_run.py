@@ -15,6 +15,7 @@ from quantbench.bench.spec import BenchSettings
 from quantbench.decision.margins import DecisionMargins
 from quantbench.engines.base import EngineSettings
 from quantbench.load.race import RACE_STOP
+from quantbench.slo import Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
@@ -41,7 +42,7 @@ def job(engine, artifact, settings, *, slo="", bench=None, workloads=None) -> Pa
     # tests (test_the_grid_races_*)
     bench = bench or BenchSettings(price_per_hour=3.6, race=False)
     return workloads_job(
-        "tiny-fake", artifact, engine, settings, workloads or {"chat": WORKLOAD}, slo, bench
+        "tiny-fake", artifact, engine, settings, workloads or {"chat": WORKLOAD}, Slo(slo), bench
     )
 
 
@@ -139,7 +140,7 @@ def test_rows_on_the_stand_in_gpu_carry_its_counters_over_their_windows(
 def test_one_run_gives_every_headline_figure_its_interval(fake_engine, fake_artifact, tmp_path):
     # At one repeat, request throughput and goodput had no interval; every other figure has its
     # own (batch means, order statistics, Wilson) or says its sample is too small.
-    from quantbench.bench.results import HEADLINE
+    from quantbench.decision.rows import HEADLINE
 
     summary = run_pair(job(fake_engine, fake_artifact, FakeSettings(), slo="e2e<=5s"), tmp_path)
     row = summary.rows[0]

@@ -13,6 +13,7 @@ from quantbench.bench.stage import SUMMARY, resume_key, run_pair_to
 from quantbench.decision.margins import DecisionMargins
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import PairSummary
+from quantbench.slo import NO_SLO, Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeSettings
@@ -40,7 +41,7 @@ def test_the_resume_key_changes_with_what_was_measured_and_only_with_it(
 
     def key(settings=None, slo="ttft<=1s", **extra) -> str:
         job = workloads_job("p", fake_artifact, fake_engine, settings or FakeSettings(),
-                            {"chat": CHAT}, slo, BenchSettings(), **extra)  # fmt: skip
+                            {"chat": CHAT}, Slo(slo), BenchSettings(), **extra)  # fmt: skip
         return resume_key(job, paths, env)
 
     first = key()
@@ -63,7 +64,7 @@ def test_the_resume_key_changes_with_what_was_measured_and_only_with_it(
 def test_run_pair_to_writes_the_folder_whole_with_its_summary(
     fake_engine, fake_artifact, tmp_path: Path
 ) -> None:
-    job = workloads_job("p", fake_artifact, fake_engine, FakeSettings(), {"chat": CHAT}, "",
+    job = workloads_job("p", fake_artifact, fake_engine, FakeSettings(), {"chat": CHAT}, NO_SLO,
                         BenchSettings())  # fmt: skip
     out = tmp_path / "out"
     summary = run_pair_to(job, out)

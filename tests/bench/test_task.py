@@ -15,6 +15,7 @@ from quantbench.load.session import build_traffic
 from quantbench.qa import load_qa
 from quantbench.quality.spec import ServedTaskSettings
 from quantbench.schemas.common import HeldoutAnswer
+from quantbench.slo import NO_SLO
 from quantbench.workloads.spec import WorkloadSpec
 
 from .conftest import FakeEngine, FakeSettings
@@ -36,7 +37,7 @@ WORKLOAD = WorkloadSpec.model_validate(
 def _job(engine, artifact, settings, offline) -> PairJob:  # type: ignore[no-untyped-def]
     return PairJob(
         name="tiny-fake", artifact=artifact, engine=engine, settings=settings,
-        workloads={"chat": WORKLOAD}, traffic={"chat": build_traffic(WORKLOAD, None)}, slo="",
+        workloads={"chat": WORKLOAD}, traffic={"chat": build_traffic(WORKLOAD, None)}, slo=NO_SLO,
         bench=BenchSettings(price_per_hour=3.6, race=False),
         task=TaskJob(items=ITEMS, offline=offline, max_new_tokens=32, confidence=0.95,
                      settings=ServedTaskSettings(concurrency=2)),

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from quantbench.bench.cost import cost_per_million_tokens
-from quantbench.bench.results import failed_row, pick_best, rank_metric
 from quantbench.bench.search import find_edge, grid_size
 from quantbench.config import ConfigError, parse_config
+from quantbench.decision.cost import cost_per_million_tokens
+from quantbench.decision.rows import failed_row, pick_best, rank_metric
 from quantbench.decision.rules import DecisionSettings
 
 
@@ -236,7 +236,7 @@ def test_two_repeats_pool_their_own_intervals_with_the_run_to_run_spread() -> No
     from tests.decision.montecarlo import band
     from tests.schemas import examples
 
-    from quantbench.bench.results import fold_repeats
+    from quantbench.decision.rows import fold_repeats
     from quantbench.precision import Figure
 
     shape = {"kind": "concurrency", "concurrency": 4}

@@ -100,13 +100,12 @@ def test_the_cpus_plan_says_nothing_new_where_its_inputs_exist(
     plan prices by them and prints none of the lines of a plan that stands something in."""
     from tests.schemas import examples
 
+    from quantbench.config import load_config
     from quantbench.schemas import io as schema_io
-    from quantbench.workloads.spec import workloads_section
     from quantbench.workloads.traffic import materialize
 
     schema_io.write(tmp_path / "this.json", examples.machine_calibration())
-    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
-    for spec in workloads_section(params).values():
+    for spec in load_config(REPO / "params.yaml").workloads.values():
         materialize(spec, [REPO / "data/calibration.txt"]).write(tmp_path / "workloads")
     rows, out = _plan(tmp_path, capsys, "--calibration", str(tmp_path / "this.json"),
                       "--model", str(tiny_model_dir))  # fmt: skip

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from quantbench.bench.results import pick_best
 from quantbench.decision import confirm
 from quantbench.decision.compare import LogEstimate, ratio
 from quantbench.decision.confirm import Planned, contrast_of, look_level, run_duels
+from quantbench.decision.rows import pick_best
 from quantbench.decision.rules import DecisionSettings
 from quantbench.precision import Figure
 from quantbench.schemas.decide import Duel, Measured
@@ -156,7 +156,7 @@ def test_the_best_of_eight_identical_settings_claims_no_gain() -> None:
     interval (the two rows' intervals combined, nothing else) claimed a gain beyond noise in
     about half the runs. With the drift added and the family of 7 comparisons accounted for,
     a claimed gain is rare; the decide stage then measures a claimed one again, apart."""
-    from quantbench.report.tuning import gain_interval
+    from quantbench.decision.tuning import gain_interval
 
     rng = np.random.default_rng(5)
     settings = DecisionSettings(drift=0.04)

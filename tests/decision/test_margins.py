@@ -9,7 +9,7 @@ import math
 import pytest
 
 from quantbench.decision.compare import critical, figure_ratio
-from quantbench.decision.margins import DecisionMargins, RaceMargins
+from quantbench.decision.margins import DecisionMargins
 from quantbench.precision import Figure
 
 CONFIDENCE = 0.95
@@ -65,9 +65,8 @@ def test_the_leader_s_low_end_alone_stopped_rows_the_decision_keeps() -> None:
     assert point.high > leader.low * margins.race_share(CONFIDENCE)  # the floor does not
 
 
-def test_the_bench_reads_the_margins_from_the_report_section() -> None:
-    # the race reads only its two keys; the section's others are the report stage's
-    margins = RaceMargins.model_validate({"equivalence": 0.1, "drift": 0.0, "profiles": {}})
+def test_the_margins_are_validated_and_give_the_race_its_share() -> None:
+    margins = DecisionMargins.model_validate({"equivalence": 0.1, "drift": 0.0})
     assert margins.race_share(CONFIDENCE) == pytest.approx(1 / 1.1)
     with pytest.raises(ValueError):
-        RaceMargins.model_validate({"equivalence": 1.5})
+        DecisionMargins.model_validate({"equivalence": 1.5})

@@ -1,9 +1,9 @@
-"""What the decide stage measures again, and in which order (quantbench.report.confirmations)."""
+"""What the decide stage measures again, and in which order (quantbench.decision.plan)."""
 
 from __future__ import annotations
 
 from quantbench.decision.confirm import Planned
-from quantbench.report.confirmations import interleaved
+from quantbench.decision.plan import interleaved
 
 
 def test_the_workloads_take_turns_in_the_plan() -> None:

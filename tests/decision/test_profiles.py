@@ -1,4 +1,4 @@
-"""Judging per workload (quantbench.report.profiles) as the statistics need it: what is a tie
+"""Judging per workload (quantbench.decision.profiles) as the statistics need it: what is a tie
 and what a contender, the drift the rounds measured, the figure a rerun will see, a row whose
 SLO is still undecided."""
 
@@ -9,14 +9,18 @@ import math
 from pathlib import Path
 
 import pytest
+from tests.report.conftest import FIXTURE_SLO, FIXTURE_WORKLOADS, build_fixture_tree
 
-from quantbench.report.inputs import load_inputs
-from quantbench.report.profiles import decide_judged, decision_inputs, judge_profiles
+from quantbench.decision.profiles import (
+    confirmed_contrasts,
+    decide_judged,
+    decision_inputs,
+    judge_profiles,
+)
+from quantbench.outputs import load_inputs
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import ranking
 from quantbench.schemas.decide import ConfirmFile, Duel, Measured, Round
-
-from .conftest import FIXTURE_SLO, FIXTURE_WORKLOADS, build_fixture_tree
 
 BF16, GGUF = "bf16-transformers", "gguf-q4_k_m-llamacpp"
 CONTENDER = f"{BF16}/continuous_batching=on/chat/c4"
@@ -133,3 +137,26 @@ def test_a_row_whose_slo_is_undecided_is_carried_as_a_flagged_contender(inputs) 
     assert decision.status == "not separable" and top.key in decision.contenders
     assert "its SLO verdict is undecided" in decision.comparisons[top.key].text(0.95)
     assert math.isfinite(decision.comparisons[top.key].contrast.ratio)  # type: ignore[union-attr]
+
+
+def test_rounds_short_of_a_block_leave_the_screening_standing(tmp_path) -> None:
+    """A duel the budget cut after one round: that round alone would take the drift between its
+    two measurements for a difference, so the screening's comparison stands."""
+    from quantbench.schemas import io as schema_io
+    from quantbench.schemas.decide import ConfirmFile
+
+    root = build_fixture_tree(tmp_path)
+    path = root / ConfirmFile.OUTPUT
+    confirm = schema_io.read(path, ConfirmFile)
+    (duel,) = confirm.duels
+    cut = confirm.model_copy(
+        update={"duels": [duel.model_copy(update={"rounds": duel.rounds[:1]})]}
+    )
+    schema_io.write(path, cut)
+    inputs = load_inputs(root)
+    assert confirmed_contrasts(inputs, "chat") == {}
+    by_key = {p.key: p for p in judge_profiles(inputs, FIXTURE_SLO, ReportSettings(),
+                                                workloads=FIXTURE_WORKLOADS)}  # fmt: skip
+    chat = by_key["chat"]
+    assert chat.decision is not None and chat.decision.status == "not separable"
+    assert chat.decision.comparisons[chat.decision.unresolved[0].key].source == "rows"

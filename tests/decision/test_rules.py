@@ -1,5 +1,5 @@
 """The decision rule (quantbench.decision.rules) through the function every caller uses,
-quantbench.bench.results.pick_best: each test here failed on the rule it replaced (ties by
+quantbench.decision.rows.pick_best: each test here failed on the rule it replaced (ties by
 overlapping intervals, settled by any difference in input order)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from quantbench.bench.results import decide_rows, pick_best
+from quantbench.decision.rows import decide_rows, pick_best
 from quantbench.decision.rules import DecisionSettings
 
 
@@ -123,7 +123,7 @@ def test_a_comparison_without_an_interval_on_its_ratio_is_no_verdict() -> None:
     """Item 8: a row whose interval reaches 0 (its low end clipped there) has no log estimate;
     1 % below the leader it was called "slower". Without a ratio's interval it is not yet
     separable, unless the two intervals lie apart, the drift allowed for."""
-    from quantbench.bench.results import candidates
+    from quantbench.decision.rows import candidates
     from quantbench.decision.rules import DecisionSettings, decide
 
     lead = row("lead", 100.0, rel=0.05)
@@ -144,7 +144,7 @@ def test_a_row_kept_out_only_by_an_undecided_slo_is_carried_as_a_flagged_contend
     out of the decision; truly 20 % inside its p90 limit it is undecided in 12-80 % of runs by
     its latency spread. Faster than the leader (or not shown slower), it is carried as a
     flagged contender and the decision is not separable; shown slower, it is left out."""
-    from quantbench.bench.results import candidates
+    from quantbench.decision.rows import candidates
     from quantbench.decision.rules import DecisionSettings, decide
 
     lead = row("lead", 100.0, rel=0.03)

@@ -14,22 +14,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from quantbench.decision.compare import Contrast
-from quantbench.report.build import build_report
-from quantbench.report.inputs import load_inputs
-from quantbench.report.markdown import md, md_ticks
-from quantbench.report.profiles import judge_profiles, judged_candidates
-from quantbench.report.spec import ReportSettings
-from quantbench.report.status import narrowing, settlement, status_of
-
-from .conftest import (
+from tests.report.conftest import (
     CHAT_CONTENDER,
     FIXTURE_PROFILES,
     FIXTURE_SLO,
     FIXTURE_WORKLOADS,
     build_fixture_tree,
 )
+
+from quantbench.decision.compare import Contrast
+from quantbench.decision.profiles import judge_profiles, judged_candidates
+from quantbench.decision.settlement import narrowing, settlement, status_of
+from quantbench.outputs import load_inputs
+from quantbench.report.build import build_report
+from quantbench.report.markdown import md, md_ticks
+from quantbench.report.spec import ReportSettings
 
 SETTINGS = ReportSettings(profiles=FIXTURE_PROFILES, quality={})
 

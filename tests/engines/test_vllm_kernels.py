@@ -100,6 +100,7 @@ def test_the_bench_stage_run_alone_refuses_it_before_starting_a_server(
     import yaml
 
     from quantbench.bench.job import JobPaths, pair_job
+    from quantbench.config import parse_config
     from quantbench.errors import UserError
 
     python, _ = fake_vllm
@@ -107,7 +108,7 @@ def test_the_bench_stage_run_alone_refuses_it_before_starting_a_server(
     params["engines"]["vllm"]["python"] = str(python)
     del params["bench"]["pairs"]["awq-w4g64-transformers"]  # the pair's fallback
     with pytest.raises(UserError, match=r"bench.pairs.awq-w4g64-vllm: .*cpu_gemm_wna16"):
-        pair_job(params, "awq-w4g64-vllm", JobPaths(variants=tmp_path / "none"))
+        pair_job(parse_config(params), "awq-w4g64-vllm", JobPaths(variants=tmp_path / "none"))
 
 
 def test_the_answer_is_cached_per_interpreter_and_cpu(monkeypatch, tmp_path: Path) -> None:

@@ -129,3 +129,26 @@ def test_a_new_weight_layout_is_registered_not_written_into_the_estimator(tiny) 
         WEIGHT_LAYOUTS.pop("nf4")
     with pytest.raises(formats.EstimateInputError, match="'nf4' is unknown to the estimator"):
         formats.get_layout("nf4")
+
+
+def test_every_declared_layout_is_counted_and_every_counted_one_declared() -> None:
+    """The built-in layouts are declared once (WEIGHT_LAYOUTS, which a stored estimate reads
+    by); the estimator's registry counts the bytes of each, with the fields declared there."""
+    from quantbench.estimate import formats
+    from quantbench.schemas.estimate_inputs import WEIGHT_LAYOUTS
+
+    assert set(formats.layout_names()) == set(WEIGHT_LAYOUTS)
+    assert all(formats.get_layout(name).fields is None for name in WEIGHT_LAYOUTS)
+
+
+def test_a_layout_without_fields_needs_a_declared_name(tiny) -> None:
+    from quantbench.estimate import formats
+
+    with pytest.raises(formats.EstimateInputError, match="'nf4' declares no fields"):
+        formats.register_layout(
+            formats.Layout(
+                "nf4", "4-bit codes", lambda variant, arch, t: ("nf4", 0.0),
+                lambda variant, arch, types: "bf16", file_compute=lambda variant: None,
+            )
+        )  # fmt: skip
+    assert "nf4" not in formats.layout_names()

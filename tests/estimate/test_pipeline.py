@@ -7,6 +7,7 @@ from tests.schemas import examples
 
 from quantbench.estimate.pipeline import follow_pipeline, slo_targets, traffic_workload
 from quantbench.estimate.spec import EstimateSettings
+from quantbench.slo import NO_SLO, Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 SUMMARY = examples.workload_means(23.9, 33.4)
@@ -24,11 +25,11 @@ def workloads() -> dict[str, WorkloadSpec]:
 
 
 def test_the_slo_targets_are_the_pipelines_tightest_limits() -> None:
-    slo = slo_targets("ttft:p90<=2s; tpot:p50<=150ms; itl:p99<120ms; error_rate<=0.1")
+    slo = slo_targets(Slo("ttft:p90<=2s; tpot:p50<=150ms; itl:p99<120ms; error_rate<=0.1"))
     assert (slo.ttft_ms, slo.itl_ms) == (2000.0, 120.0)
-    open_itl = slo_targets("ttft:p95<=500ms; output_tps>=10")
+    open_itl = slo_targets(Slo("ttft:p95<=500ms; output_tps>=10"))
     assert open_itl.ttft_ms == 500.0 and open_itl.itl_ms == EstimateSettings().slo.itl_ms
-    assert slo_targets("") == EstimateSettings().slo
+    assert slo_targets(NO_SLO) == EstimateSettings().slo
 
 
 def test_the_workload_is_the_first_workloads_traffic_at_every_measured_load() -> None:
@@ -38,7 +39,7 @@ def test_the_workload_is_the_first_workloads_traffic_at_every_measured_load() ->
 
 
 def test_what_estimate_sets_itself_wins() -> None:
-    text = "ttft:p90<=2s; tpot:p50<=150ms"
+    text = Slo("ttft:p90<=2s; tpot:p50<=150ms")
     summaries = {"chat": SUMMARY, "burst": SUMMARY}
     followed = follow_pipeline(EstimateSettings(), text, workloads(), summaries)
     assert (followed.slo.ttft_ms, followed.slo.itl_ms) == (2000.0, 150.0)

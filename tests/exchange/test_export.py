@@ -131,14 +131,12 @@ def test_export_without_runs_says_what_to_run(tmp_path, capsys) -> None:
 def test_a_runs_lengths_are_its_own_points(bench_tree) -> None:
     # a session of several points (`quantbench load`) hands every point's records: each
     # report counts its own point's requests only
-    from dataclasses import replace
-
     from quantbench.exchange import llmd
     from quantbench.load.records import read_records
 
     session = _session(bench_tree)
     records = read_records(bench_tree.joinpath(*RUN, "records.jsonl"))
-    other = [replace(r, point="r9", prompt_tokens=999) for r in records]
+    other = [r.model_copy(update={"point": "r9", "prompt_tokens": 999}) for r in records]
     report = llmd.report(session, session.points[0], [*records, *other], label="x")
     lengths = report["results"]["request_performance"]["aggregate"]["requests"]["input_length"]
     assert lengths["max"] < 999

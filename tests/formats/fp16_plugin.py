@@ -2,8 +2,8 @@
 
 params.yaml names this file under `plugins:`; importing it registers the `fp16` format, whose
 variants (`variants: {fp16: {format: fp16}}`) are built, evaluated, estimated, served (by an
-engine that declares `fp16`, e.g. tests/engines/plugin_engine.py's `echo`) and reported like a
-built-in format's. tests/test_plugins_under_dvc.py runs it through `dvc repro`.
+engine that declares `fp16`, e.g. tests/engines/plugin_engine.py's `echo`, and by transformers,
+which this module adds it to) and reported like a built-in format's. tests/test_plugins_under_dvc.py runs it through `dvc repro`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from quantbench.engines.registry import also_serves
 from quantbench.formats.base import Format, Recipe
 from quantbench.formats.build import BuildRequest, BuildResult, hf_weights_file
 from quantbench.formats.registry import register_format
@@ -26,9 +27,6 @@ class Fp16(Format):
     name: ClassVar[str] = "fp16"
     libraries: ClassVar[tuple[str, ...]] = ("transformers", "safetensors")
     recipe_model: ClassVar[type[Recipe]] = Fp16Spec
-    # an HF checkpoint transformers loads as it is: served by the built-in engine too, declared
-    # here (no engine module edited)
-    served_by: ClassVar[frozenset[str]] = frozenset({"transformers"})
 
     def build(self, request: BuildRequest) -> BuildResult:
         import torch
@@ -50,3 +48,6 @@ class Fp16(Format):
 
 
 register_format(Fp16())
+# an HF checkpoint transformers loads as it is: served by the built-in engine too, said here (no
+# engine module edited)
+also_serves("transformers", Fp16.name)

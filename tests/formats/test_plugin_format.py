@@ -93,8 +93,9 @@ def test_a_plugin_registers_a_quality_backend_its_format_names(tmp_path, tiny_fo
 
 
 def test_a_plugin_format_declares_a_built_in_engine_that_serves_it() -> None:
-    """Format.served_by: the fp16 plugin (an HF checkpoint) is served by transformers without
-    the transformers module naming it; vLLM, which it does not name, does not serve it."""
+    """engines.registry.also_serves: the fp16 plugin (an HF checkpoint) is served by
+    transformers without the transformers module naming it; vLLM, which it does not name, does
+    not serve it."""
     import subprocess
     import sys
 

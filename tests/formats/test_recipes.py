@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,3 +147,19 @@ def test_awq_grid_is_accepted_exactly_when_llm_compressor_can_build_it(duo_scali
             assert isinstance(parse(raw), AwqSpec), n_grid
         else:
             assert "n_grid" in error_of(raw), n_grid
+
+
+def test_a_one_file_format_is_found_by_its_file(tmp_path: Path) -> None:
+    """Format.file_suffix: GGUF's variants are one .gguf file, every other format's a folder."""
+    from quantbench.formats.registry import all_formats, format_of_file, variant_file
+
+    assert {n for n, f in all_formats().items() if f.file_suffix} == {"gguf"}
+    found = format_of_file(tmp_path / "model-Q4_K_M.gguf")
+    assert found is not None and found.name == "gguf"
+    assert format_of_file(tmp_path / "model.safetensors") is None
+    assert format_of_file(tmp_path / "folder") is None
+    assert variant_file(tmp_path, "bf16") is None  # a folder's variant: no one file
+    with pytest.raises(VariantSpecError, match="expected exactly one .gguf file, found 0"):
+        variant_file(tmp_path, "gguf")
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    assert variant_file(tmp_path, "gguf") == tmp_path / "model.gguf"

@@ -13,6 +13,7 @@ import pytest
 from quantbench.load.records import RequestRecord, read_records
 from quantbench.load.session import SessionSummary, Target, run_session
 from quantbench.mock_server import MockServerProcess, Script
+from quantbench.slo import Slo
 from quantbench.workloads.spec import WorkloadSpec
 
 
@@ -48,7 +49,12 @@ def bench(tmp_path: Path) -> Iterator[Callable[..., BenchRun]]:
         try:
             spec = WorkloadSpec.model_validate({"progress_interval_s": 5.0, **workload})
             out = tmp_path / f"out{n}"
-            summary = run_session(spec, Target(url=server.url, engine=engine), out, slo=slo)
+            summary = run_session(
+                spec,
+                Target(url=server.url, engine=engine),
+                out,
+                slo=Slo(slo) if slo is not None else None,
+            )
         finally:
             server.stop()
         meta = json.loads((out / "load_meta.json").read_text(encoding="utf-8"))

@@ -195,7 +195,8 @@ def test_bench_cli_end_to_end(
 
 def _rec(i: int, chunks: list[float], status: str = "completed") -> RequestRecord:
     return RequestRecord(
-        str(i), i, "pt", "s", "p", "measured", 0, send_time=0.0, first_token_time=chunks[0],
+        request_id=str(i), index=i, point="pt", scenario="s", prompt_id="p", phase="measured",
+        worker=0, send_time=0.0, first_token_time=chunks[0],
         end_time=chunks[-1], chunk_times=chunks, chunk_tokens=[1] * len(chunks),
         prompt_tokens=3, output_tokens=len(chunks), tokens_source="usage", status=status,  # type: ignore[arg-type]
         output_text="a b",

@@ -13,7 +13,7 @@ from tests.schemas import examples
 
 from quantbench.accelerator import nvidia as found
 from quantbench.accelerator.telemetry import DeviceSample, Telemetry
-from quantbench.bench.results import fold_repeats
+from quantbench.decision.rows import fold_repeats
 from quantbench.load import gpu_window
 from quantbench.load.gpu_window import (
     GpuSampler,

@@ -307,13 +307,14 @@ def test_request_rates_carry_their_interval_within_one_run() -> None:
 
 
 def test_speculative_acceptance_is_summed_over_completed_measured_requests() -> None:
-    from dataclasses import replace
+    def drafted(r: RequestRecord, drafted: int, accepted: int) -> RequestRecord:
+        return r.model_copy(update={"draft_tokens": drafted, "draft_accepted": accepted})
 
     records = [
-        replace(rec(0, 0.0, [0.1, 0.2], 0.2, warmup=True), draft_tokens=100, draft_accepted=0),
-        replace(rec(1, 1.0, [1.1, 1.2], 1.3), draft_tokens=10, draft_accepted=8),
-        replace(rec(2, 1.0, [1.2, 1.3], 1.4), draft_tokens=30, draft_accepted=12),
-        replace(rec(3, 1.5, [1.6], 1.7, status="failed", out=1), draft_tokens=50, draft_accepted=0),
+        drafted(rec(0, 0.0, [0.1, 0.2], 0.2, warmup=True), 100, 0),
+        drafted(rec(1, 1.0, [1.1, 1.2], 1.3), 10, 8),
+        drafted(rec(2, 1.0, [1.2, 1.3], 1.4), 30, 12),
+        drafted(rec(3, 1.5, [1.6], 1.7, status="failed", out=1), 50, 0),
         rec(4, 1.5, [1.6, 1.7], 1.8),  # its engine said nothing
     ]
     spec = summary(records).speculation

@@ -10,6 +10,7 @@ from scipy.stats import norm
 from quantbench.load.race import RACE_STOP, cannot_reach, ceiling, race_levels, reach
 from quantbench.load.records import RequestRecord
 from quantbench.sequential import crossing_probability, look_schedule
+from quantbench.slo import NO_SLO, Slo
 from quantbench.workloads.plan import LoadPlan, Precision, RaceFloor
 
 from .test_metrics import rec
@@ -38,7 +39,7 @@ def floor(
 ) -> RaceFloor:
     metric = metric or ("good_output_throughput" if slo else "output_throughput")
     return RaceFloor(
-        metric=metric, floor=value, leader="a @ c4", slo=slo, after=after, confidence=0.9975,
+        metric=metric, floor=value, leader="a @ c4", slo=Slo(slo), after=after, confidence=0.9975,
         first_look=first_look,
     )  # fmt: skip
 
@@ -209,7 +210,7 @@ def test_the_race_levels_spend_exactly_its_error_rate() -> None:
     assert 0.0035 < one_sided < 0.0045
     assert one_sided > 3 * alpha / 22
     # a RaceFloor carries both levels to the load process
-    race = RaceFloor(metric="output_throughput", floor=1.0, leader="a @ c4", slo="", after=12,
+    race = RaceFloor(metric="output_throughput", floor=1.0, leader="a @ c4", slo=NO_SLO, after=12,
                      confidence=interval, first_look=first, ceiling_confidence=ceiling_level)  # fmt: skip
     assert race.one_sided == ceiling_level
 

@@ -1,5 +1,6 @@
-"""The per-request record's file format: what is written is read back unchanged, and writing a
-record costs the load process's event loop the same whatever the record's length."""
+"""The per-request record's file format: what is written is read back unchanged, lines written
+before read still, and writing a record costs the load process's event loop the same whatever
+the record's length."""
 
 from __future__ import annotations
 
@@ -9,9 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from quantbench.load.records import RequestRecord, read_records, write_records
+from quantbench.load.records import RequestRecord, Tally, read_records, write_records
 from quantbench.schemas.io import StageOutputError
-from quantbench.schemas.records import RecordLine
+from quantbench.schemas.records import RECORD_FIELDS, RecordLine
+
+# One line as the load generator wrote it before the record had one definition (a dataclass in
+# quantbench.load.records beside the schema's RecordLine): the file's format, byte for byte.
+WRITTEN_BEFORE = (
+    '{"schema_version":1,"request_id":"r1","index":3,"point":"c64","scenario":"s",'
+    '"prompt_id":"p","phase":"measured","worker":0,"send_time":10.0,"scheduled_time":9.5,'
+    '"requested_tokens":4,"conversation":"c","turn":1,"first_token_time":10.05,'
+    '"end_time":10.09,"chunk_times":[10.05,10.07],"chunk_tokens":[1,2],"prompt_tokens":null,'
+    '"cached_tokens":0,"draft_tokens":null,"draft_accepted":null,"output_tokens":3,'
+    '"tokens_source":"usage","status":"completed","http_status":200,"error":null,'
+    '"finish_reason":"length","output_text":"tok \\u00e9"}'
+)
 
 
 def _record(chunks: int) -> RequestRecord:
@@ -23,15 +36,45 @@ def _record(chunks: int) -> RequestRecord:
     )  # fmt: skip
 
 
+def test_the_record_is_the_schemas_line() -> None:
+    """One definition: the load generator's record is the schema's line, its fields the line's
+    but for the version."""
+    assert RequestRecord is RecordLine
+    assert tuple(RecordLine.model_fields) == ("schema_version", *RECORD_FIELDS)
+
+
 def test_a_record_is_read_back_as_written(tmp_path: Path) -> None:
     rec = _record(24)
     assert RequestRecord.from_dict(rec.as_dict()) == rec  # a load worker's message
+    assert "schema_version" not in rec.as_dict()
     write_records(tmp_path / "r.jsonl", [rec, _record(1)])
     assert read_records(tmp_path / "r.jsonl") == [rec, _record(1)]
-    # each line is a versioned RecordLine: the schema's fields are the record's, one for one
+    # each line carries its version, first, then the fields in the schema's order
     line = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert list(line) == ["schema_version", *RECORD_FIELDS]
     assert line["schema_version"] == RecordLine.current_version()
-    assert set(RecordLine.model_fields) == {"schema_version", *rec.as_dict()}
+
+
+def test_a_line_is_written_as_before_and_one_written_before_reads(tmp_path: Path) -> None:
+    rec = RequestRecord(
+        request_id="r1", index=3, point="c64", scenario="s", prompt_id="p", phase="measured",
+        worker=0, send_time=10.0, scheduled_time=9.5, requested_tokens=4, conversation="c",
+        turn=1, first_token_time=10.05, end_time=10.09, chunk_times=[10.05, 10.07],
+        chunk_tokens=[1, 2], cached_tokens=0, output_tokens=3, tokens_source="usage",
+        http_status=200, finish_reason="length", output_text="tok \u00e9",
+    )  # fmt: skip
+    assert rec.to_json() == WRITTEN_BEFORE
+    path = tmp_path / "records.jsonl"
+    path.write_text(WRITTEN_BEFORE + "\n", encoding="utf-8")
+    assert read_records(path) == [rec]
+
+
+def test_a_workers_record_with_a_wrong_field_names_it() -> None:
+    data = _record(1).as_dict()
+    with pytest.raises(ValueError, match=r"worker 2: surprise: Extra inputs"):
+        RequestRecord.from_dict({**data, "surprise": 1}, where="worker 2")
+    with pytest.raises(ValueError, match=r"record: phase: Input should be"):
+        RequestRecord.from_dict({**data, "phase": "later"})
 
 
 def test_older_lines_read_and_a_broken_one_names_its_line(tmp_path: Path) -> None:
@@ -51,6 +94,17 @@ def test_older_lines_read_and_a_broken_one_names_its_line(tmp_path: Path) -> Non
     path.write_text(json.dumps(data) + "\n{not json\n")
     with pytest.raises(StageOutputError, match=r"records.jsonl:2: not valid JSON.*bench@"):
         read_records(path)
+
+
+def test_the_tally_counts_records_by_status() -> None:
+    """What the dispatcher and the load process's progress line count, in one place: the unsent
+    count with the incomplete (neither answered nor failed)."""
+    tally = Tally()
+    statuses = ["completed", "completed", "failed", "incomplete", "unsent"]
+    for status in statuses:
+        tally.add(_record(2).model_copy(update={"status": status}))
+    assert (tally.completed, tally.failed, tally.incomplete) == (2, 1, 2)
+    assert (tally.records, tally.chunks) == (5, 10)
 
 
 def _python_calls(fn) -> int:  # type: ignore[no-untyped-def]

@@ -11,7 +11,10 @@ from quantbench.load.streaming import StreamError, StreamParser
 
 
 def _rec() -> RequestRecord:
-    return RequestRecord("r", 0, "pt", "s", "p", "measured", 0, send_time=100.0)
+    return RequestRecord(
+        request_id="r", index=0, point="pt", scenario="s", prompt_id="p", phase="measured",
+        worker=0, send_time=100.0,
+    )  # fmt: skip
 
 
 def _chat(content: str | None, **extra: object) -> bytes:

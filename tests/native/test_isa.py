@@ -116,3 +116,33 @@ def test_every_probe_compiles_with_its_own_flags(tmp_path: Path, name: str) -> N
     if "unrecognized command-line option" in done.stderr or "unknown argument" in done.stderr:
         pytest.skip(f"this compiler does not know -m{name}")
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_proc_cpuinfo_is_read_in_one_place(tmp_path: Path) -> None:
+    """advertised_cpu: the model name and flags (x86) or Features (ARM) the kernel lists, the
+    last processor's; nothing where there is no file. The fingerprint reads it through here."""
+    x86 = tmp_path / "x86"
+    x86.write_text(
+        "processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: fpu avx2 amx_tile\n\n"
+        "processor\t: 1\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: fpu avx2 amx_tile fma\n"
+    )
+    assert isa.advertised_cpu(x86) == isa.AdvertisedCpu(
+        "Intel(R) Xeon(R)", frozenset({"fpu", "avx2", "amx_tile", "fma"})
+    )
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve\nCPU implementer\t: 0x41\n")
+    assert isa.advertised_cpu(arm) == isa.AdvertisedCpu(None, frozenset({"fp", "asimd", "sve"}))
+    assert isa.advertised_cpu(tmp_path / "none") == isa.AdvertisedCpu(None, frozenset())
+
+
+def test_the_fingerprint_and_the_native_signature_read_the_same_cpu(monkeypatch) -> None:
+    from quantbench import fingerprint
+
+    cpu = isa.AdvertisedCpu("Some CPU", frozenset({"avx2", "fma", "sse4_2", "amx_tile"}))
+    monkeypatch.setattr(isa, "advertised_cpu", lambda path=isa.CPUINFO: cpu)
+    monkeypatch.setattr(fingerprint, "advertised_cpu", lambda path=isa.CPUINFO: cpu)
+    signature = isa.cpu_signature()
+    assert signature["model"] == "Some CPU"
+    assert signature["isa_flags"] == ["amx_tile", "avx2", "fma", "sse4_2"]
+    info = fingerprint.cpu_info()
+    assert info.model == "Some CPU" and info.flags == ["avx2", "amx_tile", "fma"]

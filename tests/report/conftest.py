@@ -36,12 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.schemas import examples
 
-from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best, rank_metric
 from quantbench.decision.compare import pooled
 from quantbench.decision.confirm import pooled_model, round_contrast
+from quantbench.decision.rows import checks, failed_row, fold_repeats, pick_best, rank_metric
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord, write_records
 from quantbench.precision import Figure
@@ -518,11 +517,6 @@ def build_fixture_tree(root: Path, confirm: bool = True) -> Path:
     if confirm:
         schema_io.write(root / ConfirmFile.OUTPUT, confirm_file(summaries))
     return root
-
-
-@pytest.fixture(scope="session")
-def fixture_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fixture_tree(tmp_path_factory.mktemp("report-tree"))
 
 
 if __name__ == "__main__":

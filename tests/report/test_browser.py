@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from quantbench.outputs import load_inputs
 from quantbench.report.build import build_report
-from quantbench.report.inputs import load_inputs
 from quantbench.report.spec import ReportSettings
 
 from .conftest import FIXTURE_PROFILES, FIXTURE_SLO, FIXTURE_WORKLOADS, build_fixture_tree

@@ -9,14 +9,14 @@ import dataclasses
 import pytest
 from tests.schemas import examples
 
+from quantbench.decision.profiles import judge_profiles
 from quantbench.engines.transformers import TransformersSettings
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.compare import ProbeSpan
 from quantbench.estimate.pairs import BenchPair, WorkloadShape, predict_pairs
 from quantbench.estimate.spec import EstimateSettings
+from quantbench.outputs import load_inputs
 from quantbench.report.estimates import EstimateRow, band_summary, edge_rows, estimate_rows
-from quantbench.report.inputs import load_inputs
-from quantbench.report.profiles import judge_profiles
 from quantbench.report.spec import ReportSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.estimate_inputs import EstimatedVariant

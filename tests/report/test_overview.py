@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from quantbench.outputs import load_inputs
 from quantbench.report.build import build_report
 from quantbench.report.charts import BEST_COLOR, GREYED
-from quantbench.report.inputs import load_inputs
 from quantbench.report.markdown import slug
 from quantbench.report.overview import VERDICTS, OverviewRow, text_chart
 from quantbench.report.spec import ReportSettings

@@ -23,20 +23,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from quantbench.decision.profiles import decide_judged, judge_profiles, pick
+from quantbench.decision.rejudge import NO_RECORDS_FLAG, refold, resummarize
 from quantbench.load.metrics import summarize
+from quantbench.outputs import PointKey, load_inputs
 from quantbench.precision import Figure
 from quantbench.report.build import build_report
 from quantbench.report.html import script_json
-from quantbench.report.inputs import PointKey, load_inputs
 from quantbench.report.pareto import front
-from quantbench.report.profiles import (
-    NO_RECORDS_FLAG,
-    decide_judged,
-    judge_profiles,
-    pick,
-    refold,
-    resummarize,
-)
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import figure_text, interval_text, ranking
 from quantbench.schemas import io as schema_io
@@ -249,7 +243,7 @@ def test_a_tie_is_shown_by_rounds_in_alternation_and_settled_by_quality(by_key) 
 def test_without_the_rounds_the_same_rows_are_not_separable(tmp_path) -> None:
     """The rows as the bench stages measured them (no decide stage): the llama.cpp row leads,
     bf16 cannot be separated from it; the decision says so and names the contender."""
-    from quantbench.report.inputs import load_inputs
+    from quantbench.outputs import load_inputs
 
     root = build_fixture_tree(tmp_path, confirm=False)
     by_key = {p.key: p for p in judge_profiles(load_inputs(root), FIXTURE_SLO, ReportSettings(),
@@ -765,7 +759,7 @@ def with_llama_4_slots_ranked(chat):
 
 def test_tuned_against_default_per_swept_pair(inputs, by_key) -> None:
 
-    from quantbench.report.tuning import tuning_gains
+    from quantbench.decision.tuning import tuning_gains
 
     chat = by_key["chat"]
     gains = {g.pair: g for g in tuning_gains(inputs, chat)}
@@ -792,7 +786,7 @@ def test_a_tuned_gain_confirmed_by_the_decide_stage_is_read_from_its_rounds(inpu
     contrast: the ratio, its interval and where they come from are the confirming rounds'."""
     from dataclasses import replace
 
-    from quantbench.report.tuning import tuning_gains
+    from quantbench.decision.tuning import tuning_gains
     from quantbench.schemas.decide import Duel, PooledContrast
 
     fixed, profile = with_llama_4_slots_ranked(by_key["chat"])
@@ -829,7 +823,7 @@ def test_a_contender_duel_between_tuned_and_default_is_the_tuning_s_confirmation
     The tuning now reads the same rounds, the other way round."""
     from dataclasses import replace
 
-    from quantbench.report.tuning import tuning_gains
+    from quantbench.decision.tuning import tuning_gains
     from quantbench.schemas.decide import Duel, PooledContrast
 
     fixed, profile = with_llama_4_slots_ranked(by_key["chat"])
@@ -864,7 +858,7 @@ def test_tuned_against_default_says_what_the_default_holds_and_what_the_race_ski
     # its lower loads alone, overstating the gain.
     from dataclasses import replace
 
-    from quantbench.report.tuning import tuning_gains
+    from quantbench.decision.tuning import tuning_gains
     from quantbench.schemas.bench import RaceDrop
 
     chat = by_key["chat"]
@@ -944,29 +938,6 @@ def test_each_workloads_search_is_shown_with_its_interval(inputs) -> None:
         slo=FIXTURE_SLO, settings=SETTINGS, workloads=FIXTURE_WORKLOADS,
     ).files[Path("index.html")]  # fmt: skip
     assert "chat: c4 not run, c1 stopped part-way (race): cannot reach the leader" in html
-
-
-def test_rounds_short_of_a_block_leave_the_screening_standing(tmp_path) -> None:
-    """A duel the budget cut after one round: that round alone would take the drift between its
-    two measurements for a difference, so the screening's comparison stands."""
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.decide import ConfirmFile
-
-    root = build_fixture_tree(tmp_path)
-    path = root / ConfirmFile.OUTPUT
-    confirm = schema_io.read(path, ConfirmFile)
-    (duel,) = confirm.duels
-    cut = confirm.model_copy(
-        update={"duels": [duel.model_copy(update={"rounds": duel.rounds[:1]})]}
-    )
-    schema_io.write(path, cut)
-    inputs = load_inputs(root)
-    assert inputs.confirmed("chat") == {}
-    by_key = {p.key: p for p in judge_profiles(inputs, FIXTURE_SLO, ReportSettings(),
-                                                workloads=FIXTURE_WORKLOADS)}  # fmt: skip
-    chat = by_key["chat"]
-    assert chat.decision is not None and chat.decision.status == "not separable"
-    assert chat.decision.comparisons[chat.decision.unresolved[0].key].source == "rows"
 
 
 def test_html_states_the_decision_rule_it_applies(files) -> None:
@@ -1101,7 +1072,7 @@ def test_runs_imported_from_other_tools_are_shown_beside_ours_and_never_ranked(
 def test_the_bench_verdicts_are_shown_at_the_level_the_bench_judged_them() -> None:
     """A point of the early-pass design was judged at 97.5 % a look: the report's details of the
     bench's own verdicts say the same level, not the bench confidence's 95 %."""
-    from quantbench.report.inputs import RepeatRecords
+    from quantbench.outputs import RepeatRecords
     from quantbench.schemas.session import SessionSummary
 
     workload = {"precision": {"max_requests": 88, "early_pass": True}}
@@ -1151,7 +1122,7 @@ def test_a_row_the_race_stopped_is_named_against_the_leader(inputs, by_key) -> N
 def test_the_gpu_columns_stand_beside_throughput_only_where_a_row_has_them(inputs, files) -> None:
     from dataclasses import replace
 
-    from quantbench.report.profiles import DEFAULT_PROFILE
+    from quantbench.decision.profiles import DEFAULT_PROFILE
     from quantbench.schemas.session import GpuDeviceWindow, GpuWindow
 
     # a CPU run's tables have no GPU columns, not even empty ones

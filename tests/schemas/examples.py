@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best
+from quantbench.decision.rows import checks, failed_row, fold_repeats, pick_best
 from quantbench.fsutil import write_json
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord
@@ -79,7 +79,7 @@ from quantbench.schemas.report_metrics import ReportMetrics
 from quantbench.schemas.session import PointResult, SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import Calibration, VariantRecord, VariantSource
-from quantbench.schemas.workloads import Spread, WorkloadSummary
+from quantbench.schemas.workloads import Spread, TrafficLine, TurnLine, WorkloadSummary
 from quantbench.slo import parse_slo
 
 SLO = "ttft:p95<=500ms; tpot:p50<=60ms; error_rate<=0.05"
@@ -460,6 +460,15 @@ def workload_summary() -> WorkloadSummary:
     )  # fmt: skip
 
 
+def traffic_line() -> TrafficLine:
+    """One line of the multi-turn workload's <name>.jsonl: a conversation of two turns."""
+    return TrafficLine(
+        prompt_id="mt-7", scenario="multi-turn", system="You are terse.",
+        turns=[TurnLine(content="Name a prime.", max_tokens=16),
+               TurnLine(content="And a larger one?", max_tokens=16, think_s=4.2)],
+    )  # fmt: skip
+
+
 def workload_means(
     input_tokens: float,
     output_tokens: float,
@@ -607,6 +616,7 @@ def every_output(root: Path) -> list[StageOutput]:
         code_stamp(),
         base_model_info(),
         workload_summary(),
+        traffic_line(),
         finetune_report(trained=True),
         merge_report(),
         merged_model_info(),

@@ -327,6 +327,7 @@ PINNED: dict[str, str] = {
     "EstimatesFile": "v3:00c27fc8d17c67bf",  # v3: any registered weight layout
     "SessionSummary": "v6:3d9d0a8eeee726d6",  # v6: the GPUs' counters per point (v5: summary typed)
     "WorkloadSummary": "v1:d97992f91d553edd",  # the workloads stage's summary
+    "TrafficLine": "v1:515fe10c0c042236",  # one line of a workload's <name>.jsonl
     "RecordLine": "v1:6f4942b35665a92a",  # one line of records.jsonl
     "Recommended": "v2:accbb7a223d9f1ba",  # a best_config.json entry; v2: decided / provisional
     "NoneFound": "v2:9a2645ba94819dcd",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tests.schemas import examples
 
-from quantbench.bench.results import checks, failed_row, fold_repeats, pick_best
+from quantbench.decision.rows import checks, failed_row, fold_repeats, pick_best
 from quantbench.formats.gguf import GgufSpec
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import BenchRow, Interval
@@ -156,12 +156,18 @@ def test_quality_report_from_two_real_passes(tiny_model_dir: Path, tmp_path: Pat
 
 
 def test_env_json_is_env_info(tmp_path: Path) -> None:
+    """What the fingerprint stage writes: the machine, and each engine's kernels as each engine
+    reports them (Engine.kernels; vLLM's None without its environment)."""
+    from quantbench.engines.registry import engine_kernels
     from quantbench.fingerprint import fingerprint
 
-    env = fingerprint({"vllm": (tmp_path / "no-vllm" / "python", ("vllm",))})
+    missing = tmp_path / "no-vllm" / "python"
+    kernels = engine_kernels({"engines": {"vllm": {"python": str(missing)}}})
+    env = fingerprint({"vllm": (missing, ("vllm",))}, kernels)
     schema_io.write(tmp_path / "env.json", env)
     assert schema_io.read(tmp_path / "env.json", EnvInfo) == env
     assert env.engine_envs == {"vllm": None} and env.kernels.vllm is None
+    assert env.kernels.llama_cpp == kernels["llama_cpp"]
 
 
 def test_env_json_records_each_engine_environment_it_is_given(tmp_path: Path) -> None:
@@ -171,7 +177,10 @@ def test_env_json_records_each_engine_environment_it_is_given(tmp_path: Path) ->
 
     from quantbench.fingerprint import fingerprint
 
-    env = fingerprint({"mine": (Path(sys.executable), ("pydantic", "no-such-distribution"))})
+    kernels = {"llama_cpp": examples.env_info().kernels.llama_cpp, "vllm": None}
+    env = fingerprint(
+        {"mine": (Path(sys.executable), ("pydantic", "no-such-distribution"))}, kernels
+    )
     assert set(env.engine_envs) == {"mine"}
     versions = env.engine_envs["mine"]
     assert versions is not None and versions["no-such-distribution"] is None
@@ -220,3 +229,19 @@ def test_estimates_json_is_the_estimate_stage_output(tmp_path: Path) -> None:
     assert all("comparison" not in e for e in data["estimates"])
     assert written.estimates[0].at(1) is not None and written.estimates[0].variant_name == "bf16"
     assert np.isfinite(written.summary[0].ttft_ms_c1)
+
+
+def test_an_engine_torch_that_would_use_a_faulting_isa_is_warned_by_its_entry(monkeypatch) -> None:
+    """The fingerprint's warning covers every torch an engine reports, named by its entry."""
+    from quantbench import fingerprint
+    from quantbench.native import llama_build
+
+    monkeypatch.setattr(llama_build, "build_info", lambda tc: {"isa": {"dropped": ["amx-tile"]}})
+    monkeypatch.setattr(fingerprint, "torch_kernels", lambda python: None)  # the project's
+    example = examples.env_info().kernels
+    amx = example.torch.model_copy(update={"amx_tile": True})
+    kernels = fingerprint.native_kernels({"llama_cpp": example.llama_cpp, "vllm": amx})
+    assert kernels.vllm == amx and kernels.torch is None
+    assert kernels.warnings == [
+        "vllm reports AMX usable but the ISA probe saw AMX fault on this machine"
+    ]

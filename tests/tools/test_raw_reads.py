@@ -51,7 +51,6 @@ NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/load/forkserver.py", "_recv_request"): "the fork server's protocol",
     ("src/quantbench/workloads/plan.py", "LoadPlan.load"): "the request plan a load process gets "
     "from its parent, inside one stage",
-    ("src/quantbench/workloads/prompts.py", "load_dataset"): "a user's prompt dataset",
     ("src/quantbench/load/session.py", "first_model"): "a server's /v1/models answer",
     ("src/quantbench/load/session.py", "read_meta"): "a load process's note to its session, "
     "inside one stage",
@@ -66,7 +65,8 @@ NOT_A_STAGE_OUTPUT = {
     ("src/quantbench/quality/refcache.py", "load"): "the reference-pass cache",
     ("src/quantbench/report/charts.py", "template_json"): "plotly's own JSON",
     ("src/quantbench/report/charts.py", "to_json"): "plotly's own JSON",
-    ("src/quantbench/workloads/files.py", "_lines"): "a user's conversations file",
+    ("src/quantbench/workloads/files.py", "json_object_lines"): "a user's conversations file "
+    "or prompt dataset (one reader for both)",
 }
 
 STAGE_OUTPUT_STILL_RAW: dict[tuple[str, str], str] = {}

@@ -83,3 +83,19 @@ def test_a_trace_that_goes_back_in_time_is_refused(tmp_path: Path) -> None:
     ])  # fmt: skip
     with pytest.raises(WorkloadFileError, match="w.jsonl:2: arrivals must not go back in time"):
         read_trace(path, Corpus([REPO / "data/eval.txt"]), scenario="t")
+
+
+def test_a_line_separator_inside_a_string_stays_in_its_line(tmp_path: Path) -> None:
+    """Conversations files and prompt datasets are read by one JSON Lines reader, which cuts at
+    newlines only: U+2028 is a line separator to Python, a character to JSON."""
+    from quantbench.workloads.prompts import load_dataset
+    from quantbench.workloads.spec import DatasetPrompts
+
+    text = "one\u2028two\x85three"
+    row = {"id": "c1", "max_tokens": 8, "messages": [{"role": "user", "content": text}]}
+    path = tmp_path / "w.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    (conv,) = read_conversations(path, default_max_tokens=8, scenario="s")
+    assert conv.turns[0].content == text
+    (item,) = load_dataset(DatasetPrompts(path=path))
+    assert item.as_messages()[0]["content"] == text

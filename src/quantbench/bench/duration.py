@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from quantbench.bench.search import find_edge
 from quantbench.bench.spec import BenchSettings
 from quantbench.estimate.pipeline import slo_targets
+from quantbench.load.session import early_pass_look
 from quantbench.schemas.roofline import PairPrediction
-from quantbench.slo import fail_limits, parse_slo
+from quantbench.slo import NO_SLO, Slo, fail_limits, fewest_to_pass
 from quantbench.workloads.plan import Precision
 from quantbench.workloads.spec import ClosedLoop, OpenLoop, WorkloadSpec
 
@@ -179,7 +180,7 @@ CLEAR_MISS = 1.5
 
 
 def decided_at(
-    spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: str, confidence: float
+    spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: Slo, confidence: float
 ) -> int | None:
     """The measured requests after which point i stops if the prediction were the truth: its
     early-pass design's first look where every SLO limit is predicted met at its load, or the
@@ -187,17 +188,15 @@ def decided_at(
     where TTFT or the per-token time is predicted at least CLEAR_MISS times its limit; None
     where it runs to its cap (no precision, no prediction, an open loop, a prediction near a
     limit)."""
-    from quantbench.load.session import early_pass_look
-    from quantbench.slo import fewest_to_pass
 
     point = spec.points[i]
     precision = spec.precision
     if prediction is None or precision is None or not isinstance(point, ClosedLoop):
         return None
-    text = spec.slo_text(slo)
-    constraints = parse_slo(text) if text.strip() else []
+    judged_by = spec.slo_text(slo)
+    constraints = judged_by.constraints
     at = prediction.at(point.concurrency) or prediction.points[-1]
-    targets = slo_targets(text)
+    targets = slo_targets(judged_by)
     itl = at.itl_ms if at.itl_ms is not None else 0.0
     if predicted_pass(spec, i, prediction, slo):
         return early_pass_look(precision, constraints, confidence)
@@ -213,7 +212,7 @@ def decided_at(
     return -(-min(shown) // every) * every if shown else None
 
 
-def predicted_pass(spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: str) -> bool:
+def predicted_pass(spec: WorkloadSpec, i: int, prediction: PairPrediction | None, slo: Slo) -> bool:
     """Whether closed-loop point i meets every latency limit of its SLO as predicted."""
     point = spec.points[i]
     if prediction is None or not isinstance(point, ClosedLoop):
@@ -241,7 +240,7 @@ def grid_point(
     i: int,
     prediction: PairPrediction | None,
     shape: TrafficShape,
-    slo: str = "",
+    slo: Slo = NO_SLO,
     confidence: float = 0.95,
     leader_rate: float | None = None,
 ) -> PointPlan:
@@ -282,7 +281,7 @@ def grid_point(
 def search_points(
     spec: WorkloadSpec,
     bench: BenchSettings,
-    slo: str,
+    slo: Slo,
     prediction: PairPrediction | None,
     shape: TrafficShape,
 ) -> list[PointPlan]:
@@ -323,7 +322,7 @@ def plan_pair(
     shapes: Mapping[str, TrafficShape],
     predictions: Sequence[PairPrediction],
     bench: BenchSettings,
-    slo: str,
+    slo: Slo,
     startup_s: float,
     task: TaskShape = TaskShape(),
     probe: ProbeShape = ProbeShape(),

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quantbench.engines.registry import all_engines
+from quantbench.params import read_params
 
 
 def _flow(value: Any) -> str:
@@ -41,8 +42,6 @@ def full_space_overrides(params: Mapping[str, Any]) -> list[str]:
 
 
 def main() -> None:
-    from quantbench.params import read_params
-
     print("\n".join(full_space_overrides(read_params("params.yaml"))))
 
 

@@ -1,4 +1,4 @@
-"""Resolve one bench pair into what running it needs (:class:`PairJob`): from params
+"""Resolve one bench pair into what running it needs (:class:`PairJob`): from the validated params
 (:func:`pair_job`: its variant's artifact, engine and settings, workloads and the traffic the
 workloads stage wrote, the served check's reference answers), or from objects in memory
 (:func:`workloads_job`: the fault suite's stand-in engines, the harness's tests, benchmarks).
@@ -11,27 +11,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quantbench.bench.configured import PipelineConfig
 from quantbench.bench.run import PairJob
 from quantbench.bench.served_here import not_served_here, unservable_in
 from quantbench.bench.spec import BenchSettings
 from quantbench.bench.task import TaskJob
-from quantbench.data import DataSettings
-from quantbench.decision.gate import QualityLimits, shown_unrankable
-from quantbench.decision.margins import RaceMargins
+from quantbench.decision.gate import shown_unrankable
+from quantbench.decision.margins import DecisionMargins
 from quantbench.engines.artifact import Artifact, load_artifact
 from quantbench.engines.base import Engine, EngineSettings
-from quantbench.engines.registry import check_pair, get_engine, pair_settings, unservable_here
+from quantbench.engines.registry import check_pair, get_engine, unservable_here
 from quantbench.errors import UserError
-from quantbench.estimate.spec import ProbeSettings
 from quantbench.fidelity import ReferenceAnswer
 from quantbench.load.session import build_traffic
-from quantbench.params import section
 from quantbench.qa import load_qa
-from quantbench.quality.spec import EvaluateSettings, ServedTaskSettings
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.quality import QualityReport
-from quantbench.slo import slo_section
-from quantbench.workloads.spec import WorkloadSpec, workloads_section
+from quantbench.slo import Slo
+from quantbench.workloads.spec import WorkloadSpec
 from quantbench.workloads.traffic import Traffic
 
 
@@ -39,14 +36,13 @@ from quantbench.workloads.traffic import Traffic
 class JobPaths:
     """Where a pair's inputs live (the stages' defaults; tests and tools point elsewhere)."""
 
-    params: str = "params.yaml"
     variants: Path = Path("models/variants")
     workloads: Path = Path("reports/workloads")
     quality: Path = Path("reports/quality")
 
 
 def pair_job(
-    params: dict[str, Any],
+    config: PipelineConfig,
     name: str,
     paths: JobPaths = JobPaths(),
     with_task: bool = False,
@@ -56,28 +52,27 @@ def pair_job(
     with the served task to score (the bench stage's; off where served_task.enabled is);
     ``with_probe``: with the estimate's probe of its server (the bench stage's; off where the
     pair's ``probe`` is)."""
-    bench = section(params, "bench", BenchSettings)
+    bench = config.bench
     if name not in bench.pairs:
         raise UserError(f"pair {name!r} is not in bench.pairs; known: {', '.join(bench.pairs)}")
     pair = bench.pairs[name]
-    variants = params.get("variants") or {}
-    fmt = str((variants.get(pair.variant) or {}).get("format", ""))
+    fmt = config.variants[pair.variant].format
     check_pair(pair.variant, fmt, pair.engine)
-    settings = pair_settings(params, name, pair, paths.params)
-    not_served = not_served_here(bench.pairs, unservable_in(params, paths.params)).get(name)
+    settings = config.pair_settings(name)
+    not_served = not_served_here(bench.pairs, unservable_in(config)).get(name)
     if not_served is None and (
         why := unservable_here(name, pair.variant, fmt, pair.engine, settings)
     ):
         raise UserError(why)  # the stage run alone: refused before its server is started
-    workloads = workloads_section(params, paths.params)
+    workloads = dict(config.workloads)
     quality_path = paths.quality / f"{pair.variant}.json"
     references: list[ReferenceAnswer] = []
     quality: QualityReport | None = None
     if quality_path.is_file():
         quality = schema_io.read(quality_path, QualityReport, name=pair.variant)
         references = [ReferenceAnswer.from_dict(r) for r in quality.served_reference]
-    task = _task_job(params, quality) if with_task else None
-    screened = None if not_served else screened_by_quality(params, bench, quality)
+    task = _task_job(config, quality) if with_task else None
+    screened = None if not_served else screened_by_quality(config, quality)
     if screened is not None:
         workloads = {w: screened_workload(spec) for w, spec in workloads.items()}
     return PairJob(
@@ -87,28 +82,25 @@ def pair_job(
         settings=settings,
         workloads=workloads,
         traffic={w: Traffic.read(paths.workloads, w) for w in workloads},
-        slo=slo_section(params),
+        slo=config.slo,
         bench=bench,
         references=references,
         task=task,
         not_served=not_served,
         screened=screened,
-        probe=section(params, "estimate.probe", ProbeSettings)
-        if with_probe and pair.probe
-        else None,
-        margins=section(params, "report", RaceMargins),
+        probe=config.estimate.probe if with_probe and pair.probe else None,
+        # the race's two margins alone: the rest of report: is not the race's (nor its resume key's)
+        margins=DecisionMargins(equivalence=config.report.equivalence, drift=config.report.drift),
     )
 
 
-def screened_by_quality(
-    params: dict[str, Any], bench: BenchSettings, quality: QualityReport | None
-) -> str | None:
+def screened_by_quality(config: PipelineConfig, quality: QualityReport | None) -> str | None:
     """Why the pair's variant can never be ranked, shown by its quality report against
     ``report.quality``, where ``bench.quality_gated`` screens such pairs (None: measure it in
     full)."""
-    if bench.quality_gated != "screen":
+    if config.bench.quality_gated != "screen":
         return None
-    return shown_unrankable(quality, section(params, "report.quality", QualityLimits).root)
+    return shown_unrankable(quality, config.report.quality)
 
 
 def screened_workload(spec: WorkloadSpec) -> WorkloadSpec:
@@ -124,13 +116,13 @@ def screened_workload(spec: WorkloadSpec) -> WorkloadSpec:
     return first.model_copy(update={"precision": floor})
 
 
-def _task_job(params: dict[str, Any], quality: QualityReport | None) -> TaskJob | None:
+def _task_job(config: PipelineConfig, quality: QualityReport | None) -> TaskJob | None:
     """The evaluate stage's questions, answer length and confidence, and its answers."""
-    served = section(params, "served_task", ServedTaskSettings)
+    served = config.served_task
     if not served.enabled:
         return None
-    evaluate = section(params, "evaluate", EvaluateSettings)
-    items = load_qa(section(params, "data", DataSettings).heldout)
+    evaluate = config.evaluate
+    items = load_qa(config.data.heldout)
     if evaluate.heldout_limit is not None:
         items = items[: evaluate.heldout_limit]
     return TaskJob(
@@ -148,7 +140,7 @@ def workloads_job(
     engine: Engine,
     settings: EngineSettings,
     workloads: dict[str, WorkloadSpec],
-    slo: str,
+    slo: Slo,
     bench: BenchSettings,
     **extra: Any,
 ) -> PairJob:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantbench.bench.results import checks, fold_repeats, row_figure
 from quantbench.bench.run import PairJob
+from quantbench.decision.rows import checks, fold_repeats, row_figure
 from quantbench.engines.base import EngineSettings, LaunchSpec
 from quantbench.engines.server import Server, ServerError, describe_exit
 from quantbench.load.forkserver import load_processes

@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import quantbench
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.machine import PairCalibration
 
@@ -37,7 +38,6 @@ def fingerprint(parts: dict[str, Any]) -> str:
 
 def code_hash(package_dir: Path | None = None) -> str:
     """A hash of quantbench's own source: points measured by other code are never reused."""
-    import quantbench
 
     root = package_dir or Path(quantbench.__file__).resolve().parent
     digest = hashlib.sha256()

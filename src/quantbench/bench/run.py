@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from quantbench import slo as slo_mod
-from quantbench.bench.results import (
+from quantbench.bench.resume import PartialStore
+from quantbench.bench.search import find_edge, grid_size, reach_bound
+from quantbench.bench.spec import BenchSettings
+from quantbench.bench.task import TaskJob, score_on
+from quantbench.bench.task import mismatch as task_mismatch
+from quantbench.decision.margins import DecisionMargins
+from quantbench.decision.rows import (
     checks,
     failed_row,
     fold_repeats,
@@ -28,12 +34,6 @@ from quantbench.bench.results import (
     pick_best,
     rank_metric,
 )
-from quantbench.bench.resume import PartialStore
-from quantbench.bench.search import find_edge, grid_size, reach_bound
-from quantbench.bench.spec import BenchSettings
-from quantbench.bench.task import TaskJob, score_on
-from quantbench.bench.task import mismatch as task_mismatch
-from quantbench.decision.margins import DecisionMargins
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, LaunchSpec
 from quantbench.engines.server import Server, ServerError, describe_exit
@@ -76,7 +76,7 @@ class PairJob:
     settings: EngineSettings
     workloads: dict[str, WorkloadSpec]
     traffic: dict[str, Traffic]
-    slo: str
+    slo: slo_mod.Slo
     """The SLO of workloads that name none of their own."""
     bench: BenchSettings
     tokenizer: str | None = None
@@ -105,7 +105,7 @@ class PairJob:
         decision allows: its low end less the equivalence margin and the drift."""
         return metric_bounds(leader, metric)[0] * self.margins.race_share(self.bench.confidence)
 
-    def slo_for(self, workload: str) -> str:
+    def slo_for(self, workload: str) -> slo_mod.Slo:
         return self.workloads[workload].slo_text(self.slo)
 
 
@@ -214,8 +214,7 @@ def _search_point(job: PairJob, load: float, run: int = 1) -> LoadPoint:
 
 
 def _ranked_by_goodput(job: PairJob, workload: str) -> bool:
-    text = job.slo_for(workload)
-    return bool(slo_mod.per_request(slo_mod.parse_slo(text))) if text.strip() else False
+    return bool(job.slo_for(workload).per_request)
 
 
 @dataclass
@@ -680,7 +679,7 @@ def _no_server(launch: Any) -> dict[str, Any]:
 def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     """Run the whole pair into out_dir and return its summary (written by the caller).
 
-    Rows are computed as dicts (bench.results) and validated into the summary's schema here,
+    Rows are computed as dicts (decision.rows) and validated into the summary's schema here,
     so a row that drifts from :class:`~quantbench.schemas.bench.BenchRow` fails the stage."""
     server_points = [] if job.not_served else job.settings.sweep_points()
     if job.screened is not None and len(server_points) > 1:

@@ -9,19 +9,18 @@ on each machine exactly one of the two runs. The other's stages still run (DVC n
 outputs) and record why they started no server, and the report shows it. A pair its engine
 cannot serve here and that has no fallback is refused before any work (the preflight check).
 
-Both the stages (raw params) and ``quantbench validate``/``plan`` (typed config) ask through
-:func:`not_served_here`, given a function that says why one pair's engine cannot serve it here;
-:func:`served_pairs` splits the raw params' pairs by it (the estimate stage, ``plan``).
+Every caller asks through :func:`not_served_here`, given a function that says why one pair's
+engine cannot serve it here (:func:`unservable_in`, from the validated config); :func:`served_pairs`
+splits the config's pairs by it (the estimate stage, ``plan``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
-from quantbench.bench.spec import BenchSettings, Pair
-from quantbench.engines.registry import get_engine, pair_settings
-from quantbench.params import section
+from quantbench.bench.configured import PipelineConfig
+from quantbench.bench.spec import Pair
+from quantbench.engines.registry import get_engine
 
 Unservable = Callable[[str], str | None]
 """Pair name -> why its engine cannot serve its variant on this machine (None: it can)."""
@@ -44,26 +43,24 @@ def not_served_here(pairs: Mapping[str, Pair], unservable: Unservable) -> dict[s
     return out
 
 
-def unservable_in(params: Mapping[str, Any], origin: str = "params.yaml") -> Unservable:
-    """:data:`Unservable` over raw params, as the stages read them (each pair's engine settings
-    with its own laid over; the engine's own check, e.g. vLLM's kernel probe)."""
-    bench = section(params, "bench", BenchSettings)
-    variants = params.get("variants") or {}
+def unservable_in(config: PipelineConfig) -> Unservable:
+    """:data:`Unservable` over the validated config: each pair's engine settings with its own
+    laid over, asked of the engine's own check (e.g. vLLM's kernel probe)."""
 
     def why(name: str) -> str | None:
-        pair = bench.pairs[name]
-        fmt = str((variants.get(pair.variant) or {}).get("format", ""))
-        settings = pair_settings(params, name, pair, origin)
-        return get_engine(pair.engine).unservable_here(fmt, settings)
+        pair = config.bench.pairs[name]
+        recipe = config.variants.get(pair.variant)
+        # an unknown variant is the config's own error; a disabled engine runs nothing
+        if recipe is None or not config.engine(pair.engine).enabled:
+            return None
+        return get_engine(pair.engine).unservable_here(recipe.format, config.pair_settings(name))
 
     return why
 
 
-def served_pairs(
-    params: Mapping[str, Any], origin: str = "params.yaml"
-) -> tuple[dict[str, Pair], dict[str, str]]:
-    """``bench.pairs`` split by this machine (raw params): the pairs that start a server here, in
-    order, and the others with why (:func:`not_served_here`)."""
-    pairs = section(params, "bench", BenchSettings).pairs
-    skipped = not_served_here(pairs, unservable_in(params, origin))
+def served_pairs(config: PipelineConfig) -> tuple[dict[str, Pair], dict[str, str]]:
+    """``bench.pairs`` split by this machine: the pairs that start a server here, in order, and
+    the others with why (:func:`not_served_here`)."""
+    pairs = config.bench.pairs
+    skipped = not_served_here(pairs, unservable_in(config))
     return {name: pair for name, pair in pairs.items() if name not in skipped}, skipped

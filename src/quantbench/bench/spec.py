@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from quantbench.ports import host_problem, is_loopback
 from quantbench.settings import Label, Settings
 
 PAIR_NAME = re.compile(r"^[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*$")
@@ -156,8 +157,6 @@ class BenchSettings(Settings):
 
     @model_validator(mode="after")
     def _loopback_unless_asked(self) -> BenchSettings:
-        from quantbench.ports import host_problem, is_loopback
-
         problem = host_problem(self.host)  # (a port, a URL: not the loopback question)
         if problem:
             raise ValueError(problem)

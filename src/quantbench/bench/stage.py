@@ -1,5 +1,5 @@
-"""One pair run as the bench stage runs it: resolved from params, keyed for resuming, written
-whole or not at all.
+"""One pair run as the bench stage runs it: resolved from the validated params, keyed for
+resuming, written whole or not at all.
 
 ``bench_stage`` is what ``stages/bench.py`` calls; :func:`run_pair_to` is the part every caller
 that writes a pair's folder shares (the stage, the fault suite's stage stand-in): SIGTERM taken
@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from quantbench.bench.configured import PipelineConfig
 from quantbench.bench.job import JobPaths, pair_job
 from quantbench.bench.resume import PartialStore, code_hash, fingerprint
 from quantbench.bench.run import PairJob, run_pair
 from quantbench.engines.server import sigterm_as_interrupt
 from quantbench.fsutil import atomic_dir, sha256_file, sha256_tree
-from quantbench.params import read_params
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.bench import PairSummary
 
@@ -46,7 +46,7 @@ def resume_key(job: PairJob, paths: JobPaths, env: Path) -> str:
             "variant": sha256_tree(variant_dir) if variant_dir.is_dir() else None,
             "workloads": {n: w.model_dump(mode="json") for n, w in job.workloads.items()},
             "traffic": {n: sha256_file(paths.workloads / f"{n}.jsonl") for n in job.workloads},
-            "slo": job.slo,
+            "slo": job.slo.text,
             "bench": job.bench.model_dump(mode="json", exclude={"pairs"}),
             "margins": job.margins.model_dump(mode="json"),
             "probe": None if job.probe is None else job.probe.model_dump(mode="json"),
@@ -63,10 +63,12 @@ def resume_key(job: PairJob, paths: JobPaths, env: Path) -> str:
     )
 
 
-def bench_stage(pair: str, paths: JobPaths, env: Path, out: Path) -> PairSummary:
-    """The bench stage of ``pair``: its job from params (served task and probe included), the
-    finished points of an interrupted run with the same key kept, the run into ``out``."""
-    job = pair_job(read_params(paths.params), pair, paths, with_task=True, with_probe=True)
+def bench_stage(
+    pair: str, config: PipelineConfig, paths: JobPaths, env: Path, out: Path
+) -> PairSummary:
+    """The bench stage of ``pair``: its job from the config (served task and probe included),
+    the finished points of an interrupted run with the same key kept, the run into ``out``."""
+    job = pair_job(config, pair, paths, with_task=True, with_probe=True)
     store = PartialStore(pair, resume_key(job, paths, env))
     if kept := store.open():
         log.info("%s: resuming: %d points finished earlier are kept", pair, kept)

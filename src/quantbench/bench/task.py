@@ -17,6 +17,7 @@ from importlib import metadata
 
 from quantbench.engines.server import Server
 from quantbench.qa import QAItem
+from quantbench.quality.served_task import agreement, score_endpoint
 from quantbench.quality.spec import ServedTaskSettings
 from quantbench.schemas.bench import ServedTask
 from quantbench.schemas.common import HeldoutAnswer
@@ -46,7 +47,6 @@ def _harness_version() -> str:
 def score_on(server: Server, server_label: str, job: TaskJob) -> ServedTask:
     """Score the tasks through ``server``; never raises for the task's sake (a scoring that
     fails is recorded as such, and the load points run as they would)."""
-    from quantbench.quality.served_task import agreement, score_endpoint
 
     started = time.monotonic()
     common = {"server_point": server_label, "harness": _harness_version()}

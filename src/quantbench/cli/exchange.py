@@ -14,10 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quantbench import __version__
 from quantbench.errors import UserError
 from quantbench.exchange import aiperf, guidellm, llmd, vllm_bench
 from quantbench.exchange.figures import ForeignRun, ImportedRuns, Tool
 from quantbench.exchange.table import COLUMNS, cells
+from quantbench.load.export import to_vllm_result
+from quantbench.load.records import read_records
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.bench import PairSummary
+from quantbench.schemas.env import EnvInfo
+from quantbench.schemas.session import SessionSummary
 
 READERS: dict[Tool, Any] = {"vllm-bench-serve": vllm_bench, "aiperf": aiperf, "guidellm": guidellm}
 
@@ -50,14 +57,6 @@ def _runs(bench: Path) -> list[Path]:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from quantbench import __version__
-    from quantbench.load.export import to_vllm_result
-    from quantbench.load.records import read_records
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.bench import PairSummary
-    from quantbench.schemas.env import EnvInfo
-    from quantbench.schemas.session import SessionSummary
-
     paths = _runs(args.bench)
     if not paths:
         raise UserError(

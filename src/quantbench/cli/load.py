@@ -18,13 +18,15 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
+from quantbench.config import load_config
 from quantbench.engines.registry import engine_names, get_engine
 from quantbench.errors import UserError
 from quantbench.load.export import to_vllm_result
 from quantbench.load.profiles import profile_names
 from quantbench.load.records import read_records
 from quantbench.load.session import SessionSummary, Target, run_session
-from quantbench.slo import SLOParseError
+from quantbench.params import describe
+from quantbench.slo import Slo, SLOParseError
 from quantbench.workloads.prompts import DatasetError
 from quantbench.workloads.spec import NAMED_WORKLOADS, WorkloadSpec
 
@@ -204,14 +206,12 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | None]:
-    """The workload (params file, then flags) and the SLO text."""
+def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, Slo | None]:
+    """The workload (params file, then flags) and the SLO (params file, then --slo)."""
     data: dict[str, Any] = {}
-    slo = None
+    slo: Slo | None = None
     if args.params:
         # The one place that reads params files validates them; flags then override.
-        from quantbench.config import load_config
-
         config = load_config(args.params)
         names = list(config.workloads)
         name = args.workload or names[0]
@@ -278,7 +278,7 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, str | No
                          "--random-output-len, or a --params file with workloads")  # fmt: skip
     if "load" not in data and "use" not in data:
         raise ValueError("no load shape: give --concurrency or --rate (or 'load' in --params)")
-    return WorkloadSpec.model_validate(data), args.slo if args.slo is not None else slo
+    return WorkloadSpec.model_validate(data), Slo(args.slo) if args.slo is not None else slo
 
 
 def _figure(value: float | None, interval: Any, fmt: str = ".1f") -> str:
@@ -389,8 +389,6 @@ def run_load(args: argparse.Namespace) -> int:
 
 
 def _pydantic_errors(e: ValidationError) -> str:
-    from quantbench.params import describe
-
     return "\n".join(f"  {describe(err, '', WorkloadSpec)}" for err in e.errors())
 
 

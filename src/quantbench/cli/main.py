@@ -5,30 +5,42 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from quantbench.accelerator import detect, resolve_device
+from quantbench.cli.estimate import add_estimate_arguments, run_estimate
+from quantbench.cli.exchange import (
+    add_export_arguments,
+    add_import_arguments,
+    run_export,
+    run_import,
+)
+from quantbench.cli.gather import add_gather_arguments, run_gather
+from quantbench.cli.load import add_load_arguments, run_load
+from quantbench.cli.plan import add_plan_arguments, run_plan
+from quantbench.config import load_config
+from quantbench.engines.environment import create_environment
+from quantbench.engines.registry import engine_environments, engine_names, get_engine, valid_pairs
+from quantbench.engines.serve import serve
 from quantbench.errors import UserError
+from quantbench.params import read_params
+from quantbench.preflight import notes
+from quantbench.secrets import redact_mapping
+from quantbench.validation import validate_config
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from quantbench.config import load_config
-    from quantbench.validation import validate_config
-
     config = load_config(args.params) if args.no_preflight else validate_config(args.params)
     print(f"{args.params}: valid" + ("" if args.no_preflight else " (preflight checks passed)"))
     if not args.no_preflight:
-        from quantbench.preflight import notes
-
         for note in notes(config):  # said, not refused
             print(f"  note: {note}")
-    from quantbench.accelerator import detect, resolve_device
 
     if config.runtime.device != "cuda" or detect().has_gpu:  # (without --no-preflight: refused)
         print(f"  device: {resolve_device(config.runtime.device)} ({detect().describe()})")
     if not args.quiet:
-        from quantbench.secrets import redact_mapping
-
         for name, section in config:
             shown = section.model_dump(mode="json") if hasattr(section, "model_dump") else section
             if isinstance(shown, dict):  # engines and variants: a mapping of settings models
@@ -41,17 +53,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from quantbench.config import load_config
-    from quantbench.engines.serve import serve
-
     config = load_config(args.params)
     return serve(args.variant, args.engine, config.engines, host=args.host, port=args.port)
 
 
 def _pairs(args: argparse.Namespace) -> int:
-    from quantbench.config import load_config
-    from quantbench.engines.registry import get_engine, valid_pairs
-
     config = load_config(args.params)
     formats = {name: spec.format for name, spec in config.variants.items()}
     pairs = valid_pairs(formats, config.engines)
@@ -73,12 +79,6 @@ def _pairs(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from quantbench.engines.environment import create_environment
-    from quantbench.engines.registry import engine_environments, get_engine
-    from quantbench.params import read_params
-
     params = read_params(args.params)
     environments = engine_environments(params)
     names = args.engines or list(environments)
@@ -92,9 +92,9 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _mock_server(args: argparse.Namespace) -> int:
-    from quantbench.mock_server import main
+    from quantbench import mock_server  # deferred: aiohttp, which no other command needs
 
-    return main(args.rest)
+    return mock_server.main(args.rest)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,7 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
         "options. The full pipeline runs with `make repro` (dvc repro); these are one-off commands.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    from quantbench.engines.registry import engine_names  # names only: no engine is imported
 
     validate = sub.add_parser("validate", help="check params.yaml and print the resolved settings")
     validate.add_argument("--params", default="params.yaml")
@@ -120,17 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
     pairs.add_argument("--params", default="params.yaml")
     pairs.set_defaults(handler=_pairs)
 
-    serve = sub.add_parser(
+    served = sub.add_parser(
         "serve", help="serve one variant on one engine until Ctrl-C (127.0.0.1 unless --host)"
     )
-    serve.add_argument("variant", help="variant name (models/variants/<name>) or a model path")
-    serve.add_argument(
+    served.add_argument("variant", help="variant name (models/variants/<name>) or a model path")
+    served.add_argument(
         "--engine", required=True, help=f"{' | '.join(engine_names())}, or a plugin's engine"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    serve.add_argument("--port", type=int, default=None, help="default: a free port")
-    serve.add_argument("--params", default="params.yaml")
-    serve.set_defaults(handler=_serve)
+    served.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    served.add_argument("--port", type=int, default=None, help="default: a free port")
+    served.add_argument("--params", default="params.yaml")
+    served.set_defaults(handler=_serve)
 
     env = sub.add_parser(
         "env",
@@ -140,8 +139,6 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("engines", nargs="*", help="engine names (default: every one that has one)")
     env.add_argument("--params", default="params.yaml")
     env.set_defaults(handler=_env)
-
-    from quantbench.cli.load import add_load_arguments, run_load
 
     # `load`, not `bench`: the pipeline's bench stages (quantbench.bench) start servers and run
     # many points; this tests one server that is already running. `bench` stays as an alias.
@@ -160,8 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mock.set_defaults(handler=_mock_server)
 
-    from quantbench.cli.plan import add_plan_arguments, run_plan
-
     plan = sub.add_parser(
         "plan",
         help="the bench stages' points and expected duration for params.yaml and -S overrides "
@@ -169,13 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_plan_arguments(plan)
     plan.set_defaults(handler=run_plan)
-
-    from quantbench.cli.exchange import (
-        add_export_arguments,
-        add_import_arguments,
-        run_export,
-        run_import,
-    )
 
     export = sub.add_parser(
         "export",
@@ -192,8 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_arguments(imported)
     imported.set_defaults(handler=run_import)
 
-    from quantbench.cli.gather import add_gather_arguments, run_gather
-
     gathered = sub.add_parser(
         "gather",
         help="one report over DVC experiments from several machines, the machine a dimension "
@@ -201,8 +187,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_gather_arguments(gathered)
     gathered.set_defaults(handler=run_gather)
-
-    from quantbench.cli.estimate import add_estimate_arguments, run_estimate
 
     estimate = sub.add_parser(
         "estimate", help="roofline estimate of a variant on a device (see docs/ESTIMATE.md)"

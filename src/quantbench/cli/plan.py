@@ -18,19 +18,39 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from quantbench.bench.duration import ProbeShape, TaskShape, TrafficShape, plan_pair, render
+from quantbench.bench.job import screened_by_quality, screened_workload
+from quantbench.bench.served_here import served_pairs
+from quantbench.config import parse_config
+from quantbench.engines.registry import get_engine
 from quantbench.errors import UserError
-
-if TYPE_CHECKING:
-    from quantbench.schemas.quality import QualityReport
+from quantbench.estimate.calibrate import read_pair_fits
+from quantbench.estimate.pair_probe import PROMPT_SENTENCES, probe_point
+from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
+from quantbench.estimate.pipeline import follow_pipeline
+from quantbench.estimate.priced import (
+    pricing_hardware,
+    pricing_model,
+    pricing_traffic,
+    traffic_context,
+)
+from quantbench.estimate.served import served_prompt_profiles
+from quantbench.estimate.variants import variants_from_params
+from quantbench.load.tokens import load_counter
+from quantbench.params import read_params
+from quantbench.qa import load_qa
+from quantbench.schemas import io as schema_io
+from quantbench.schemas.bench import PairSummary
+from quantbench.schemas.quality import QualityReport
+from quantbench.schemas.workloads import WorkloadSummary
+from quantbench.workloads.traffic import Traffic
 
 
 def _answer_tokens(tokenizer: Path, answers: list[str], cap: int) -> float | None:
     """The reference answers' mean length in tokens, each with its stop token and at most
     ``cap`` (what a served answer that matches it costs); None without a tokenizer."""
-    from quantbench.load.tokens import load_counter
-
     if not answers:
         return None
     try:
@@ -135,8 +155,6 @@ def profile_model_configs(path: Path | None) -> dict[str, Path]:
 
 def with_overrides(params: Path, overrides: list[str]) -> dict[str, Any]:
     """params.yaml with the overrides applied by DVC's own parser, as a mapping."""
-    from quantbench.params import read_params
-
     if not overrides:
         return read_params(str(params))
     from dvc.utils.hydra import apply_overrides
@@ -154,9 +172,6 @@ def with_overrides(params: Path, overrides: list[str]) -> dict[str, Any]:
 
 def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
     """This pair's last measured start-up (its summary's ready_seconds), else the engine's."""
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.bench import PairSummary
-
     path = bench_dir / pair / "summary.json"
     if path.is_file():
         try:
@@ -172,46 +187,16 @@ def _startup(bench_dir: Path, pair: str, engine: Any) -> float:
 
 def _quality(quality_dir: Path, variant: str) -> QualityReport | None:
     """The variant's quality report where the evaluate stage wrote one (None: not yet)."""
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.quality import QualityReport
-
     path = quality_dir / f"{variant}.json"
     return schema_io.read(path, QualityReport, name=variant) if path.is_file() else None
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from quantbench.bench.duration import ProbeShape, TaskShape, TrafficShape, plan_pair, render
-    from quantbench.bench.job import screened_by_quality, screened_workload
-    from quantbench.bench.served_here import served_pairs
-    from quantbench.bench.spec import BenchSettings
-    from quantbench.config import parse_config
-    from quantbench.engines.registry import get_engine
-    from quantbench.estimate.calibrate import read_pair_fits
-    from quantbench.estimate.pair_probe import PROMPT_SENTENCES, probe_point
-    from quantbench.estimate.pairs import bench_pairs, predict_pairs, workload_shapes
-    from quantbench.estimate.pipeline import follow_pipeline
-    from quantbench.estimate.priced import (
-        pricing_hardware,
-        pricing_model,
-        pricing_traffic,
-        traffic_context,
-    )
-    from quantbench.estimate.served import served_prompt_profiles
-    from quantbench.estimate.spec import EstimateSettings
-    from quantbench.estimate.variants import variants_from_params
-    from quantbench.params import section
-    from quantbench.schemas.workloads import WorkloadSummary
-    from quantbench.slo import slo_section
-    from quantbench.workloads.spec import workloads_section
-    from quantbench.workloads.traffic import Traffic
-
     overrides = [*profile_overrides(args.overlay), *args.overrides]
     params = with_overrides(Path(args.params), overrides)
     config = parse_config(params, args.params)  # the pipeline's checks, before any estimate
-    bench = section(params, "bench", BenchSettings)
-    workloads = workloads_section(params, args.params)
-    slo = slo_section(params)
-    served, skipped = served_pairs(params, args.params)
+    bench, workloads, slo = config.bench, config.workloads, config.slo
+    served, skipped = served_pairs(config)
     # what the run is priced by: this machine as calibrated, or a datasheet GPU; the prepared
     # model, or the overlay's config.json; the workloads' traffic, or the same generated here
     hardware = pricing_hardware(
@@ -223,10 +208,10 @@ def run_plan(args: argparse.Namespace) -> int:
     priced = arch is not None and spec is not None
     notes = [line for line in (hardware.says, model.says) if line and priced]
     fits = read_pair_fits(args.bench, served, hardware.gpu) if here else {}
-    pairs = bench_pairs(params, served, args.params, fits)
+    pairs = bench_pairs(served, config.pair_settings, fits)
     traffic: dict[str, Traffic] = {}
     if arch is not None and spec is not None:
-        context = traffic_context(arch, params, served, args.params)
+        context = traffic_context(arch, served, config.pair_settings)
         tokenizer = model.folder if model.prepared else None
         traffic, counted = pricing_traffic(
             workloads, args.workloads, config.data.corpus, context, tokenizer
@@ -250,9 +235,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if arch is None or spec is None:
         notes.append(hardware.why_not or model.why_not or "no timing")
     elif any(s is not None for s in summaries.values()):
-        settings = follow_pipeline(
-            section(params, "estimate", EstimateSettings), slo, workloads, summaries
-        )
+        settings = follow_pipeline(config.estimate, slo, workloads, summaries)
         try:
             prompts = served_prompt_profiles(model.folder, workloads, traffic)
         except ValueError:  # no tokenizer (a model priced by its config.json alone)
@@ -266,8 +249,6 @@ def run_plan(args: argparse.Namespace) -> int:
     plans = []
     task = TaskShape()
     if config.served_task.enabled:
-        from quantbench.qa import load_qa
-
         items = load_qa(config.data.heldout)
         if config.evaluate.heldout_limit is not None:
             items = items[: config.evaluate.heldout_limit]
@@ -282,7 +263,7 @@ def run_plan(args: argparse.Namespace) -> int:
         engine = get_engine(pair.engine)
         labels = [label for label, _ in pair.settings.sweep_points()]
         measured = workloads
-        why = screened_by_quality(params, bench, _quality(args.quality, bench.pairs[name].variant))
+        why = screened_by_quality(config, _quality(args.quality, bench.pairs[name].variant))
         if why is not None:  # as its bench stage runs it: one setting, its first load at its floor
             labels = [probe_point(engine, pair.settings)[0]]
             measured = {w: screened_workload(spec) for w, spec in workloads.items()}

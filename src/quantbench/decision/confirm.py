@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from quantbench.decision.compare import EXACT_DF, Contrast, critical, figure_ratio, pooled
 from quantbench.decision.drift import larger, rounds_drift
 from quantbench.schemas.decide import Duel, Measured, PooledContrast, Round
+from quantbench.sequential import nominal_level
 
 Measure = Callable[[str, int, str], Measured]
 """(row key, round index, 'a' or 'b') -> the row measured once more."""
@@ -80,7 +81,6 @@ def look_level(confidence: float, min_rounds: int, max_rounds: int) -> float:
     """The two-sided level a duel's pooled interval is read at after each of its rounds from
     ``min_rounds`` to ``max_rounds``, so that all those looks together err at most ``1 -
     confidence`` (half on each side); ``confidence`` itself where there is one look."""
-    from quantbench.sequential import nominal_level
 
     looks = list(range(max(1, min(min_rounds, max_rounds)), max_rounds + 1))
     if len(looks) == 1:

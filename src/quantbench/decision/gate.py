@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import RootModel, field_validator
-
 from quantbench.precision import Figure
+from quantbench.quality.compare import compare_heldout
 
 if TYPE_CHECKING:
     from quantbench.schemas.quality import QualityReport
@@ -98,15 +97,6 @@ def check_limits(limits: Mapping[str, float]) -> dict[str, float]:
     return dict(limits)
 
 
-class QualityLimits(RootModel[dict[str, float]]):
-    """``report.quality`` alone (what a bench stage reads of the report's settings)."""
-
-    @field_validator("root")
-    @classmethod
-    def _valid(cls, limits: dict[str, float]) -> dict[str, float]:
-        return check_limits(limits)
-
-
 def quality_figures(
     report: QualityReport | None, reference: QualityReport | None = None
 ) -> dict[str, Figure | None]:
@@ -158,8 +148,6 @@ def heldout_loss(report: QualityReport, reference: QualityReport | None) -> Figu
         return Figure(value=0.0, low=0.0, high=0.0, confidence=0.95, n=report.heldout.total,
                       method="the merged weights themselves")  # fmt: skip
     try:
-        from quantbench.quality.compare import compare_heldout
-
         diff = compare_heldout(reference, report)
         return diff.difference
     except (ImportError, ValueError):

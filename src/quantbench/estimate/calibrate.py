@@ -21,25 +21,28 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quantbench.accelerator import detect
+from quantbench.engines.registry import all_engines
+from quantbench.estimate import gpu as estimate_gpu
 from quantbench.estimate import machine
 from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.engines import add_engine_overhead
 from quantbench.estimate.errors import EstimateInputError
+from quantbench.estimate.hardware import table_entry
 from quantbench.estimate.machine import PROBED_GEMV_DTYPES, add_shape_probes
+from quantbench.schemas import io as schema_io
 from quantbench.schemas.hardware import HardwareSpec, shape_key
+from quantbench.schemas.machine import MachineCalibration, PairCalibration
 from quantbench.schemas.step_fit import StepFit
 
 if TYPE_CHECKING:
     from quantbench.accelerator import Gpu
-    from quantbench.schemas.machine import MachineCalibration
 
 log = logging.getLogger(__name__)
 
 
 def measured_engines() -> list[str]:
     """Engines whose overheads a calibration measures (``Engine.overhead_probe``)."""
-    from quantbench.engines.registry import all_engines
-
     return [name for name, engine in all_engines().items() if engine.overhead_probe]
 
 
@@ -53,10 +56,7 @@ def calibrate(
     cores), or where ``device`` is cuda its GPU (seconds)."""
     arch = read_architecture(model_dir)
     if device == "cuda":
-        from quantbench.accelerator import detect
-        from quantbench.estimate.gpu import measure_gpu
-
-        return measure_gpu(arch, detect())
+        return estimate_gpu.measure_gpu(arch, detect())
     spec = machine.measure_machine(threads)
     shapes = sorted(arch.streamed_shape_shares())
     for dtype in dtypes:
@@ -68,9 +68,6 @@ def calibrate(
 
 def calibration_record(spec: HardwareSpec, model_dir: Path) -> MachineCalibration:
     """The calibrate stage's output: the measured spec, and a GPU's datasheet entry beside it."""
-    from quantbench.estimate.hardware import table_entry
-    from quantbench.schemas.machine import MachineCalibration
-
     entry = spec.gpu.datasheet if spec.gpu is not None else None
     return MachineCalibration(
         hardware=spec,
@@ -83,9 +80,7 @@ def calibration_record(spec: HardwareSpec, model_dir: Path) -> MachineCalibratio
 def lacking(spec: HardwareSpec, model_dir: Path) -> list[str]:
     """What a calibration lacks for this model: shape probes or engine overheads (empty: none)."""
     if spec.gpu is not None:  # a GPU's: its products at the model's shapes (no engine overheads)
-        from quantbench.estimate.gpu import layer_shapes
-
-        wanted = set(layer_shapes(read_architecture(model_dir)))
+        wanted = set(estimate_gpu.layer_shapes(read_architecture(model_dir)))
         probed = set(spec.gpu.gemm_shape_tflops.get("bf16", {}))
         return [] if wanted <= probed else ["bf16 products at the model's shapes"]
     measurement = spec.measurement
@@ -148,9 +143,6 @@ def read_pair_fits(
     """The fits of ``pairs`` that their bench stages probed (``<bench_dir>/<pair>/probe.json``),
     each checked to be of this machine and of the device it computes on (``gpu``: the GPU's
     name; None: the CPU); a pair without a file is left to the roofline."""
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.machine import PairCalibration
-
     here = machine.cpu_model()
     fits: dict[str, StepFit] = {}
     for pair in pairs:

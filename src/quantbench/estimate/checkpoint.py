@@ -20,6 +20,7 @@ from quantbench.estimate.formats import (
     gguf_compute_dtype,
     nominal_weight_bytes,
 )
+from quantbench.formats.gguf_header import read_header
 from quantbench.schemas.estimate_inputs import EstimatedVariant
 from quantbench.schemas.roofline import ModelShape, WeightBytes
 
@@ -94,8 +95,6 @@ def safetensors_weight_bytes(
 
 def gguf_weight_bytes(path: Path, arch: ModelShape) -> WeightBytes:
     """Weight bytes of a GGUF file, per tensor type, from its tensor infos."""
-    from quantbench.formats.gguf_header import read_header
-
     tensors = read_header(path).tensors
     by_role: dict[str, float] = defaultdict(float)
     by_type: dict[str, float] = defaultdict(float)

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quantbench.engines.base import KernelEfficiency
+from quantbench.engines.registry import all_engines
+from quantbench.estimate import machine
 from quantbench.estimate.errors import EstimateInputError
+from quantbench.estimate.formats import nominal_weight_bytes
 from quantbench.estimate.spec import AUTO, engine_choices
 from quantbench.schemas.estimate_inputs import EstimatedVariant
 from quantbench.schemas.hardware import HardwareSpec
@@ -34,8 +37,6 @@ if TYPE_CHECKING:
 
 def canonical(engine: str) -> str:
     """The registered name of an engine given by one of its aliases (``llama.cpp``)."""
-    from quantbench.engines.registry import all_engines
-
     for name, spec in all_engines().items():
         if engine in spec.aliases:
             return name
@@ -43,8 +44,6 @@ def canonical(engine: str) -> str:
 
 
 def _engine(name: str) -> Engine | None:
-    from quantbench.engines.registry import all_engines
-
     return all_engines().get(canonical(name))
 
 
@@ -63,7 +62,6 @@ def held_weights(
     held = found.holds_as(variant.format, settings) if found is not None else None
     if held is None or held == variant.format:
         return weights
-    from quantbench.estimate.formats import nominal_weight_bytes
 
     as_held = nominal_weight_bytes(arch, EstimatedVariant(name=variant.name, format=held))
     return as_held.model_copy(
@@ -85,8 +83,6 @@ def resolve_engine(engine: str, weight_format: str, hardware: HardwareSpec) -> s
     """The engine an estimate models: explicit, or ``auto``: of the engines that serve the
     format (all of them for a format none serves, such as fp16), the one that prefers this kind
     of device most (each engine says so: ``Engine.estimate_preference``)."""
-    from quantbench.engines.registry import all_engines
-
     engine = canonical(engine)
     choices = engine_choices()
     if engine not in choices:
@@ -135,7 +131,5 @@ def with_engine_overhead(
     """:func:`add_engine_overhead`, and the result cached (``quantbench estimate`` on its own)."""
     updated = add_engine_overhead(hardware, engine)
     if updated is not hardware:
-        from quantbench.estimate.machine import save_measured
-
-        save_measured(updated, cache_dir)
+        machine.save_measured(updated, cache_dir)
     return updated

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quantbench.estimate.engines import kernel_efficiency, step_overhead
+from quantbench.estimate.gpu import describe
 from quantbench.estimate.hardware import hardware_rates
 from quantbench.estimate.kvcache import kv_bytes_per_token, resolve_kv_dtype
 from quantbench.estimate.roofline import Rates, StepCosts
@@ -132,8 +133,6 @@ def build_estimate(
             f"{hardware.measurement.load_average:.2f}; other load lowers the figures"
         )
     if hardware.gpu is not None:
-        from quantbench.estimate.gpu import describe
-
         notes.append(f"this GPU as calibrated: {describe(hardware.gpu)}")
     return EstimateResult(
         model=model,

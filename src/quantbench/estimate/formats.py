@@ -1,5 +1,7 @@
 """Bytes of a model's weights in each storage layout, from nominal layouts: the layouts'
-registry (:func:`register_layout`; the built-in ones at the end of this module).
+registry (:func:`register_layout`; the built-in ones at the end of this module, the fields each
+takes declared with :data:`quantbench.schemas.estimate_inputs.WEIGHT_LAYOUTS`, which a stored
+estimate is read by).
 
 Used when the variant's real file does not exist yet (see :mod:`.checkpoint` for reading
 real files). Three quantities matter and are kept apart:
@@ -23,11 +25,17 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from quantbench.estimate import gguf_types
 from quantbench.estimate.errors import EstimateInputError
-from quantbench.schemas.estimate_inputs import WEIGHT_LAYOUTS, EstimatedVariant, LayoutFields
+from quantbench.schemas.estimate_inputs import (
+    GGUF_LAYOUT,
+    WEIGHT_LAYOUTS,
+    EstimatedVariant,
+    LayoutFields,
+    declare_layout,
+)
 from quantbench.schemas.roofline import ModelShape, WeightBytes, WeightTensor
 
 # Bytes per element of the dense formats.
@@ -82,8 +90,10 @@ class Layout:
     """The dtype its matrices compute in, given the streamed bytes by type label."""
     file_compute: Callable[[EstimatedVariant], str | None]
     """The compute dtype of a real safetensors checkpoint of it (None: the activation dtype)."""
-    fields: LayoutFields = field(default_factory=LayoutFields)
-    """Which of EstimatedVariant's fields it takes (bits, group_size, ...), with defaults."""
+    fields: LayoutFields | None = None
+    """Which of EstimatedVariant's fields it takes (bits, group_size, ...), with defaults; None:
+    as declared for its name (the built-in layouts are declared in
+    quantbench.schemas.estimate_inputs.WEIGHT_LAYOUTS, below the schemas that store them)."""
     norm_bytes: float = HF_NORM_BYTES
     gguf_file: bool = False
     """Its checkpoints are .gguf files (read by gguf_weight_bytes), not safetensors."""
@@ -93,9 +103,17 @@ _LAYOUTS: dict[str, Layout] = {}
 
 
 def register_layout(layout: Layout) -> Layout:
-    """Make ``layout`` known by its name, to the estimator and to EstimatedVariant's checks."""
+    """Make ``layout`` known by its name, to the estimator and (with the fields it declares) to
+    EstimatedVariant's checks; a layout that declares no fields takes those declared for its
+    name (WEIGHT_LAYOUTS: the built-in ones)."""
+    if layout.fields is not None:
+        declare_layout(layout.name, layout.fields)
+    elif layout.name not in WEIGHT_LAYOUTS:
+        raise EstimateInputError(
+            f"weight layout {layout.name!r} declares no fields (Layout.fields), and none are "
+            "declared for its name"
+        )
     _LAYOUTS[layout.name] = layout
-    WEIGHT_LAYOUTS[layout.name] = layout.fields
     return layout
 
 
@@ -193,7 +211,6 @@ for _name in DENSE_BYTES:
             _dense_bytes,
             lambda variant, arch, types: variant.format,
             file_compute=lambda variant: variant.format,
-            fields=WEIGHT_LAYOUTS[_name],
         )
     )
 for _name, _rule in (
@@ -207,7 +224,6 @@ for _name, _rule in (
             _group_bytes,
             lambda variant, arch, types: activation_dtype(arch),
             file_compute=lambda variant: None,
-            fields=WEIGHT_LAYOUTS[_name],
         )
     )
 register_layout(
@@ -217,17 +233,15 @@ register_layout(
         _w8a8_bytes,
         lambda variant, arch, types: W8A8_COMPUTE,
         file_compute=lambda variant: W8A8_COMPUTE,
-        fields=WEIGHT_LAYOUTS["w8a8"],
     )
 )
 register_layout(
     Layout(
-        "gguf",
+        GGUF_LAYOUT,
         "llama.cpp mix rules with block-size fallbacks (approximate)",
         _gguf_bytes,
         lambda variant, arch, types: gguf_compute_dtype(types),
         file_compute=lambda variant: None,  # not used: a GGUF is read by gguf_weight_bytes
-        fields=WEIGHT_LAYOUTS["gguf"],
         norm_bytes=GGUF_NORM_BYTES,
         gguf_file=True,
     )

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from quantbench.accelerator import torch_device
 from quantbench.estimate.hardware import (
     MEASURED_COMPUTE_EFFICIENCY,
     datasheet_name,
@@ -235,8 +236,6 @@ def gpu_spec(
 def measure_gpu(arch: ModelShape, found: Accelerators) -> HardwareSpec:
     """Measure the first GPU of ``found`` for the model of shape ``arch`` (about ten seconds)."""
     import torch
-
-    from quantbench.accelerator import torch_device
 
     gpu = found.gpus[0]
     device = torch_device("cuda")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from quantbench.accelerator import detect
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.roofline import Rates
 from quantbench.schemas.hardware import HardwareSpec
@@ -236,8 +237,6 @@ def datasheet_name(gpu_name: str, memory_mib: int = 0) -> str | None:
 def this_gpu(device: str) -> Gpu | None:
     """The GPU ``this`` is where ``device`` (``runtime.device`` resolved) is cuda: the first one
     found (one process, one GPU); None: the CPU."""
-    from quantbench.accelerator import detect
-
     found = detect()
     return found.gpus[0] if device == "cuda" and found.has_gpu else None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from quantbench.estimate import machine
 from quantbench.estimate.errors import MissingInputError
 from quantbench.estimate.hardware import THIS_MACHINE, check_hardware_name, table_entry
 from quantbench.schemas.hardware import HardwareSpec
@@ -23,10 +24,9 @@ def resolve_hardware(
     """Look up a datasheet GPU, load a saved JSON, or measure (and cache) this machine."""
     check_hardware_name(name)
     if name.lower() == THIS_MACHINE:
-        # Imported here: measuring needs torch, which the table lookups do not.
-        from quantbench.estimate.machine import measured_this_machine
-
-        return measured_this_machine(threads=threads, cache_dir=cache_dir, remeasure=remeasure)
+        return machine.measured_this_machine(
+            threads=threads, cache_dir=cache_dir, remeasure=remeasure
+        )
     entry = table_entry(name)
     if entry is not None:
         return entry

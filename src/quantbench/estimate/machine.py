@@ -36,6 +36,7 @@ from quantbench.estimate.hardware import (
     MEASURED_UNPROBED_BANDWIDTH_EFFICIENCY,
 )
 from quantbench.fsutil import write_json
+from quantbench.native.isa import advertised_cpu
 from quantbench.schemas.hardware import CpuMeasurement, HardwareSpec, shape_key
 
 DEFAULT_CACHE_DIR = Path("~/.cache/quantbench")
@@ -83,12 +84,8 @@ def _llc_bytes() -> int:
 
 def cpu_model() -> str:
     """The CPU's model name as /proc/cpuinfo gives it (else what platform knows)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    model = advertised_cpu().model
+    return model if model is not None else platform.processor() or platform.machine()
 
 
 def _best_seconds(

@@ -24,17 +24,21 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from quantbench.accelerator import DEVICE_ENV, resolve_device
+from quantbench.engines.server import ServerError
+from quantbench.estimate import machine
+from quantbench.estimate.hardware import this_gpu
 from quantbench.estimate.spec import ProbeSettings
 from quantbench.estimate.step_fit import ProbeError, fit_steps
 from quantbench.load.records import RequestRecord
 from quantbench.load.requests import body_rules, turn_body
+from quantbench.schemas.machine import PairCalibration
 from quantbench.schemas.step_fit import ProbeRequest, StepFit
 
 if TYPE_CHECKING:
     from quantbench.accelerator import Gpu
     from quantbench.engines.base import Engine, EngineSettings
     from quantbench.engines.server import Server
-    from quantbench.schemas.machine import PairCalibration
 
 log = logging.getLogger(__name__)
 
@@ -157,8 +161,6 @@ def probe_on(
     setting ``label``) and fit its steps. A server that fails under the probe, or requests the
     fit cannot use, cost the pair its fit (``error``), not its bench: the estimate then predicts
     it from the roofline, and the bench records its own failure."""
-    from quantbench.engines.server import ServerError
-
     probe = probe or ProbeSettings()
     started = time.monotonic()
     limit = engine.max_batch(point)
@@ -201,9 +203,6 @@ def probed_gpu() -> Gpu | None:
     (``QUANTBENCH_DEVICE``), else what auto resolves to here; None: the CPU."""
     import os
 
-    from quantbench.accelerator import DEVICE_ENV, resolve_device
-    from quantbench.estimate.hardware import this_gpu
-
     return this_gpu(os.environ.get(DEVICE_ENV) or resolve_device("auto"))
 
 
@@ -220,9 +219,6 @@ def _calibration(
     error: str | None = None,
     skipped: str | None = None,
 ) -> PairCalibration:
-    from quantbench.estimate.machine import cpu_model
-    from quantbench.schemas.machine import PairCalibration
-
     gpu = probed_gpu()
 
     return PairCalibration(
@@ -232,7 +228,7 @@ def _calibration(
         server_point=label,
         settings=point.model_dump(mode="json"),
         command=command,
-        cpu_model=cpu_model(),
+        cpu_model=machine.cpu_model(),
         gpu=gpu.name if gpu is not None else None,
         measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         seconds=seconds,

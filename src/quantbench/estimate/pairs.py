@@ -26,13 +26,13 @@ The report matches each measured row by (pair, setting, workload, concurrency).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from quantbench.engines.base import EngineSettings
-from quantbench.engines.registry import get_engine, pair_settings
+from quantbench.engines.registry import get_engine
 from quantbench.estimate.checkpoint import variant_weight_bytes
 from quantbench.estimate.engines import canonical, held_weights
 from quantbench.estimate.estimator import serving_model
@@ -189,19 +189,17 @@ def predict_pairs(
 
 
 def bench_pairs(
-    params: Mapping[str, Any],
     pairs: Mapping[str, Any],
-    origin: str = "params.yaml",
+    pair_settings: Callable[[str], EngineSettings],
     fits: Mapping[str, StepFit] | None = None,
 ) -> dict[str, BenchPair]:
-    """``bench.pairs`` (validated ``Pair`` entries) with each pair's engine settings laid over its
-    engine's section (``engines.registry.pair_settings``), as the bench stages will run them;
-    ``fits``: the pairs probed on this machine (their bench stages), by pair name."""
+    """``bench.pairs`` (validated ``Pair`` entries) with each pair's engine settings
+    (``pair_settings``: the config's, its own laid over its engine's section), as the bench
+    stages will run them; ``fits``: the pairs probed on this machine (their bench stages), by
+    pair name."""
     fits = fits or {}
     return {
-        name: BenchPair(
-            pair.variant, pair.engine, pair_settings(params, name, pair, origin), fits.get(name)
-        )
+        name: BenchPair(pair.variant, pair.engine, pair_settings(name), fits.get(name))
         for name, pair in pairs.items()
     }
 

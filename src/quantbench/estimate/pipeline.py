@@ -17,21 +17,21 @@ from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.spec import EstimateSettings
 from quantbench.schemas.estimate_inputs import EstimateWorkload, SloSpec
 from quantbench.schemas.workloads import WorkloadSummary
-from quantbench.slo import Constraint, parse_slo
+from quantbench.slo import Constraint, Slo
 from quantbench.workloads.spec import ClosedLoop, WorkloadSpec
 
 BESIDE = (1, 2, 4, 8, 16)
 """Concurrencies the estimate reports beside the measured ones: where the next points would be."""
 
 
-def slo_targets(text: str, default: SloSpec | None = None) -> SloSpec:
-    """The estimate's TTFT and ITL targets from an SLO text (``ttft:p90<=2s; tpot:p50<=150ms``).
+def slo_targets(slo: Slo, default: SloSpec | None = None) -> SloSpec:
+    """The estimate's TTFT and ITL targets from an SLO (``ttft:p90<=2s; tpot:p50<=150ms``).
 
     The estimator has one TTFT and one per-token target; the tightest upper limit on each is
     taken (TPOT and ITL are both per-token times). A metric the SLO leaves open keeps the
     default's target."""
     base = default or SloSpec()
-    upper = [c for c in parse_slo(text) if c.op in ("<", "<=")] if text.strip() else []
+    upper = [c for c in slo.constraints if c.op in ("<", "<=")]
 
     def tightest(metrics: Sequence[str], fallback: float) -> float:
         found: list[Constraint] = [c for c in upper if c.metric in metrics]
@@ -68,7 +68,7 @@ def traffic_workload(
 
 def follow_pipeline(
     settings: EstimateSettings,
-    slo: str,
+    slo: Slo,
     workloads: Mapping[str, WorkloadSpec],
     summaries: Mapping[str, WorkloadSummary | None],
 ) -> EstimateSettings:

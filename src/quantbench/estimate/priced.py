@@ -20,11 +20,17 @@ probe, no pair's last start-up (``here`` is False).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from quantbench.accelerator import detect, resolve_device
+from quantbench.accelerator.nvidia import NoGpuError
+from quantbench.engines.registry import smallest_context
+from quantbench.errors import UserError
+from quantbench.estimate.arch import read_architecture
+from quantbench.estimate.gpu import describe
 from quantbench.estimate.hardware import (
     THIS_MACHINE,
     datasheet_name,
@@ -32,13 +38,19 @@ from quantbench.estimate.hardware import (
     table_entry,
     this_gpu,
 )
+from quantbench.estimate.lookup import resolve_hardware
+from quantbench.load.tokens import load_counter
+from quantbench.schemas import io as schema_io
 from quantbench.schemas.hardware import HardwareSpec
+from quantbench.schemas.machine import MachineCalibration
+from quantbench.schemas.model_info import BaseModelInfo, HubSource, LocalSource
+from quantbench.workloads.traffic import Traffic, materialize
 
 if TYPE_CHECKING:
+    from quantbench.engines.base import EngineSettings
     from quantbench.model import ModelSettings
     from quantbench.schemas.roofline import ModelShape
     from quantbench.workloads.spec import WorkloadSpec
-    from quantbench.workloads.traffic import Traffic
 
 
 ROOFLINE_ONLY = (
@@ -73,12 +85,7 @@ def pricing_hardware(
     asked: str | None, calibration: Path, device_setting: str, workloads_dir: Path
 ) -> PricedHardware:
     """The hardware a plan prices on (see the module docstring)."""
-    from quantbench.accelerator import detect, resolve_device
-    from quantbench.accelerator.nvidia import NoGpuError
-
     if asked is not None and asked.lower() != THIS_MACHINE:
-        from quantbench.estimate.lookup import resolve_hardware
-
         spec = resolve_hardware(asked)
         sheet = spec.gpu is None and spec.measurement is None  # a table entry, not a saved one
         what = f"the datasheet {_entry_text(spec)}" if sheet else spec.name
@@ -98,8 +105,6 @@ def pricing_hardware(
     if stored is not None and measured == found:
         says = None
         if stored.gpu is not None:
-            from quantbench.estimate.gpu import describe
-
             says = f"priced on this GPU as calibrated ({calibration}): {describe(stored.gpu)}"
         return PricedHardware(THIS_MACHINE, stored, here=True, gpu=found, says=says)
     if gpu is None:
@@ -130,9 +135,6 @@ def pricing_hardware(
 
 
 def _calibration(path: Path) -> HardwareSpec | None:
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.machine import MachineCalibration
-
     return schema_io.read(path, MachineCalibration).hardware if path.is_file() else None
 
 
@@ -156,8 +158,6 @@ def prepared_as(model_dir: Path, settings: ModelSettings) -> bool:
     info = model_dir / "model_info.json"
     if not info.is_file():
         return True
-    from quantbench.schemas import io as schema_io
-    from quantbench.schemas.model_info import BaseModelInfo, HubSource, LocalSource
 
     source = schema_io.read(info, BaseModelInfo).source
     if isinstance(source, HubSource):
@@ -179,8 +179,6 @@ def pricing_model(
 ) -> PricedModel:
     """The prepared model's shape, else its own folder's (a local model) or the config.json
     the overlay ships for its hub id (``shipped``) (see the module docstring)."""
-    from quantbench.estimate.arch import read_architecture
-
     if prepared_as(model_dir, settings):
         return PricedModel(read_architecture(model_dir), model_dir, prepared=True)
     named = settings.hub_id or settings.path or settings.source
@@ -208,9 +206,6 @@ def pricing_traffic(
 ) -> tuple[dict[str, Traffic], str | None]:
     """Each workload's traffic: the workloads stage's, else generated here (and a line saying
     which and how they were counted)."""
-    from quantbench.errors import UserError
-    from quantbench.workloads.traffic import Traffic, materialize
-
     out: dict[str, Traffic] = {}
     made = []
     counter: Any = None
@@ -221,8 +216,6 @@ def pricing_traffic(
         except UserError:
             pass
         if counter is None and tokenizer is not None:
-            from quantbench.load.tokens import load_counter
-
             try:
                 counter = load_counter(tokenizer)
             except ValueError:
@@ -242,16 +235,14 @@ def pricing_traffic(
 
 
 def traffic_context(
-    arch: ModelShape, params: Mapping[str, Any], pairs: Mapping[str, Any], origin: str
+    arch: ModelShape, pairs: Mapping[str, Any], pair_settings: Callable[[str], EngineSettings]
 ) -> int | None:
     """The tokens one request may hold, as the workloads stage fits its traffic: the smallest of
-    the model's context and every bench pair's."""
-    from quantbench.engines.registry import pair_settings, smallest_context
-
+    the model's context and every bench pair's (``pair_settings``: the config's)."""
     limits = [
         limit[0]
         for name, pair in pairs.items()
-        if (limit := smallest_context(pair.engine, pair_settings(params, name, pair, origin)))
+        if (limit := smallest_context(pair.engine, pair_settings(name)))
     ]
     if arch.max_position_embeddings is not None:
         limits.append(arch.max_position_embeddings)

@@ -25,6 +25,7 @@ from quantbench.workloads.marker import has_room
 from quantbench.workloads.plan import Conversation
 from quantbench.workloads.prompts import PromptItem
 from quantbench.workloads.spec import WorkloadSpec
+from quantbench.workloads.stats import prompt_lengths
 from quantbench.workloads.traffic import Traffic
 
 PLACEHOLDER = "x"
@@ -98,8 +99,6 @@ def _requests(
 ) -> list[_Request]:
     """Each request's text, served, shared and common tokens (see :func:`prompt_profile`)."""
     from collections import Counter
-
-    from quantbench.workloads.stats import prompt_lengths
 
     counter = _counter(Path(tokenizer))
     x = counter.count_text(PLACEHOLDER)

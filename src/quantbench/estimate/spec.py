@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from quantbench.engines.registry import engine_names
 from quantbench.estimate.hardware import check_hardware_name
 from quantbench.estimate.kvcache import KV_CACHE_DTYPES
 from quantbench.schemas.estimate_inputs import EstimateWorkload, SloSpec
@@ -21,8 +22,6 @@ AUTO, NONE = "auto", "none"
 
 def engine_choices() -> tuple[str, ...]:
     """``auto``, ``none`` (the pure roofline) and every registered engine, plugins included."""
-    from quantbench.engines.registry import engine_names
-
     return (AUTO, NONE, *engine_names())
 
 

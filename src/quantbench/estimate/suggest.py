@@ -8,6 +8,7 @@ cache can hold.
 
 from __future__ import annotations
 
+from quantbench.engines.registry import all_engines
 from quantbench.schemas.roofline import ConcurrencyLimits, SuggestedGrids
 
 
@@ -27,8 +28,6 @@ def suggest_grids(limits: ConcurrencyLimits, input_len: int, output_len: int) ->
     """Client concurrencies, and per engine its own suggestion (``Engine.suggest_sweep``), from
     the limits of one estimate: centred on the binding limit, one doubling past it, never more
     than the KV cache holds."""
-    from quantbench.engines.registry import all_engines
-
     kv_cap = max(1, limits.kv_memory)
     centre = _next_pow2(max(1, limits.overall))
     rationale = [

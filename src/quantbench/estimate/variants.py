@@ -12,6 +12,7 @@ Accepted forms, tried in this order:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,21 @@ from quantbench.estimate.arch import read_architecture
 from quantbench.estimate.errors import EstimateInputError
 from quantbench.estimate.formats import layout_names
 from quantbench.formats.base import VariantSpecError
-from quantbench.formats.registry import all_formats, detect, get_format
+from quantbench.formats.registry import (
+    all_formats,
+    detect,
+    format_of_file,
+    get_format,
+    variant_file,
+    variant_recipe,
+)
 from quantbench.hfconfig import maybe_hf_config
-from quantbench.schemas.estimate_inputs import GGUF_MIXES, EstimatedVariant
+from quantbench.schemas.estimate_inputs import (
+    GGUF_LAYOUT,
+    GGUF_MIXES,
+    WEIGHT_LAYOUTS,
+    EstimatedVariant,
+)
 from quantbench.schemas.roofline import ModelShape
 
 _SETTING_KEYS = ("bits", "group_size", "sym")
@@ -47,7 +60,8 @@ def variant_from_config(
     if qconfig and _is_fp8(qconfig):
         return EstimatedVariant(name=name, format="fp8", path=path)
     for fmt in all_formats().values():
-        if fmt.matches(path or Path("."), config) and fmt.name != "gguf":
+        # a format whose variants are one file (a .gguf) is read from the file, not a config
+        if fmt.file_suffix is None and fmt.matches(path or Path("."), config):
             return EstimatedVariant(
                 name=name, path=path, **fmt.estimator_fields(None, path, config)
             )
@@ -103,28 +117,26 @@ def parse_variant(
     if path.is_dir():
         # the one format detector (variant.json first, then each format's own rule), so a folder
         # is the same format here as where it is served; fp8, which no format makes, falls through
-        try:
-            fmt = detect(path)
-        except VariantSpecError:
-            fmt = None
-        ggufs = sorted(path.glob("*.gguf"))
-        if fmt == "gguf" and len(ggufs) == 1:
-            path = ggufs[0]
+        single = None
+        # no format's (fp8), or not the one file of a one-file format's variant: read on
+        with contextlib.suppress(VariantSpecError):
+            single = variant_file(path, detect(path))
+        if single is not None:
+            path = single
         elif (path / "config.json").is_file():
             return variant_of_folder(path)
-    if path.suffix == ".gguf" and path.is_file():
-        from quantbench.formats.gguf import gguf_file_type
-
-        return EstimatedVariant(format="gguf", gguf_type=gguf_file_type(path), path=path)
+    one_file = format_of_file(path) if path.is_file() else None
+    if one_file is not None:  # a .gguf: its format reads the file
+        return EstimatedVariant(path=path, **one_file.estimator_fields(None, path, None))
     head, _, rest = text.partition(":")
     formats = layout_names()
-    if head.lower() == "gguf":
-        return EstimatedVariant(format="gguf", gguf_type=rest.upper() or None)
     if head.lower() in formats:
         fmt = head.lower()
+        if "gguf_type" in WEIGHT_LAYOUTS[fmt].fields:  # `gguf:Q4_K_M`: the file type, bare
+            return EstimatedVariant(format=fmt, gguf_type=rest.upper() or None)
         return EstimatedVariant(format=fmt, **_parse_settings(fmt, rest))  # type: ignore[arg-type]
     if text.upper() in GGUF_MIXES:
-        return EstimatedVariant(format="gguf", gguf_type=text.upper())
+        return EstimatedVariant(format=GGUF_LAYOUT, gguf_type=text.upper())
     names = sorted(known) if known else []
     raise EstimateInputError(
         f"--variant {text!r} is not a known variant {names}, 'auto', an existing .gguf file or "
@@ -138,7 +150,6 @@ def variants_from_params(
 ) -> dict[str, EstimatedVariant]:
     """Every ``variants:`` recipe of a params mapping, read from ``folder/<name>`` where built
     (``folder`` None: every one at its nominal bytes, as for a model not prepared here)."""
-    from quantbench.formats.registry import variant_recipe
 
     return {
         name: variant_from_recipe(
@@ -151,11 +162,13 @@ def variants_from_params(
 def variant_from_recipe(name: str, recipe: Any, folder: Path | None = None) -> EstimatedVariant:
     """The estimator's view of a params.yaml variant recipe, through its format's module, read
     from its built folder where it exists (real bytes: the .gguf file, or the checkpoint)."""
+    fmt = get_format(recipe.format)
     path: Path | None = None
     config = None
     if folder is not None and folder.is_dir():
-        ggufs = sorted(folder.glob("*.gguf"))
-        path = ggufs[0] if ggufs else folder
+        # a one-file format's variant (a .gguf) is read from its file, any other from its folder
+        files = sorted(folder.glob(f"*{fmt.file_suffix}")) if fmt.file_suffix else []
+        path = files[0] if files else folder
         config = maybe_hf_config(folder)
-    fields = get_format(recipe.format).estimator_fields(recipe, path, config)
+    fields = fmt.estimator_fields(recipe, path, config)
     return EstimatedVariant(name=name, path=path, **fields)

@@ -8,11 +8,14 @@ defines a :class:`Format` subclass and registers it. The class holds what every 
 * ``build``: the quantizer (heavy libraries imported inside it);
 * ``needs_calibration`` and ``validate_against_model``: the checks that run before any work;
 * ``matches``: whether a checkpoint on disk is of this format (one detector for everyone);
+* ``file_suffix``: where a variant is one file (a ``.gguf``) rather than a folder;
 * ``quality_backend``: which backend of the quality harness reads it (a name registered in
   ``quantbench.quality.backends``: ``hf``, ``gguf``, or a plugin's);
 * ``estimator_fields``: how the roofline estimator counts its bytes, as plain fields of its
   variant model (a format that does not say is refused by the estimator, never silently costed as
   bf16). Plain data, so a format module never imports the estimator.
+
+Which engines serve a format is theirs to say (``Engine.formats``): a format names no engine.
 """
 
 from __future__ import annotations
@@ -114,9 +117,10 @@ class Format(ABC):
     name: ClassVar[str]
     recipe_model: ClassVar[type[Recipe]]
     quality_backend: ClassVar[str] = "hf"
-    served_by: ClassVar[frozenset[str]] = frozenset()
-    """Engines that serve it besides those whose ``formats`` name it: a plugin format served
-    by an engine of ``src/`` (transformers for an HF checkpoint) declares it here."""
+    file_suffix: ClassVar[str | None] = None
+    """A variant of it is one file with this suffix (GGUF's ``.gguf``), alone in its folder or
+    given by itself: what engines are handed (``Artifact.weights``) and the estimator reads;
+    None: the variant is its folder (an HF checkpoint, read by its config.json)."""
     code_files: ClassVar[tuple[str, ...]] = ()
     """Files besides its module that its code runs or reads (a plugin's server script, its
     requirements): in its code stamp (quantbench.code_stamps), so editing one reruns its stages."""

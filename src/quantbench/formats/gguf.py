@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 
 from quantbench.formats.base import Format, Recipe
 from quantbench.formats.build import BuildRequest, BuildResult
+from quantbench.formats.gguf_header import read_header
 from quantbench.formats.registry import register_format
 from quantbench.native import llama_build as llamacpp
 from quantbench.native.llama_log import captured
@@ -55,6 +56,9 @@ GGUF_TYPES: tuple[str, ...] = (
     "Q3_K_S",
     "Q2_K",
 )
+
+# A GGUF variant is one file (Format.file_suffix): engines and the estimator are handed it.
+SUFFIX = ".gguf"
 
 # Types that the converter writes itself: no quantize step after conversion.
 GGUF_CONVERTER_TYPES = {"F16": "f16", "BF16": "bf16"}
@@ -99,7 +103,7 @@ class GgufBuildError(RuntimeError):
 
 
 def gguf_filename(gguf_type: str) -> str:
-    return f"model-{gguf_type}.gguf"
+    return f"model-{gguf_type}{SUFFIX}"
 
 
 def convert(merged_dir: Path, out_file: Path, outtype: str, model_name: str, threads: int) -> None:
@@ -213,6 +217,7 @@ class Gguf(Format):
     libraries: ClassVar[tuple[str, ...]] = ("torch", "transformers", "numpy")
     recipe_model: ClassVar[type[Recipe]] = GgufSpec
     quality_backend: ClassVar[str] = "gguf"
+    file_suffix: ClassVar[str | None] = SUFFIX
 
     def build(self, request: BuildRequest) -> BuildResult:
         return build_gguf(request)
@@ -221,7 +226,7 @@ class Gguf(Format):
         return None  # llama.cpp falls back to another type where a row does not fit its blocks
 
     def matches(self, folder: Path, config: dict[str, Any] | None) -> bool:
-        return Path(folder).suffix == ".gguf" or any(Path(folder).glob("*.gguf"))
+        return Path(folder).suffix == SUFFIX or any(Path(folder).glob(f"*{SUFFIX}"))
 
     def estimator_fields(
         self, recipe: Recipe | None, path: Path | None, config: dict[str, Any] | None
@@ -234,7 +239,6 @@ class Gguf(Format):
 def gguf_hparams(path: Path, *names: str) -> dict[str, int]:
     """Integer hyperparameters from a GGUF file's metadata (no tensor data is read), by their
     names without the architecture prefix: ``block_count``, ``attention.head_count_kv``, ..."""
-    from quantbench.formats.gguf_header import read_header
 
     header = read_header(path)
     return {name: int(header.hparam(name)) for name in names}
@@ -243,8 +247,6 @@ def gguf_hparams(path: Path, *names: str) -> dict[str, int]:
 def gguf_file_type(path: Path) -> str | None:
     """The llama.cpp file type (e.g. ``Q4_K_M``) recorded in a GGUF file, if any."""
     from gguf.constants import LlamaFileType
-
-    from quantbench.formats.gguf_header import read_header
 
     value = read_header(path).fields.get("general.file_type")
     if value is None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from quantbench.formats.base import VariantSpecError
+from quantbench.formats.base import Format, VariantSpecError, validate_name
 from quantbench.hfconfig import maybe_hf_config
+from quantbench.params import ConfigError, describe_errors
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.variant import VariantRecord
 
@@ -34,8 +35,6 @@ _REGISTERED: dict[str, Format] = {}
 
 
 def register_format(fmt: Format) -> Format:
-    from quantbench.formats.base import Format
-
     if not isinstance(fmt, Format):
         raise TypeError(f"register_format takes a Format instance, got {type(fmt).__name__}")
     _REGISTERED[fmt.name] = fmt
@@ -68,6 +67,27 @@ def all_formats() -> dict[str, Format]:
     return {name: get_format(name) for name in format_names()}
 
 
+def format_of_file(path: Path) -> Format | None:
+    """The format whose variants are one file such as ``path`` (``Format.file_suffix``: a
+    ``.gguf``), None where no format's are (``path`` is then no variant by itself)."""
+    suffix = Path(path).suffix
+    return next((f for f in all_formats().values() if suffix and f.file_suffix == suffix), None)
+
+
+def variant_file(folder: Path, fmt: str) -> Path | None:
+    """The one file a variant of format ``fmt`` is, in ``folder`` (None: the format's variants
+    are folders, or it is not known here); VariantSpecError where the folder holds none of them,
+    or several."""
+    found = known_format(fmt)
+    suffix = found.file_suffix if found is not None else None
+    if suffix is None:
+        return None
+    files = sorted(Path(folder).glob(f"*{suffix}"))
+    if len(files) != 1:
+        raise VariantSpecError(f"{folder}: expected exactly one {suffix} file, found {len(files)}")
+    return files[0]
+
+
 def recipe(raw: Any) -> Recipe:
     """One ``variants:`` entry validated by its format's recipe model."""
     if isinstance(raw, dict) and "format" in raw and not isinstance(raw.get("format"), str):
@@ -82,8 +102,6 @@ def recipe(raw: Any) -> Recipe:
 def variant_recipe(raw: dict[str, Any], name: str, origin: str = "params.yaml") -> Recipe:
     """``variants.<name>`` of a params mapping, validated by its format's recipe model; the
     ConfigError names the key, the value and what is allowed."""
-    from quantbench.formats.base import validate_name
-    from quantbench.params import ConfigError, describe_errors
 
     variants = raw.get("variants") or {}
     if not isinstance(variants, dict) or name not in variants:
@@ -118,4 +136,13 @@ def detect(folder: Path) -> str:
     )
 
 
-__all__ = ["ValidationError", "detect", "format_names", "get_format", "recipe", "register_format"]
+__all__ = [
+    "ValidationError",
+    "detect",
+    "format_names",
+    "format_of_file",
+    "get_format",
+    "recipe",
+    "register_format",
+    "variant_file",
+]

@@ -26,9 +26,9 @@ Who computes what with it:
   before a float matmul. The numbers are those of W8A8 up to float accumulation order; the speed
   and memory are those of a dense float model.
 
-Where it computes, and the CPU workaround, are formats/awq.py's (the model loaded onto
-``runtime.device``, llm-compressor's pipeline pinned to it; no ``pin_memory()`` on the CPU, which
-raises on a CPU-only torch): the loader and the context manager are imported from there.
+How llm-compressor is run (the model loaded onto ``runtime.device``, llm-compressor's pipeline
+pinned to it; no ``pin_memory()`` on the CPU, which raises on a CPU-only torch) is
+:mod:`quantbench.formats.compressor`'s, shared with the awq format.
 """
 
 from __future__ import annotations
@@ -38,18 +38,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from quantbench.formats.awq import Awq, calibrating_on, compressed_weights, load_for_calibration
 from quantbench.formats.base import CalibrationSpec, Format, Recipe
-from quantbench.formats.build import (
-    BuildRequest,
-    BuildResult,
-    calibration_dtype,
-    copy_tokenizer,
-    hf_weights_file,
-    tokenize_calibration,
-)
+from quantbench.formats.build import BuildRequest, BuildResult
+from quantbench.formats.compressor import LIBRARIES, compress, compressed_weights
 from quantbench.formats.registry import register_format
-from quantbench.progress import quiet_chatty_loggers
 
 # llm-compressor's observer names for the observers offered here (weights are observed once,
 # so the memoryless variants: same result, less memory).
@@ -132,7 +124,7 @@ class W8a8(Format):
     """int8 W8A8 compressed-tensors checkpoints (llm-compressor's, or anyone's)."""
 
     name: ClassVar[str] = "w8a8"
-    libraries: ClassVar[tuple[str, ...]] = Awq.libraries  # the same llm-compressor toolchain
+    libraries: ClassVar[tuple[str, ...]] = LIBRARIES
     recipe_model: ClassVar[type[Recipe]] = W8a8Spec
     quality_backend: ClassVar[str] = "hf"
 
@@ -182,43 +174,10 @@ def recipe_modifiers(spec: W8a8Spec) -> list[Any]:
 
 def build_w8a8(request: BuildRequest) -> BuildResult:
     spec: W8a8Spec = request.spec
-    assert request.calibration is not None, "validated before: w8a8 needs calibration"
-    import torch
-    from datasets import Dataset
-    from llmcompressor import oneshot
-    from transformers import AutoTokenizer
-
-    quiet_chatty_loggers()  # llm-compressor's loguru handler is made by its import
-    tokenizer = AutoTokenizer.from_pretrained(request.merged_dir)
-    # calibrate in bf16 on a GPU, on the CPU in what it computes fastest (float32 where bf16 is
-    # emulated: AWQ took 14 minutes in bf16 on an AVX2-only EPYC), save in bf16 as always
-    compute = calibration_dtype(request.device)
-    model = load_for_calibration(request.merged_dir, compute, request.device)
-    rows = tokenize_calibration(tokenizer, request.calibration)
-    # Already tokenized (input_ids column), so llm-compressor uses these ids as they are.
-    dataset = Dataset.from_list(rows)
-    with calibrating_on(request.device):
-        oneshot(
-            model=model,
-            tokenizer=tokenizer,
-            dataset=dataset,
-            recipe=recipe_modifiers(spec),
-            num_calibration_samples=len(rows),
-            max_seq_length=request.calibration.max_tokens,
-            shuffle_calibration_samples=False,
-        )
-    if compute != "bfloat16":
-        model.to(torch.bfloat16)  # the checkpoint's own dtype, whatever calibration ran in
-    model.save_pretrained(request.out_dir, save_compressed=True)
-    copy_tokenizer(request.merged_dir, request.out_dir)
-    return BuildResult(
-        hf_weights_file(request.out_dir),
-        details={
-            "checkpoint": "int-quantized",
-            "activations": "int8 dynamic per token",
-            "calibrated_in": compute,
-            "calibrated_on": request.device,
-        },
+    return compress(
+        request,
+        lambda: recipe_modifiers(spec),
+        details={"checkpoint": "int-quantized", "activations": "int8 dynamic per token"},
     )
 
 

@@ -17,7 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
-from quantbench.bench.cost import cost_per_million_tokens
+from quantbench.config import parse_config
+from quantbench.decision.cost import cost_per_million_tokens
+from quantbench.errors import UserError
 from quantbench.gather.experiments import ExperimentFiles
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.best_config import Estimate, NoneFound, Recommended, entry_model
@@ -130,7 +132,7 @@ def fingerprint(env: EnvInfo) -> Fingerprint:
 
 
 def cost_per_million(price: float | None, tps: float | None) -> float | None:
-    """The bench's cost per million tokens (bench.cost), where there is a price and a rate."""
+    """The bench's cost per million tokens (decision.cost), where there is a price and a rate."""
     if price is None or tps is None:
         return None
     return cost_per_million_tokens(price, tps)
@@ -219,9 +221,6 @@ def _parsed(
 
 def _price(files: ExperimentFiles, problems: list[str]) -> tuple[float | None, str]:
     """``bench.price_per_hour`` and ``bench.currency`` as the experiment's params validate."""
-    from quantbench.config import parse_config
-    from quantbench.errors import UserError
-
     text = files.text(PARAMS)
     if text is None:
         problems.append(f"{PARAMS}: not in experiment {files.experiment.name}")

@@ -32,7 +32,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from quantbench.load.race import cannot_reach
-from quantbench.load.records import RequestRecord
+from quantbench.load.records import RequestRecord, Tally
 from quantbench.load.requests import turn_body
 from quantbench.load.streaming import StreamError, StreamParser
 from quantbench.precision import proportion_bounds, quantile_bounds, quantile_interval
@@ -81,8 +81,7 @@ class Dispatcher:
         self.values: dict[str, list[float]] = {"ttft": [], "tpot": [], "itl": [], "e2e": []}
         self._completed_measured = 0
         self._unanswered_measured = 0  # measured requests that failed, were cut or never sent
-        self.recorded = self.completed = self.failed = self.incomplete = 0
-        self.output_chunks = 0
+        self.tally = Tally()  # every record so far, by status
         # every record, kept only where the point races the pair's leader (its looks summarize)
         racing = plan.precision is not None and plan.precision.race is not None
         self._race_records: list[RequestRecord] | None = [] if racing else None
@@ -365,16 +364,9 @@ class Dispatcher:
         )
 
     def _record(self, rec: RequestRecord) -> None:
-        self.recorded += 1
         if self._race_records is not None:
             self._race_records.append(rec)
-        if rec.status == "completed":
-            self.completed += 1
-        elif rec.status == "failed":
-            self.failed += 1
-        else:
-            self.incomplete += 1
-        self.output_chunks += len(rec.chunk_times)
+        self.tally.add(rec)
         self.sink(rec)
         if rec.phase == "measured" and rec.status != "completed":
             self._unanswered_measured += 1

@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
-from quantbench import slo as slo_mod
 from quantbench.load.metrics import summarize
 from quantbench.load.records import RequestRecord
 from quantbench.sequential import look_schedule, nominal_level
@@ -72,8 +70,8 @@ def reach(
     if not any(r.phase == "measured" and r.status == "completed" for r in recorded):
         return None
     # in flight: their tokens so far count in the window's throughput, they are not judged yet
-    pending = [replace(r, phase="cooldown") for r in in_flight]
-    constraints = slo_mod.parse_slo(race.slo) if race.slo.strip() else []
+    pending = [r.model_copy(update={"phase": "cooldown"}) for r in in_flight]
+    constraints = list(race.slo.constraints)
     result = summarize(
         [*recorded, *pending], point="race", scenario="", shape={}, percentiles=(),
         constraints=constraints, confidence=race.confidence,

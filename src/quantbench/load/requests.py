@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quantbench.errors import UserError
+from quantbench.workloads.plan import BodyRules
 from quantbench.workloads.prompts import PromptItem
 
 
@@ -112,8 +113,6 @@ def body_rules(
     fixed_output_length: bool,
     request_fields: dict[str, Any],
 ) -> Any:
-    from quantbench.workloads.plan import BodyRules
-
     check_fixed_length(profile, fixed_output_length, request_fields)
     return BodyRules(
         model=model,

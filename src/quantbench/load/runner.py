@@ -43,9 +43,10 @@ from gevent.event import Event
 from locust.env import Environment
 
 from quantbench.load.dispatch import Dispatcher
+from quantbench.load.forkserver import serve
 from quantbench.load.locustfile import StreamingUser, set_dispatcher
 from quantbench.load.procs import TOKEN_ENV
-from quantbench.load.records import RequestRecord
+from quantbench.load.records import RequestRecord, Tally
 from quantbench.workloads.plan import LoadPlan
 
 # Delay between "everyone is ready" and the first request, so all processes start together.
@@ -67,31 +68,23 @@ class Progress:
 
     def __init__(self, point: str, expected: int | None, interval_s: float) -> None:
         self.point, self.expected, self.interval_s = point, expected, interval_s
-        self.completed = self.failed = self.incomplete = self.chunks = 0
-        self.sent = 0
+        self.tally = Tally()
         self.t0 = time.monotonic()
         self._last_chunks = 0
         self._last_t = self.t0
 
     def add(self, rec: RequestRecord) -> None:
-        if rec.status == "completed":
-            self.completed += 1
-        elif rec.status == "failed":
-            self.failed += 1
-        else:
-            self.incomplete += 1
-        self.chunks += len(rec.chunk_times)
+        self.tally.add(rec)
 
     def line(self, in_flight: int | None = None) -> str:
-        now = time.monotonic()
-        rate = (self.chunks - self._last_chunks) / max(now - self._last_t, 1e-9)
-        self._last_chunks, self._last_t = self.chunks, now
-        done = self.completed + self.failed + self.incomplete
+        now, t = time.monotonic(), self.tally
+        rate = (t.chunks - self._last_chunks) / max(now - self._last_t, 1e-9)
+        self._last_chunks, self._last_t = t.chunks, now
         total = f"/{self.expected}" if self.expected is not None else ""
         flight = f" in flight {in_flight}" if in_flight is not None else ""
         return (
-            f"[{self.point}] {now - self.t0:6.1f}s  done {done}{total}  ok {self.completed}  "
-            f"failed {self.failed}  incomplete {self.incomplete}{flight}  {rate:,.0f} chunks/s"
+            f"[{self.point}] {now - self.t0:6.1f}s  done {t.records}{total}  ok {t.completed}  "
+            f"failed {t.failed}  incomplete {t.incomplete}{flight}  {rate:,.0f} chunks/s"
         )
 
     def loop(self, in_flight: Any = None) -> None:
@@ -282,7 +275,7 @@ def run_worker(master_host: str, master_port: int, token: str | None = None) -> 
             dispatcher.finished.wait(timeout=RECORD_FLUSH_S)
             flush()
         flush()
-        runner.send_message("qb_done", {"records": dispatcher.recorded})
+        runner.send_message("qb_done", {"records": dispatcher.tally.records})
 
     def on_plan(environment: Any, msg: Any, **_: Any) -> None:
         plan = LoadPlan.from_dict(msg.data["plan"])
@@ -330,8 +323,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "worker":
         return run_worker(args.master_host, args.master_port, token)
     if args.mode == "template":
-        from quantbench.load.forkserver import serve
-
         return serve(args.fd, main)
     plan = LoadPlan.load(args.plan)
     if args.mode == "local":

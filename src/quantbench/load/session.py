@@ -284,7 +284,7 @@ def run_session(
     target: Target,
     out_dir: Path,
     *,
-    slo: str | None = None,
+    slo: slo_mod.Slo | None = None,
     traffic: Traffic | None = None,
     confidence: float = 0.95,
     repeat: int = 0,
@@ -293,7 +293,7 @@ def run_session(
 ) -> SessionSummary:
     """Run the workload's points (all, or those of ``points``) against the target.
     ``race``: stop a precision-sized point once it cannot reach this leader (bench.race)."""
-    constraints = slo_mod.parse_slo(slo) if slo else []
+    constraints = list(slo.constraints) if slo is not None else []
     # what the server cannot be asked is refused once, here, before any request or output
     check_fixed_length(get_profile(target.engine), spec.fixed_output_length, spec.request_fields)
     url = normalize_url(target.url)

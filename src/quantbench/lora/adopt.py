@@ -9,11 +9,12 @@ from pathlib import Path
 from quantbench.accelerator import torch_device
 from quantbench.accelerator.nvidia import Device
 from quantbench.chat import hf_answers_fn
-from quantbench.errors import UserError
+from quantbench.errors import UserError, shown
 from quantbench.lora.merge import adapter_provenance
 from quantbench.lora.spec import LoraSettings
 from quantbench.lora.train import load_for_training
 from quantbench.qa import QAItem, score
+from quantbench.safetensors_header import SafetensorsError, read_header
 from quantbench.schemas.common import HeldoutScore
 from quantbench.schemas.finetune import FinetuneReport
 
@@ -105,9 +106,6 @@ def adapter_fit_problems(
     it adapts (``model_tensors``: name -> shape, out x in): a module the model does not have, an
     input or output width that differs (another hidden size), a rank other than the config's."""
     import json
-
-    from quantbench.errors import shown
-    from quantbench.safetensors_header import SafetensorsError, read_header
 
     where = f"lora.adapter_path: {shown(adapter_dir)}"
     fix = "give an adapter trained on this model, or set lora.train: true"

@@ -20,10 +20,12 @@ from typing import Any
 from quantbench.accelerator import torch_device
 from quantbench.accelerator.nvidia import Device
 from quantbench.chat import hf_answers_fn
+from quantbench.errors import UserError
 from quantbench.fsutil import sha256_file
 from quantbench.lora.data import collate, encode, load_chats
 from quantbench.lora.spec import LoraSettings
 from quantbench.qa import QAItem, score
+from quantbench.runtime import seed_everything
 from quantbench.schemas.common import HeldoutScore
 from quantbench.schemas.finetune import FinetuneReport, TrainData
 
@@ -81,8 +83,6 @@ def check_targets(model: Any, targets: list[str]) -> None:
     """Fail early, naming the model's linear layers, when a target module does not exist."""
     import torch
 
-    from quantbench.errors import UserError
-
     names = {
         n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
     }
@@ -104,8 +104,6 @@ def train_adapter(
     happened."""
     import torch
     from peft import get_peft_model
-
-    from quantbench.runtime import seed_everything
 
     seed_everything(seed)
     model, tokenizer = load_for_training(base_dir, device)

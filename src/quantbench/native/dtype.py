@@ -23,6 +23,9 @@ import os
 import time
 from dataclasses import dataclass
 
+from quantbench import accelerator
+from quantbench.errors import UserError
+
 ENV = "QUANTBENCH_COMPUTE_DTYPE"
 DTYPES = ("bfloat16", "float32")
 # bf16 must be at least this fast relative to float32 to be chosen: a CPU that runs bf16 natively
@@ -89,8 +92,6 @@ def probe() -> DtypeProbe:
     forced = os.environ.get(ENV)
     if forced:
         if forced not in DTYPES:
-            from quantbench.errors import UserError
-
             raise UserError(f"{ENV}={forced!r}: give one of {', '.join(DTYPES)}")
         return DtypeProbe(forced, None, None, f"set by {ENV}")
     measured = measure()
@@ -132,9 +133,7 @@ def serving_dtype(requested: str, device: str = "cpu") -> str:
 def gpu_native_dtype() -> str:
     """bfloat16 where the first GPU's compute capability is 8.0 or more (or is not known),
     float16 below."""
-    from quantbench.accelerator import detect
-
-    found = detect().gpus
+    found = accelerator.detect().gpus
     cc = found[0].compute_capability if found else None
     if cc is not None and int(cc.split(".")[0]) < 8:
         return "float16"

@@ -356,25 +356,48 @@ def probe_machine(
     return decide(arch, cc, native_list, outcomes)
 
 
+CPUINFO = Path("/proc/cpuinfo")
+
+
+@dataclass(frozen=True)
+class AdvertisedCpu:
+    """What the kernel's ``/proc/cpuinfo`` says of the CPU: its model name and the instruction-set
+    flags it advertises (which is not what it executes: :func:`probe_machine`)."""
+
+    model: str | None
+    """``model name`` (None: not given, as on most ARM machines)."""
+    flags: frozenset[str]
+    """``flags`` on x86, ``Features`` on ARM."""
+
+
+def advertised_cpu(path: Path = CPUINFO) -> AdvertisedCpu:
+    """The one reader of ``/proc/cpuinfo`` (the fingerprint, the native builds' CPU signature and
+    the estimator's machine all read it here); the last processor's lines win, and a machine
+    without the file advertises nothing."""
+    model, flags = None, frozenset[str]()
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            model = value.strip()
+        elif key.strip() in ("flags", "Features"):
+            flags = frozenset(value.split())
+    return AdvertisedCpu(model, flags)
+
+
 def cpu_signature() -> dict[str, object]:
     """What a native build depends on: the CPU model and the ISA flags it advertises."""
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() in ("flags", "Features"):
-                flags = set(value.split())
-    except OSError:
-        pass
+    cpu = advertised_cpu()
     isa = re.compile(
         r"^(avx|amx|sse|ssse|fma|f16c|bmi|gfni|vaes|vpclmul|sha|aes|pclmul|adx|asimd|sve)"
     )
     return {
         "machine": platform.machine(),
-        "model": model,
-        "isa_flags": sorted(f for f in flags if isa.match(f)),
+        "model": cpu.model if cpu.model is not None else platform.processor() or "unknown",
+        "isa_flags": sorted(f for f in cpu.flags if isa.match(f)),
     }
 
 

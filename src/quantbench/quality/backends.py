@@ -24,6 +24,10 @@ import numpy as np
 from quantbench.accelerator import torch_device
 from quantbench.accelerator.nvidia import Device
 from quantbench.errors import UserError
+from quantbench.fidelity import top_margin
+from quantbench.formats.registry import get_format
+from quantbench.native import llama_build
+from quantbench.quality.gguf_batch import BatchDecoder
 
 
 class Backend(Protocol):
@@ -61,8 +65,6 @@ class HFBackend:
         cls, model_dir: Path, fmt: str, compute_dtype: str, device: Device = "cpu"
     ) -> HFBackend:
         import torch
-
-        from quantbench.formats.registry import get_format
 
         # the format knows how its checkpoint loads (GPTQ through GPTQModel, the rest plainly),
         # on the CPU (Format.load_hf_model takes no device); on a GPU it then moves there whole
@@ -102,8 +104,6 @@ class HFBackend:
         embedded model's answers equal). Rows that hit a stop token stop growing; the loop ends
         when all have."""
         import torch
-
-        from quantbench.fidelity import top_margin
 
         if not prompts:
             return []
@@ -152,16 +152,12 @@ class GGUFBackend:
     """A GGUF file through llama.cpp (the pinned bindings), fed token ids directly."""
 
     def __init__(self, llm: Any, threads: int = 1) -> None:
-        from quantbench.quality.gguf_batch import BatchDecoder
-
         self.llm = llm
         self._batch = BatchDecoder(llm, threads)
 
     @classmethod
     def load(cls, gguf_path: Path, n_ctx: int, threads: int, device: Device = "cpu") -> GGUFBackend:
-        from quantbench.native.llama_build import load_binding
-
-        llama_cpp = load_binding()
+        llama_cpp = llama_build.load_binding()
         llm = llama_cpp.Llama(
             model_path=str(gguf_path),
             n_ctx=n_ctx,
@@ -188,8 +184,6 @@ class GGUFBackend:
     ) -> tuple[list[int], list[float]]:
         # A plain argmax loop rather than llama.cpp's sampler chain, so "greedy" means the same
         # thing as in transformers (no repetition penalty, no top-k/top-p defaults).
-        from quantbench.fidelity import top_margin
-
         self.llm.reset()
         self.llm.eval(list(ids))
         out: list[int] = []

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from quantbench.fidelity import top_margin
+from quantbench.native import llama_build
 
 
 class BatchDecoder:
@@ -45,9 +46,8 @@ class BatchDecoder:
         is big enough: making one allocates its KV cells)."""
         if self._context is not None and cells <= self._cells and sequences <= self._sequences:
             return self._context
-        from quantbench.native.llama_build import load_binding
 
-        llama_cpp = load_binding()
+        llama_cpp = llama_build.load_binding()
         from llama_cpp import _internals  # the pinned bindings' own context wrapper
 
         if self._context is not None:
@@ -75,9 +75,7 @@ class BatchDecoder:
     ) -> list[tuple[list[int], list[float]]]:
         """Each prompt's greedy tokens (up to and including a stop token, at most
         ``max_new_tokens``) and the logit margin each won by, all prompts in one batch."""
-        from quantbench.native.llama_build import load_binding
-
-        llama_cpp = load_binding()
+        llama_cpp = llama_build.load_binding()
         if not prompts:
             return []
         if any(not p for p in prompts):

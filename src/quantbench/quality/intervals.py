@@ -1,6 +1,6 @@
 """Confidence intervals for one variant's quality figures, from the evaluation's own data.
 
-The figures come from one ~11 kB text (about 2200 scored tokens) and the held-out questions (253
+The figures come from one ~46 kB text (about 9,800 scored tokens) and the held-out questions (253
 shipped: 13 facts and 240 ticket codes, data/README.md), and
 the deployment decision uses them to settle ties and to say what a variant gives up: a number
 without its interval cannot say whether 1.006 differs from 1.000.

@@ -20,11 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
+import quantbench
 from quantbench.accelerator.nvidia import Device
 from quantbench.params import import_plugins
 from quantbench.progress import quiet_bars_in_logs
+from quantbench.quality.backends import get_backend
 from quantbench.quality.metrics import log_softmax, token_stats
 from quantbench.quality.windows import Window
+from quantbench.runtime import configure_threads
 
 # Logit rows turned into log-probabilities at a time: full-window float64 temporaries would
 # dwarf a small model in the peak-memory figure.
@@ -90,12 +93,8 @@ def _current_rss_bytes() -> int:
 
 def run_job(job: ScoreJob) -> ScoreResult:
     """Score one model (runs inside the child process)."""
-    from quantbench.quality.backends import get_backend
-
     kind = get_backend(job.backend)
     if kind.torch_threads:
-        from quantbench.runtime import configure_threads
-
         configure_threads(job.threads)
     timings: dict[str, float] = {}
     memory = {"before_load_rss_bytes": _current_rss_bytes()}
@@ -152,8 +151,6 @@ def run_isolated(job: ScoreJob) -> ScoreResult:
     A plain subprocess rather than multiprocessing's spawn, which would re-import the caller's
     __main__ (a stage script or a test runner) in the child.
     """
-    import quantbench
-
     package_root = str(Path(quantbench.__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from quantbench.formats.registry import get_format
 from quantbench.fsutil import sha256_file, sha256_tree
 from quantbench.schemas import io as schema_io
 from quantbench.schemas.variant import Calibration, FileEntry, VariantRecord, VariantSource
@@ -53,8 +54,6 @@ class VariantInfo:
 
 def library_versions(fmt: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The installed versions of what shaped this format's output (``Format.libraries``)."""
-    from quantbench.formats.registry import get_format
-
     versions: dict[str, str] = {}
     for dist in get_format(fmt).libraries:
         try:

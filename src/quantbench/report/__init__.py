@@ -1,1 +1,2 @@
-"""The report stage: stage outputs -> index.html, summary.md, best_config.json, DVC metrics and plots."""
+"""The report stage: the decision (quantbench.decision) rendered into index.html, summary.md,
+best_config.json, DVC metrics and plots."""

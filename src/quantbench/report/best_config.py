@@ -8,7 +8,7 @@ it was measured at, its figures each with its confidence interval (or ``too_few`
 the load it reached, its checks, each SLO constraint's verdict, memory, the quality given up
 against the merged model, the rule that decided and the configurations it is tied with. Its
 ``status`` is the decision's: ``decided``, or ``provisional`` with ``unsettled`` naming every row
-still open and what more measurement would settle it (:mod:`quantbench.report.status`), and its
+still open and what more measurement would settle it (:mod:`quantbench.decision.settlement`), and its
 ``headline`` is summary.md's bold line. A workload nothing is ranked for has ``status:
 "none"``, its ``reason``, and the nearest miss per pair with its flags.
 """
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from quantbench.decision.profiles import JudgedRow, Profile
+from quantbench.decision.settlement import Settlement, settlement
+from quantbench.outputs import HEADLINE_METRICS, ReportInputs, clean_json
 from quantbench.report.deploy import deploy_entry
-from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs, clean_json
-from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.recommend import winner_headline
-from quantbench.report.status import Settlement, settlement
 from quantbench.report.tables import (
     QualityDelta,
     QualityReference,

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantbench.decision.profiles import JudgedRow, Profile, judge_profiles, stale_slos
+from quantbench.decision.tuning import tuning_gains
+from quantbench.outputs import ReportInputs, exposed_servers
 from quantbench.report import charts, foreign
 from quantbench.report.best_config import best_config
 from quantbench.report.dvcfiles import metrics_json, pairs_csv, points_csv
@@ -19,7 +22,6 @@ from quantbench.report.estimates import (
     preferred_hardware,
 )
 from quantbench.report.html import quality_rows, render_html, servers, variant_rows
-from quantbench.report.inputs import ReportInputs
 from quantbench.report.markdown import summary_markdown
 from quantbench.report.overview import (
     VERDICTS,
@@ -29,43 +31,13 @@ from quantbench.report.overview import (
     compact_header,
     overview_rows,
 )
-from quantbench.report.profiles import (
-    JudgedRow,
-    Profile,
-    exposed_servers,
-    judge_profiles,
-    stale_slos,
-)
 from quantbench.report.recommend import Recommendation, recommend
 from quantbench.report.spec import ReportSettings
 from quantbench.report.tables import METRICS, PointRow, point_rows, quality_reference, ranking
-from quantbench.report.tuning import tuning_gains
+from quantbench.schemas import metrics as registry
 
 TITLE = "quantbench: which deployment?"
-EXPLORER_METRICS = (
-    "good_output_throughput",
-    "output_throughput",
-    "goodput",
-    "request_throughput",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "cost_per_million_tokens",
-    "error_rate",
-    "load",
-    "peak_rss_mib",
-    "size_mib",
-    "perplexity",
-    "perplexity_ratio",
-    "kl_mean",
-    "top1_agreement",
-    "heldout_accuracy",
-)
+EXPLORER_METRICS = registry.EXPLORER
 FIGURE_TITLES = {
     "pareto_latency": "Throughput vs latency",
     "pareto_quality": "Quality vs throughput",
@@ -152,7 +124,7 @@ class WorkloadSection:
     traffic: str = ""
     """What the workload's requests were made of (traffic_text)."""
     tuning: list[str] = field(default_factory=list)
-    """Per pair that swept its settings: its best against its defaults (report.tuning)."""
+    """Per pair that swept its settings: its best against its defaults (decision.tuning)."""
     estimate_band: list[str] = field(default_factory=list)
     """How many planning figures the estimate got within ±25 %, and what missed (band_summary)."""
     edges: list[str] = field(default_factory=list)

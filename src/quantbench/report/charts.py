@@ -17,19 +17,20 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from quantbench.decision.profiles import JudgedRow, Profile
+from quantbench.outputs import PointKey, ReportInputs, clean_json
 from quantbench.report.estimates import EstimateRow
-from quantbench.report.inputs import PointKey, ReportInputs, clean_json
 from quantbench.report.overview import OverviewRow, metric_header
 from quantbench.report.pareto import front
-from quantbench.report.profiles import JudgedRow, Profile
 from quantbench.report.tables import (
     METRICS,
     PairLine,
     PointRow,
     mib,
-    quality_value,
-    served_task_accuracy,
+    num,
+    pair_figures,
 )
+from quantbench.schemas import metrics as registry
 
 PALETTE = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -77,7 +78,7 @@ def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
 
 def axis_title(key: str, currency: str = "") -> str:
     metric = METRICS[key]
-    if key == "cost_per_million_tokens":
+    if metric.currency:
         return f"{metric.label} ({currency})" if currency else metric.label
     return metric.title()
 
@@ -100,8 +101,6 @@ def _hover(point: PointRow, x: str, y: str) -> str:
 
 
 def _fmt(value: float | None) -> str:
-    from quantbench.report.tables import num
-
     return num(value)
 
 
@@ -203,6 +202,10 @@ def points_scatter(
     return to_json(fig)
 
 
+# A pair's point on the quality and memory charts: its record's figures and its served task
+PAIR_FIGURES = (*registry.PAIR, *registry.select(lambda m: m.source == "served"))
+
+
 def pair_points(lines: Sequence[PairLine], inputs: ReportInputs, workload: str) -> list[PointRow]:
     """The pairs' representative rows of one workload as points (quality and memory joined)."""
     out = []
@@ -210,24 +213,7 @@ def pair_points(lines: Sequence[PairLine], inputs: ReportInputs, workload: str) 
         row = line.row
         if row is None or not row.measured:
             continue
-        quality = inputs.quality.get(line.variant)
-        values: dict[str, float | None] = {
-            "output_throughput": row.metric("output_throughput"),
-            "good_output_throughput": row.metric("good_output_throughput"),
-            "goodput": row.metric("goodput"),
-            "peak_rss_mib": line.peak_rss_bytes / 2**20 if line.peak_rss_bytes else None,
-            "size_mib": line.size_bytes / 2**20 if line.size_bytes else None,
-        }
-        for key in (
-            "perplexity",
-            "perplexity_ratio",
-            "kl_mean",
-            "kl_high",
-            "top1_agreement",
-            "heldout_accuracy",
-        ):
-            values[key] = quality_value(quality, key)
-        values["task_accuracy"] = served_task_accuracy(line.task)
+        values = pair_figures(line, inputs, PAIR_FIGURES)
         out.append(
             PointRow(
                 pair=line.pair,
@@ -422,20 +408,7 @@ def distributions(
 # sweep curves: metric vs load, one line per (pair, server setting)
 
 
-SWEEP_METRICS = (
-    "good_output_throughput",
-    "output_throughput",
-    "goodput",
-    "request_throughput",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "e2e_p99_ms",
-    "error_rate",
-    "cost_per_million_tokens",
-)
+SWEEP_METRICS = registry.SWEEP
 
 
 def sweeps(
@@ -504,9 +477,13 @@ def sweeps(
 
 
 ESTIMATE_METRICS = {
-    "ttft": ("TTFT p50 (ms)", "measured_ttft_ms", "estimated_ttft_ms"),
-    "tpot": ("TPOT p50 (ms)", "measured_tpot_ms", "estimated_tpot_ms"),
-    "output_tps": ("Output throughput (tok/s)", "measured_output_tps", "estimated_output_tps"),
+    "ttft": (METRICS["ttft_p50_ms"].title(), "measured_ttft_ms", "estimated_ttft_ms"),
+    "tpot": (METRICS["tpot_p50_ms"].title(), "measured_tpot_ms", "estimated_tpot_ms"),
+    "output_tps": (
+        METRICS["output_throughput"].title(),
+        "measured_output_tps",
+        "estimated_output_tps",
+    ),
 }
 
 

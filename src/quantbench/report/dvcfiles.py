@@ -14,32 +14,18 @@ import csv
 import io
 from typing import Any
 
-from quantbench.report.inputs import ReportInputs, clean_json
-from quantbench.report.profiles import Profile
+from quantbench.decision.profiles import Profile
+from quantbench.outputs import ReportInputs, clean_json
 from quantbench.report.tables import (
-    MIB,
-    QUALITY_METRICS,
-    ROW_METRICS,
+    METRICS,
+    POINT_FIGURES,
     PairLine,
     PointRow,
     RankingRow,
-    quality_value,
+    pair_figures,
 )
+from quantbench.schemas import metrics as registry
 from quantbench.schemas.report_metrics import ReportMetrics
-
-PAIR_METRICS = (
-    "good_output_throughput",
-    "output_throughput",
-    "goodput",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p90_ms",
-    "tpot_p99_ms",
-    "e2e_p99_ms",
-    "cost_per_million_tokens",
-)
 
 
 def _rounded(value: Any) -> Any:
@@ -49,18 +35,7 @@ def _rounded(value: Any) -> Any:
 
 
 # What `dvc metrics show` gets per pair and workload: few enough columns for `dvc exp show`.
-BRIEF = (
-    "rank",
-    "ranked",
-    "good_output_throughput",
-    "output_throughput",
-    "ttft_p90_ms",
-    "tpot_p50_ms",
-    "cost_per_million_tokens",
-    "peak_rss_mib",
-    "perplexity_ratio",
-    "heldout_accuracy",
-)
+BRIEF = ("rank", "ranked", *registry.BRIEF)
 
 
 def pair_record(
@@ -68,7 +43,6 @@ def pair_record(
 ) -> dict[str, Any]:
     row = line.row
     measured = row is not None and row.measured
-    quality = inputs.quality.get(line.variant)
     out: dict[str, Any] = {
         "rank": rank,
         "ranked": bool(line.passes and measured),
@@ -76,12 +50,7 @@ def pair_record(
         "server_point": row.server_point if row else None,
         "load_point": row.load_point if row else None,
     }
-    for m in PAIR_METRICS:
-        out[m] = row.metric(m) if measured and row else None
-    out["peak_rss_mib"] = line.peak_rss_bytes / MIB if line.peak_rss_bytes else None
-    out["size_mib"] = line.size_bytes / MIB if line.size_bytes else None
-    for key in QUALITY_METRICS:
-        out[key] = quality_value(quality, key)
+    out.update(pair_figures(line, inputs, registry.PAIR))
     if brief:
         out = {k: out[k] for k in BRIEF}
     return {k: _rounded(v) for k, v in out.items()}
@@ -153,10 +122,7 @@ POINT_COLUMNS = (
     "slo_verdict",
     "ranked",
     "flags",
-    *ROW_METRICS,
-    "peak_rss_mib",
-    "size_mib",
-    *QUALITY_METRICS,
+    *(name for name in POINT_FIGURES if METRICS[name].source != "point"),  # the load: above
 )
 
 
@@ -200,10 +166,7 @@ PAIR_COLUMNS = (
     "slo_verdict",
     "server_point",
     "load_point",
-    *PAIR_METRICS,
-    "peak_rss_mib",
-    "size_mib",
-    *QUALITY_METRICS,
+    *registry.PAIR,
 )
 
 

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from quantbench.decision.profiles import JudgedRow, Profile
 from quantbench.estimate.compare import ProbeSpan, SampleCheck
 from quantbench.estimate.pipeline import slo_targets
-from quantbench.report.inputs import PointKey, ReportInputs, read_output
-from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.outputs import PointKey, ReportInputs, read_output
 from quantbench.schemas.estimate import VariantEstimate
 from quantbench.schemas.machine import PairCalibration
 from quantbench.schemas.roofline import ConcurrencyPoint

@@ -19,8 +19,8 @@ import markupsafe
 import plotly
 from plotly.offline import get_plotlyjs
 
+from quantbench.outputs import ReportInputs, clean_json
 from quantbench.report import tables
-from quantbench.report.inputs import ReportInputs, clean_json
 from quantbench.schemas.bench import PairSummary, ServerPoint
 
 

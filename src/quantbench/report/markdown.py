@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from quantbench.decision.profiles import Profile
 from quantbench.exchange.figures import ImportedRuns
 from quantbench.report import foreign
 from quantbench.report.overview import (
@@ -22,7 +23,6 @@ from quantbench.report.overview import (
     compact_header,
     text_chart,
 )
-from quantbench.report.profiles import Profile
 from quantbench.report.recommend import Recommendation
 from quantbench.report.tables import (
     GPU_COLUMNS,

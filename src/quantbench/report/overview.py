@@ -15,8 +15,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from quantbench.report.inputs import ReportInputs
-from quantbench.report.profiles import JudgedRow, Profile
+from quantbench.decision.profiles import JudgedRow, Profile
+from quantbench.outputs import ReportInputs
 from quantbench.report.tables import (
     METRICS,
     PairLine,

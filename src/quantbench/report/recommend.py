@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quantbench.decision.profiles import JudgedRow, Profile
+from quantbench.decision.rejudge import Verdict
+from quantbench.decision.settlement import Settlement, settlement
+from quantbench.outputs import ReportInputs
 from quantbench.precision import Figure
 from quantbench.report.deploy import deploy_entry
-from quantbench.report.inputs import ReportInputs
-from quantbench.report.profiles import JudgedRow, Profile, Verdict
-from quantbench.report.status import Settlement, settlement
 from quantbench.report.tables import (
     METRICS,
     PairLine,
@@ -22,21 +23,10 @@ from quantbench.report.tables import (
     num,
     pair_lines,
 )
+from quantbench.schemas import metrics as registry
 
 # What a recommendation shows of its row, in order (the rank metric comes first).
-SHOWN = (
-    "good_output_throughput",
-    "output_throughput",
-    "goodput",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p90_ms",
-    "tpot_p99_ms",
-    "e2e_p99_ms",
-    "error_rate",
-)
+SHOWN = registry.SHOWN
 
 
 @dataclass

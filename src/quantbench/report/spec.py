@@ -5,36 +5,27 @@ Pareto axes (docs/BENCH.md, "How the decision is made")."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from quantbench.decision.gate import check_limits
 from quantbench.decision.margins import DecisionMargins
 from quantbench.decision.rules import DecisionSettings
+from quantbench.schemas import metrics as registry
 from quantbench.settings import Settings
+from quantbench.slo import DEFAULT_PROFILE, Slo
 
-DEFAULT_PROFILE = "default"
 PROFILE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 
-LatencyColumn = Literal[
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-]
-QualityColumn = Literal[
-    "perplexity_ratio",
-    "kl_mean",
-    "kl_high",
-    "top1_agreement",
-    "heldout_accuracy",
-    "task_accuracy",
-]
+# The Pareto charts' axes a run may choose (quantbench.schemas.metrics: each metric's ``axis``):
+# a Literal of the registry's names for validation and the params' schema, a str to the checker
+if TYPE_CHECKING:
+    LatencyColumn = str
+    QualityColumn = str
+else:
+    LatencyColumn = Literal[registry.LATENCY_AXES]
+    QualityColumn = Literal[registry.QUALITY_AXES]
 
 
 class ConfirmSettings(Settings):
@@ -68,7 +59,7 @@ class ConfirmSettings(Settings):
 class ReportSettings(DecisionMargins):
     """How the report stage judges and draws the measurements (nothing here is measured)."""
 
-    profiles: dict[str, str] = Field(
+    profiles: dict[str, Slo] = Field(
         {},
         description="Extra named SLO profiles, name -> constraint text in the `slo:` syntax, e.g. "
         "{interactive: 'ttft:p95<=500ms; tpot:p50<=100ms', batch: 'output_tps>=50'}. Every "
@@ -166,11 +157,12 @@ class ReportSettings(DecisionMargins):
             materiality=dict(self.materiality),
         )
 
-    @field_validator("profiles")
+    @field_validator("profiles", mode="before")
     @classmethod
-    def _profiles_parse(cls, profiles: dict[str, str]) -> dict[str, str]:
-        from quantbench.slo import parse_slo
-
+    def _profiles_parse(cls, profiles: Any) -> Any:
+        if not isinstance(profiles, dict):
+            return profiles  # the field's own type check says what is wrong
+        parsed: dict[str, Slo] = {}
         for name, text in profiles.items():
             if name == DEFAULT_PROFILE:
                 raise ValueError(
@@ -180,10 +172,10 @@ class ReportSettings(DecisionMargins):
                 raise ValueError(
                     f"profile name {name!r}: use a letter, then letters, digits, '_' or '-' (<= 40)"
                 )
-            if not text.strip():
+            if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"profile {name!r} has no constraints")
             try:
-                parse_slo(text)
+                parsed[name] = Slo(text)  # parsed once, here, with the caret under a bad part
             except ValueError as exc:
                 raise ValueError(f"profile {name!r}: {exc}") from None
-        return profiles
+        return parsed

@@ -11,10 +11,12 @@ import math
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from quantbench.report.inputs import HEADLINE_METRICS, ReportInputs
-from quantbench.report.profiles import JudgedRow, Profile, Verdict
+from quantbench.decision.profiles import JudgedRow, Profile
+from quantbench.decision.rejudge import Verdict
+from quantbench.outputs import HEADLINE_METRICS, ReportInputs
+from quantbench.schemas import metrics as registry
 from quantbench.schemas.bench import (
     HELDOUT_TASK,
     BenchRow,
@@ -26,49 +28,10 @@ from quantbench.schemas.bench import (
 from quantbench.schemas.quality import QualityReport
 from quantbench.schemas.variant import VariantRecord
 
-Better = Literal["max", "min"]
 MIB = 2**20
 
-
-@dataclass(frozen=True)
-class MetricDef:
-    label: str
-    unit: str
-    better: Better
-    digits: int = 3
-
-    def title(self) -> str:
-        return f"{self.label} ({self.unit})" if self.unit else self.label
-
-
-METRICS: dict[str, MetricDef] = {
-    "output_throughput": MetricDef("Output throughput", "tok/s", "max"),
-    "good_output_throughput": MetricDef("Good output throughput", "tok/s", "max"),
-    "request_throughput": MetricDef("Request throughput", "req/s", "max"),
-    "goodput": MetricDef("Goodput", "req/s", "max"),
-    "error_rate": MetricDef("Error rate", "", "min"),
-    "ttft_p50_ms": MetricDef("TTFT p50", "ms", "min"),
-    "ttft_p90_ms": MetricDef("TTFT p90", "ms", "min"),
-    "ttft_p99_ms": MetricDef("TTFT p99", "ms", "min"),
-    "tpot_p50_ms": MetricDef("TPOT p50", "ms", "min"),
-    "tpot_p90_ms": MetricDef("TPOT p90", "ms", "min"),
-    "tpot_p99_ms": MetricDef("TPOT p99", "ms", "min"),
-    "itl_p50_ms": MetricDef("ITL p50", "ms", "min"),
-    "itl_p99_ms": MetricDef("ITL p99", "ms", "min"),
-    "e2e_p50_ms": MetricDef("E2E p50", "ms", "min"),
-    "e2e_p99_ms": MetricDef("E2E p99", "ms", "min"),
-    "cost_per_million_tokens": MetricDef("Cost per 1M output tokens", "", "min"),
-    "load": MetricDef("Load (concurrency or req/s)", "", "max"),
-    "peak_rss_mib": MetricDef("Peak server memory", "MiB", "min"),
-    "size_mib": MetricDef("Size on disk", "MiB", "min"),
-    "perplexity": MetricDef("Perplexity", "", "min"),
-    "perplexity_ratio": MetricDef("Perplexity / merged model", "x", "min", 4),
-    "kl_mean": MetricDef("KL divergence, mean", "nats", "min"),
-    "kl_high": MetricDef("KL divergence, high percentile", "nats", "min"),
-    "top1_agreement": MetricDef("Top-1 agreement with merged", "", "max"),
-    "heldout_accuracy": MetricDef("Held-out accuracy", "", "max"),
-    "task_accuracy": MetricDef("Task accuracy, served", "", "max"),
-}
+METRICS = registry.METRICS
+"""Every reported figure by name (quantbench.schemas.metrics, the one registry)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,12 +115,9 @@ def interval_text(value: float | None, iv: Interval | None, unit: str) -> str:
     return f"{text} {shown}".rstrip() if shown else text
 
 
+# The unit a headline figure's text is written in ('%' for a share: interval_text)
 FIGURE_UNITS = {
-    "output_throughput": "tok/s",
-    "good_output_throughput": "tok/s",
-    "request_throughput": "req/s",
-    "goodput": "req/s",
-    "error_rate": "%",
+    name: "%" if METRICS[name].share else METRICS[name].unit for name in HEADLINE_METRICS
 }
 
 
@@ -167,7 +127,7 @@ def figure_text(row: BenchRow | None, name: str) -> str:
         return "–"
     if name in row.too_few:
         return too_few_text(name)
-    unit = FIGURE_UNITS.get(name, "ms" if name.endswith("_ms") else "")
+    unit = FIGURE_UNITS.get(name, "")
     return interval_text(row.metric(name), row.intervals.get(name), unit)
 
 
@@ -721,15 +681,53 @@ class PointRow:
         }
 
 
-ROW_METRICS = (*HEADLINE_METRICS, "cost_per_million_tokens")
-QUALITY_METRICS = (
-    "perplexity",
-    "perplexity_ratio",
-    "kl_mean",
-    "kl_high",
-    "top1_agreement",
-    "heldout_accuracy",
+# What each measured point carries: the row's headline figures in its field order, then every
+# other figure a point has, in the registry's order (cost, load, memory, size, quality)
+POINT_FIGURES = (
+    *HEADLINE_METRICS,
+    *(name for name in registry.PER_POINT if name not in HEADLINE_METRICS),
 )
+
+
+def figures(
+    names: Iterable[str],
+    row: BenchRow | None,
+    memory_bytes: int | None,
+    size_bytes: int | None,
+    quality: QualityReport | None,
+    task: ServedTask | None = None,
+) -> dict[str, float | None]:
+    """Each named figure, read where its :class:`~quantbench.schemas.metrics.Metric` says it
+    comes from: the row's fields (None where it measured nothing) and its load, the server's
+    memory and the variant's size (in MiB), the quality report, the served task."""
+    measured = row is not None and row.measured
+    out: dict[str, float | None] = {}
+    for name in names:
+        source = METRICS[name].source
+        value: float | None = None
+        if source == "row":
+            value = row.metric(name) if row is not None and measured else None
+        elif source == "point":
+            value = row.load_value if row is not None else None
+        elif source == "server":
+            value = memory_bytes / MIB if memory_bytes else None
+        elif source == "variant":
+            value = size_bytes / MIB if size_bytes else None
+        elif source == "quality":
+            value = quality_value(quality, name)
+        elif source == "served":
+            value = served_task_accuracy(task)
+        out[name] = value
+    return out
+
+
+def pair_figures(
+    line: PairLine, inputs: ReportInputs, names: Iterable[str]
+) -> dict[str, float | None]:
+    """A pair's figures at its representative row of one workload (its quality and memory
+    joined)."""
+    quality = inputs.quality.get(line.variant)
+    return figures(names, line.row, line.peak_rss_bytes, line.size_bytes, quality, line.task)
 
 
 def point_rows(inputs: ReportInputs, profiles: list[Profile]) -> list[PointRow]:
@@ -743,16 +741,11 @@ def point_rows(inputs: ReportInputs, profiles: list[Profile]) -> list[PointRow]:
                 continue
             quality = inputs.quality.get(judged.variant)
             recipe = inputs.variants.get(judged.variant)
-            values: dict[str, float | None] = {m: row.metric(m) for m in ROW_METRICS}
-            values["load"] = row.load_value
-            rss = judged.peak_rss_bytes  # the server's memory: GPU + host
-            values["peak_rss_mib"] = rss / MIB if rss else None
             size = (recipe.size_bytes if recipe else None) or (
                 quality.size_bytes if quality else None
             )
-            values["size_mib"] = size / MIB if size else None
-            for key in QUALITY_METRICS:
-                values[key] = quality_value(quality, key)
+            # the server's memory: GPU + host
+            values = figures(POINT_FIGURES, row, judged.peak_rss_bytes, size, quality)
             passed: bool | None = row.rankable
             if row.slo_verdict is None and row.rankable:
                 passed = None

@@ -2,7 +2,7 @@
 
 Written by ``stages/bench.py`` from :func:`quantbench.bench.run.run_pair`: one :class:`BenchRow`
 per (server setting, load point), the repeats folded by
-:func:`quantbench.bench.results.fold_repeats` (means, t intervals, SLO verdict, cost), one
+:func:`quantbench.decision.rows.fold_repeats` (means, t intervals, SLO verdict, cost), one
 :class:`ServerPoint` per server start (its command, memory, exit, SLO-edge search), and the best
 row under the SLO. Each repeat's own results are in the per-run ``summary.json`` beside the
 records (:mod:`quantbench.schemas.session`).
@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from quantbench.schemas import metrics
 from quantbench.schemas.base import Migrations, StageOutput, Strict, stamp, version
 from quantbench.schemas.common import HeldoutAnswer
 from quantbench.schemas.session import Figure, GpuWindow
@@ -22,12 +23,6 @@ from quantbench.schemas.session import Figure, GpuWindow
 # A figure with its interval: over repeats (Student t), or within one run (order statistics for
 # percentiles, batch means for rates, Clopper-Pearson for the error rate).
 Interval = Figure
-
-HEADLINE_FIGURES = (
-    "output_throughput", "good_output_throughput", "request_throughput", "goodput", "error_rate",
-    "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
-    "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms",
-)  # fmt: skip
 
 
 class LoadSummary(Strict):
@@ -161,6 +156,11 @@ class BenchRow(Strict):
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return float(value) if math.isfinite(value) else None
+
+
+HEADLINE_FIGURES = tuple(name for name in BenchRow.model_fields if name in metrics.HEADLINE)
+"""A row's figures with intervals (quantbench.schemas.metrics' headline figures), in the order
+the row declares them."""
 
 
 class ServerReport(Strict):

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from quantbench.schemas import metrics
 from quantbench.schemas.base import Migrations, StageOutput, Strict, version
 from quantbench.schemas.bench import CacheSummary, LoadSummary, TaskAgreement
 
@@ -118,7 +119,10 @@ class Tie(Strict):
     metric: str = Field(description="the ranking figure (the decision's ranked_by)")
     figure: Estimate
     perplexity_ratio: float | None
-    peak_rss_bytes: int | None
+    peak_rss_bytes: int | None = Field(
+        description="the server's memory: its GPU memory plus its host resident set (the "
+        "resident set alone on a CPU machine), as the memory tie-break compares it"
+    )
     e2e_p99_ms: float | None
 
 
@@ -146,14 +150,7 @@ class MeasuredAt(Strict):
 class Expected(Strict):
     """Every headline figure of the winning row, and its cost."""
 
-    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
-        {
-            "output_throughput", "good_output_throughput", "goodput", "request_throughput",
-            "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
-            "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "error_rate",
-            "rerun",
-        }
-    )  # fmt: skip
+    OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({*metrics.HEADLINE, "rerun"})
 
     output_throughput: Estimate | None = None
     good_output_throughput: Estimate | None = None

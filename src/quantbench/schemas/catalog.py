@@ -24,13 +24,14 @@ from quantbench.schemas.report_metrics import ReportMetrics
 from quantbench.schemas.session import SessionSummary
 from quantbench.schemas.validate import ValidationVerdict
 from quantbench.schemas.variant import VariantRecord
-from quantbench.schemas.workloads import WorkloadSummary
+from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
 
 STAGE_OUTPUTS: tuple[type[StageOutput], ...] = (
     ValidationVerdict,
     CodeStamp,
     BaseModelInfo,
     WorkloadSummary,
+    TrafficLine,
     FinetuneReport,
     MergeReport,
     MergedModelInfo,

@@ -2,8 +2,9 @@
 
 Written by ``stages/fingerprint.py`` from :func:`quantbench.fingerprint.fingerprint`: machine,
 accelerators, library versions (the project's and each engine environment's), the pinned
-llama.cpp, and which native kernels each part picks on this CPU (``kernels``). Only stable facts, so an unchanged
-machine writes a byte-identical file and no benchmark reruns.
+llama.cpp, and which native kernels each part picks on this CPU (``kernels``, the engines'
+entries as each engine reports them). Only stable facts, so an unchanged machine writes a
+byte-identical file and no benchmark reruns.
 """
 
 from __future__ import annotations
@@ -78,9 +79,16 @@ class TorchKernels(Strict):
 
 
 class Kernels(Strict):
-    llama_cpp: LlamaCppKernels
+    """Which kernels each native part picks on this CPU: the project's torch, found by the
+    fingerprint, and each engine's own, as the engine reports them (``Engine.kernels``: the
+    llama.cpp engine its build, the vLLM engine its environment's torch). The engines' entries
+    are this file's fields, so a new one is a new field (and a schema version)."""
+
+    llama_cpp: LlamaCppKernels = Field(description="The llama.cpp engine's (its pinned build).")
     torch: TorchKernels | None = Field(description="The project's environment (None: no torch).")
-    vllm: TorchKernels | None = Field(description="vLLM's environment (None: not installed).")
+    vllm: TorchKernels | None = Field(
+        description="The vLLM engine's environment (None: not installed, or the engine is off)."
+    )
     warnings: list[str] = Field(description="Parts that would use an ISA the probe saw fault.")
 
 

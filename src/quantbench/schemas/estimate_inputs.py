@@ -51,10 +51,14 @@ class LayoutFields:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
+GGUF_LAYOUT = "gguf"
+"""The layout of llama.cpp's files, whose variants name their file type (one of GGUF_MIXES)."""
+
 # The weight layouts the estimator counts bytes for, by name (``EstimatedVariant.format``), with
-# the fields each takes: the built-in ones here (so a stored estimate reads without the
-# estimator), and any a plugin adds through the estimator's registry
-# (quantbench.estimate.formats.register_layout).
+# the fields each takes: the one declaration of the built-in ones (here, below the schemas that
+# store an estimate, so a stored estimate reads without the estimator; the estimator's registry,
+# quantbench.estimate.formats, takes each one's fields from here and counts the bytes of each),
+# and any a plugin adds through that registry (quantbench.estimate.formats.register_layout).
 GROUP_FIELDS = frozenset({"bits", "group_size", "sym"})
 WEIGHT_LAYOUTS: dict[str, LayoutFields] = {
     **{name: LayoutFields() for name in ("bf16", "fp16", "fp32", "fp8", "w8a8")},
@@ -62,8 +66,16 @@ WEIGHT_LAYOUTS: dict[str, LayoutFields] = {
     # AWQ as compressed-tensors pack-quantized int4 with 64-weight groups, asymmetric
     "gptq": LayoutFields(GROUP_FIELDS, {"bits": 4, "group_size": 128, "sym": True}),
     "awq": LayoutFields(GROUP_FIELDS, {"bits": 4, "group_size": 64, "sym": False}),
-    "gguf": LayoutFields(frozenset({"gguf_type"})),
+    GGUF_LAYOUT: LayoutFields(frozenset({"gguf_type"})),
 }
+
+
+def declare_layout(name: str, fields: LayoutFields) -> None:
+    """Make layout ``name`` known to :class:`EstimatedVariant` with the fields it takes (a second
+    declaration of one name replaces it): the estimator's registry declares a plugin's layout
+    here when it registers it."""
+    WEIGHT_LAYOUTS[name] = fields
+
 
 WeightFormat = str
 """A weight layout's name: a key of :data:`WEIGHT_LAYOUTS`."""
@@ -155,7 +167,8 @@ class EstimatedVariant(Settings):
         if self.bits is not None and self.group_size is not None:
             sym = "" if self.sym is None else ("-sym" if self.sym else "-asym")
             return f"{self.format}-w{self.bits}g{self.group_size}{sym}"
-        if self.gguf_type is not None or self.format == "gguf":
+        takes = WEIGHT_LAYOUTS.get(self.format, LayoutFields()).fields
+        if self.gguf_type is not None or "gguf_type" in takes:  # a file type: gguf-Q4_K_M
             return f"{self.format}-{self.gguf_type or Path(str(self.path)).stem}"
         return self.format
 

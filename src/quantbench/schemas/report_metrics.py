@@ -17,7 +17,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from quantbench.schemas import metrics
 from quantbench.schemas.base import Migrations, StageOutput, Strict, version
+
+_MEMORY = metrics.METRICS["peak_rss_mib"].description
 
 
 class PairBrief(Strict):
@@ -30,7 +33,7 @@ class PairBrief(Strict):
     ttft_p90_ms: float | None
     tpot_p50_ms: float | None
     cost_per_million_tokens: float | None
-    peak_rss_mib: float | None
+    peak_rss_mib: float | None = Field(description=_MEMORY)
     perplexity_ratio: float | None
     heldout_accuracy: float | None
 
@@ -41,11 +44,7 @@ class Recommendation(Strict):
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
         {
             "ties", "ranked_by", "ranked_low", "ranked_high", "rank", "ranked", "slo_verdict",
-            "server_point", "load_point", "good_output_throughput", "output_throughput",
-            "goodput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms",
-            "tpot_p99_ms", "e2e_p99_ms", "cost_per_million_tokens", "peak_rss_mib", "size_mib",
-            "perplexity", "perplexity_ratio", "kl_mean", "kl_high", "top1_agreement",
-            "heldout_accuracy",
+            "server_point", "load_point", *metrics.PAIR,
         }
     )  # fmt: skip
 
@@ -71,7 +70,7 @@ class Recommendation(Strict):
     tpot_p99_ms: float | None = None
     e2e_p99_ms: float | None = None
     cost_per_million_tokens: float | None = None
-    peak_rss_mib: float | None = None
+    peak_rss_mib: float | None = Field(None, description=_MEMORY)
     size_mib: float | None = None
     perplexity: float | None = None
     perplexity_ratio: float | None = None

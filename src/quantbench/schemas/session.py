@@ -18,7 +18,14 @@ from pydantic import Field
 from quantbench import slo as slo_mod
 
 # Every interval's one form, and one-sided bounds (defined beside the code that computes them).
-from quantbench.precision import Bounds, Figure
+from quantbench.precision import (
+    Bounds,
+    Figure,
+    percentile_of_sorted,
+    proportion_bounds,
+    quantile_bounds,
+    quantile_interval,
+)
 from quantbench.schemas.base import VERSION_KEY, Migrations, StageOutput, Strict, stamp, version
 from quantbench.schemas.workloads import WorkloadSummary
 
@@ -66,8 +73,6 @@ class LatencyStats(Strict):
         """The statistics of ``seconds``; ``times`` (one per value: when it was taken, or any
         number that orders them in time) let the intervals account for values that move
         together in time (:func:`quantbench.precision.quantile_interval`)."""
-        from quantbench.precision import percentile_of_sorted, quantile_bounds, quantile_interval
-
         if not seconds:
             return None
         raw = np.asarray(seconds, dtype=float) * 1000.0
@@ -296,8 +301,6 @@ class PointResult(Strict):
         ``slo_stats`` replace a latency's statistics for the SLO check: there every measured
         request counts, an unanswered one as infinitely late (a request that never got its first
         token did not meet a TTFT limit)."""
-        from quantbench.precision import proportion_bounds
-
         if metric in slo_mod.LATENCY_METRICS:
             stats: LatencyStats | None = (slo_stats or {}).get(metric) or getattr(self, metric)
             if stats is None:

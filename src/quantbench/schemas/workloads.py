@@ -1,6 +1,6 @@
 """``reports/workloads/<name>.json`` and ``<name>.jsonl`` (stage ``workloads``): a workload's
-traffic, one conversation a line (:class:`TrafficLine`), and what it is made of
-(:class:`WorkloadSummary`, whose version is the pair's: the two files are written together).
+traffic, one conversation a line (:class:`TrafficLine`, each line versioned on its own), and what
+it is made of (:class:`WorkloadSummary`).
 
 Written by ``stages/workloads.py`` (:mod:`quantbench.workloads.traffic`); the summary comes from
 :func:`quantbench.workloads.stats.summarize`:
@@ -39,11 +39,16 @@ class TurnLine(Strict):
     think_s: float = Field(0.0, description="seconds the user waits before sending it")
 
 
-class TrafficLine(Strict):
+class TrafficLine(StageOutput):
     """One line of ``<name>.jsonl``: one conversation, sent in order on one stream."""
 
+    OUTPUT: ClassVar[str] = "reports/workloads/{name}.jsonl"
+    STAGE: ClassVar[str] = "workloads"
+    # version 0 (no schema_version) had the same fields
+    MIGRATIONS: ClassVar[Migrations] = {0: stamp(1)}
     OMIT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"arrival_s"})
 
+    schema_version: Literal[1] = version(1)
     prompt_id: str
     scenario: str
     turns: list[TurnLine]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from quantbench.slo import Slo
 from quantbench.workloads.generate import LengthDist, MultiTurn, Rag, Shape, SingleTurn
 
 
@@ -19,7 +20,7 @@ from quantbench.workloads.generate import LengthDist, MultiTurn, Rag, Shape, Sin
 class NamedWorkload:
     name: str
     shape: Shape
-    slo: str
+    slo: Slo
     """The SLO profile this traffic is judged by."""
     source: str
     """Where the shape comes from (what is published, what is assumed)."""
@@ -34,7 +35,7 @@ CHAT = NamedWorkload(
         output=LengthDist(mean=338, sigma=0.8, minimum=4, maximum=2048),
         instruction="Summarise the following text.",
     ),
-    slo="ttft:p95<=2s; tpot:p50<=150ms; error_rate<=0.05",
+    slo=Slo("ttft:p95<=2s; tpot:p50<=150ms; error_rate<=0.05"),
     source=(
         "ShareGPT conversations as vLLM's paper reports them: mean 161 input and 338 output "
         "tokens (Kwon et al., 'Efficient Memory Management for Large Language Model Serving with "
@@ -52,7 +53,7 @@ RAG = NamedWorkload(
         question=LengthDist(mean=20, sigma=0.3, minimum=4),
         output=LengthDist(mean=48, sigma=0.5, minimum=4),
     ),
-    slo="ttft:p95<=5s; e2e:p95<=15s; error_rate<=0.05",
+    slo=Slo("ttft:p95<=5s; e2e:p95<=15s; error_rate<=0.05"),
     source=(
         "Long prompts, short answers, like the 'coding' trace of Azure's LLM inference dataset "
         "2023 (median 1500 input, 13 output tokens; Patel et al., 'Splitwise', ISCA 2024, "
@@ -69,7 +70,7 @@ LONG_GENERATION = NamedWorkload(
         output=LengthDist(mean=1024, sigma=0.3, minimum=16, maximum=4096),
         instruction="Write a long, detailed report about the following notes.",
     ),
-    slo="tpot:p50<=100ms; tpot:p95<=200ms; error_rate<=0.05",
+    slo=Slo("tpot:p50<=100ms; tpot:p95<=200ms; error_rate<=0.05"),
     source=(
         "Short prompts, long outputs: decode-bound traffic (reports, code generation). Lengths "
         "are a choice for the decode regime, not a published trace; judged on time per token, "
@@ -87,7 +88,7 @@ MULTI_TURN = NamedWorkload(
         think_s=LengthDist(mean=5.0, sigma=0.5, minimum=0),
         system=500,
     ),
-    slo="ttft:p95<=2s; tpot:p50<=150ms; error_rate<=0.05",
+    slo=Slo("ttft:p95<=2s; tpot:p50<=150ms; error_rate<=0.05"),
     source=(
         "Per turn as LMSYS-Chat-1M reports: 69.5 tokens per user message, 214.5 per response, "
         "2.0 turns per conversation on average (Zheng et al., arXiv:2309.11998); here 3 turns "

@@ -46,23 +46,32 @@ class WorkloadFileError(UserError, ValueError):
     """A workload file that cannot be used, named by file and line."""
 
 
-def _lines(path: Path) -> list[tuple[str, Any]]:
-    if not Path(path).is_file():
-        raise WorkloadFileError(f"workload file {path} does not exist")
+def json_object_lines(
+    path: Path, key: str, error: type[Exception]
+) -> list[tuple[str, dict[str, Any]]]:
+    """(``file:line``, object) for each non-blank line of a JSON Lines file a person gave;
+    ``error`` naming the file and line where one is not a JSON object (NotUtf8Error naming
+    ``key`` where the file is not UTF-8). Lines end at newlines only: a JSON string may hold
+    the other line separators ``str.splitlines`` cuts at (U+2028, U+0085) as they are."""
     rows = []
-    for lineno, line in enumerate(read_utf8(path, "workload file").splitlines(), 1):
+    for lineno, line in enumerate(read_utf8(path, key).split("\n"), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise WorkloadFileError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise error(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
-            raise WorkloadFileError(
-                f"{where}: each line must be a JSON object, got {type(row).__name__}"
-            )
+            raise error(f"{where}: each line must be a JSON object, got {type(row).__name__}")
         rows.append((where, row))
+    return rows
+
+
+def _lines(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    if not Path(path).is_file():
+        raise WorkloadFileError(f"workload file {path} does not exist")
+    rows = json_object_lines(path, "workload file", WorkloadFileError)
     if not rows:
         raise WorkloadFileError(
             f"workload file {path} has no lines; give one JSON object a line (docs/LOAD.md)"

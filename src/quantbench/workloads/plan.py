@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from quantbench.sequential import look_schedule, nominal_level
+from quantbench.slo import Slo
+from quantbench.workloads.arrivals import arrival_stream
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class RaceFloor:
     floor: float
     leader: str
     """The leading row, '<server point> @ <load point>'."""
-    slo: str
+    slo: Slo
     """The per-request SLO that makes a request good (goodput)."""
     after: int
     """The interval's first look: the workload's ``precision.min_requests`` measured requests."""
@@ -220,7 +222,6 @@ class LoadPlan:
         """Open loop: the arrival offsets (seconds from the start): a trace's, or endless."""
         if self.schedule is not None:
             return iter(self.schedule)
-        from quantbench.workloads.arrivals import arrival_stream
 
         assert self.rate is not None
         return arrival_stream(self.rate, self.burstiness, self.arrival_seed, ramp_s=self.ramp_s)
@@ -250,7 +251,8 @@ class LoadPlan:
             p["fail_limits"] = [tuple(t) for t in p.get("fail_limits", [])]
             p["pass_limits"] = [tuple(t) for t in p.get("pass_limits", [])]
             if p.get("race") is not None:
-                p["race"] = RaceFloor(**p["race"])
+                race = p["race"]
+                p["race"] = RaceFloor(**{**race, "slo": Slo(race["slo"])})
             data["precision"] = Precision(**p)
         return cls(**data)
 

@@ -8,13 +8,13 @@ The server's ``usage`` (or the tokenizer after the run) gives the exact counts e
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from quantbench.workloads.files import json_object_lines
 from quantbench.workloads.spec import DatasetPrompts, RandomPrompts
 
 # Short, frequent words: single tokens (with their leading space) in GPT-2, Llama and Qwen BPEs.
@@ -64,29 +64,17 @@ def load_dataset(spec: DatasetPrompts) -> list[PromptItem]:
         raise DatasetError(f"prompt dataset {path} does not exist (prompts.path in the workload)")
     items: list[PromptItem] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{where}: not valid JSON ({e.msg})") from None
-            items.append(_item_from_row(row, where, spec))
-            if items[-1].id in seen:
-                raise DatasetError(
-                    f"{where}: id {items[-1].id!r} appears twice; ids must be unique"
-                )
-            seen.add(items[-1].id)
+    for where, row in json_object_lines(path, "prompts.path", DatasetError):
+        items.append(_item_from_row(row, where, spec))
+        if items[-1].id in seen:
+            raise DatasetError(f"{where}: id {items[-1].id!r} appears twice; ids must be unique")
+        seen.add(items[-1].id)
     if not items:
         raise DatasetError(f"prompt dataset {path} has no lines")
     return items
 
 
-def _item_from_row(row: object, where: str, spec: DatasetPrompts) -> PromptItem:
-    if not isinstance(row, dict):
-        raise DatasetError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+def _item_from_row(row: dict[str, Any], where: str, spec: DatasetPrompts) -> PromptItem:
     if "id" not in row:
         raise DatasetError(f"{where}: missing 'id'")
     messages, prompt = row.get("messages"), row.get("prompt")

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from quantbench.settings import Settings
+from quantbench.slo import Slo
+from quantbench.workloads.builtin import NAMED
 
 # A precision target: metric:pNN, optionally with its own half-width (ttft:p50 ±15%).
 _TARGET = re.compile(
@@ -294,7 +296,7 @@ class WorkloadSpec(Settings):
         gt=0,
         description="Distinct conversations a named workload generates (a run cycles them).",
     )
-    slo: str | None = Field(
+    slo: Slo | None = Field(
         default=None,
         description="The SLO profile this workload is judged by; default: the named workload's, "
         "else the top-level slo.",
@@ -479,19 +481,15 @@ class WorkloadSpec(Settings):
             return list(self.load)
         from pydantic import TypeAdapter
 
-        from quantbench.workloads.builtin import NAMED
-
         assert self.use is not None
         adapter: TypeAdapter[Any] = TypeAdapter(LoadPoint)
         return [adapter.validate_python(p) for p in NAMED[self.use].load]
 
-    def slo_text(self, default: str) -> str:
+    def slo_text(self, default: Slo) -> Slo:
         """The SLO profile this workload is judged by."""
         if self.slo is not None:
             return self.slo
         if self.use is not None:
-            from quantbench.workloads.builtin import NAMED
-
             return NAMED[self.use].slo
         return default
 
@@ -512,42 +510,3 @@ class WorkloadSpec(Settings):
         if n is None and self.precision is not None:
             n = self.precision.max_requests
         return (n, point.duration_s or self.duration_s)
-
-
-def workloads_section(raw: dict[str, Any], origin: str = "params.yaml") -> dict[str, WorkloadSpec]:
-    """The ``workloads:`` of a params mapping (or the single ``workload:`` of earlier versions),
-    each validated; ConfigError naming the key, the value and the fix otherwise."""
-    from pydantic import ValidationError
-
-    from quantbench.params import ConfigError, describe_errors
-
-    if "workloads" in raw and "workload" in raw:
-        raise ConfigError(
-            f"{origin}: give either workloads: (by name) or workload: (one), not both"
-        )
-    if "workloads" in raw:
-        entries = raw["workloads"]
-    elif "workload" in raw:
-        single = raw["workload"] or {}
-        entries = (
-            {str(single.get("name", "default")): single} if isinstance(single, dict) else single
-        )
-    else:
-        entries = {"chat": {"use": "chat", "num_requests": 16}}
-    if not isinstance(entries, dict) or not entries:
-        raise ConfigError(f"{origin}: workloads: expected a mapping of name -> workload settings")
-    out: dict[str, WorkloadSpec] = {}
-    lines: list[str] = []
-    for name, spec in entries.items():
-        if not isinstance(spec, dict):
-            lines.append(f"workloads.{name}: expected a mapping of workload settings")
-            continue
-        try:
-            out[str(name)] = WorkloadSpec.model_validate(
-                {**spec, "name": str(spec.get("name", name))}
-            )
-        except ValidationError as exc:
-            lines.extend(describe_errors(exc, f"workloads.{name}", WorkloadSpec))
-    if lines:
-        raise ConfigError(f"{origin} is not valid:\n  " + "\n  ".join(lines))
-    return out

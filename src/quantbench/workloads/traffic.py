@@ -19,15 +19,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from quantbench.errors import UserError
 from quantbench.schemas import io as schema_io
-from quantbench.schemas.io import MissingOutputError, StageOutputError
+from quantbench.schemas.io import MissingOutputError
 from quantbench.schemas.workloads import TrafficLine, WorkloadSummary
 from quantbench.workloads import stats
+from quantbench.workloads.builtin import NAMED
+from quantbench.workloads.files import read_conversations, read_trace
 from quantbench.workloads.generate import Corpus, conversations
 from quantbench.workloads.marker import Room
 from quantbench.workloads.plan import Conversation, Turn
+from quantbench.workloads.prompts import load_dataset, random_prompts
 from quantbench.workloads.spec import (
     ConversationsFile,
     DatasetPrompts,
@@ -62,7 +64,8 @@ class Traffic:
 
     @classmethod
     def read(cls, folder: Path, name: str) -> Traffic:
-        """The workload's conversations (each line a :class:`TrafficLine`) and summary."""
+        """The workload's conversations (each line a :class:`TrafficLine`, older lines migrated;
+        an unreadable one a StageOutputError naming its file and line) and summary."""
         path = folder / f"{name}.jsonl"
         if not path.is_file():
             raise MissingOutputError(
@@ -74,13 +77,8 @@ class Traffic:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
-            try:
-                line = TrafficLine.model_validate_json(text)
-            except ValidationError as exc:
-                raise StageOutputError(
-                    f"{path}:{number}: not a conversation of the workloads stage "
-                    f"({exc.errors()[0]['msg']}); rerun `dvc repro workloads`"
-                ) from None
+            # a line without a version is version 0's, migrated
+            line = schema_io.parse_text(text, TrafficLine, f"{path}:{number}", name=name)
             if line.arrival_s is not None:
                 schedule.append(line.arrival_s)
             turns = [Turn(t.content, t.max_tokens, t.think_s) for t in line.turns]
@@ -97,8 +95,6 @@ class Traffic:
 
 
 def _dataset(spec: DatasetPrompts, scenario: str) -> list[Conversation]:
-    from quantbench.workloads.prompts import load_dataset
-
     out = []
     for item in load_dataset(spec):
         messages = item.as_messages()
@@ -125,8 +121,6 @@ def _dataset(spec: DatasetPrompts, scenario: str) -> list[Conversation]:
 def _random(
     spec: RandomPrompts, seed: int, cut: Callable[[str, int], str] | None
 ) -> list[Conversation]:
-    from quantbench.workloads.prompts import random_prompts
-
     return [
         Conversation(
             prompt_id=item.id, scenario="random", turns=[Turn(item.as_prompt(), item.max_tokens)]
@@ -155,8 +149,6 @@ def materialize(
     # the unique marker's room, within each first message's length (as the peers' prompts are)
     room = Room(count, cut) if spec.unique_prompts else None
     if spec.use is not None:
-        from quantbench.workloads.builtin import NAMED
-
         named = NAMED[spec.use]
         corpus = Corpus(corpus_files, cut)
         convs = conversations(
@@ -185,15 +177,11 @@ def materialize(
         convs = _random(source, spec.seed, cut)
         provenance = "random prompts of common words"
     elif isinstance(source, ConversationsFile):
-        from quantbench.workloads.files import read_conversations
-
         convs = read_conversations(
             source.path, default_max_tokens=source.max_tokens, scenario=spec.name
         )
         provenance = f"conversations file {source.path}"
     elif isinstance(source, TracePrompts):
-        from quantbench.workloads.files import read_trace
-
         corpus = Corpus(corpus_files, cut)
         convs, schedule = read_trace(
             source.path,
@@ -217,8 +205,6 @@ def materialize(
             schedule = [t for c, t in zip(convs, schedule, strict=True) if c.prompt_id in keep_ids]
         convs = kept
     if not convs:
-        from quantbench.errors import UserError
-
         raise UserError(
             f"workload {spec.name!r}: no request fits the context of {context} tokens; "
             "lower length_scale or the output lengths, or raise the context"
