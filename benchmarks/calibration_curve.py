@@ -11,7 +11,7 @@ accuracy, each with its interval) and appends one JSON line per point to ``--out
     python benchmarks/calibration_curve.py \\
         --recipe gptq-asym='{"format": "gptq", "bits": 4, "group_size": 64, "sym": false}' \\
         --recipe awq='{"format": "awq", "bits": 4, "group_size": 64, "sym": false}' \\
-        --calibration data/calibration.txt --samples 20,32,64,128
+        --pydoc-text /tmp/calibration-pydoc.txt --samples 20,32,64,128
 
 The recipes' own ``calibration`` key is replaced by each size in turn; ``all`` as a size uses every
 passage. Sizes count passages, not tokens: the table's tokens column is what the quantizer saw.
@@ -59,6 +59,30 @@ def calibration_tokens(merged: Path, path: Path, samples: int | None, max_tokens
     return sum(
         min(max_tokens, len(tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts
     )
+
+
+def pydoc_text(shipped: Path, out: Path, at_least: int = 1500) -> Path:
+    """A longer calibration text of the kind the curve in docs/QUANTIZE.md used: the shipped
+    passages first, then the Python Language Reference that every CPython carries
+    (``pydoc_data.topics``, PSF licence; disjoint from the evaluation and training text), its
+    paragraphs joined into passages of at least ``at_least`` characters, blank-line separated as
+    the calibration reader expects. Written to ``out``, not shipped: it is this Python's text."""
+    from pydoc_data.topics import topics
+
+    passages = [p.strip() for p in shipped.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    for name in sorted(topics):
+        current = ""
+        for paragraph in topics[name].split("\n\n"):
+            text = " ".join(paragraph.split())
+            if text:
+                current = f"{current} {text}".strip()
+            if len(current) >= at_least:
+                passages.append(current)
+                current = ""
+        if current:
+            passages.append(current)
+    out.write_text("\n\n".join(passages) + "\n", encoding="utf-8")
+    return out
 
 
 def interval(figure: dict[str, Any] | None, digits: int) -> str:
@@ -134,6 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--max-tokens", type=int, default=512, help="token limit per passage")
     p.add_argument("--calibration", type=Path, default=Path("data/calibration.txt"))
+    p.add_argument(
+        "--pydoc-text",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write --calibration's passages and then Python's Language Reference to PATH "
+        "(pydoc_data.topics) and calibrate on that",
+    )
     p.add_argument("--merged", type=Path, default=Path("models/merged"))
     p.add_argument("--eval-text", type=Path, default=Path("data/eval.txt"))
     p.add_argument("--heldout", type=Path, default=Path("data/heldout.jsonl"))
@@ -144,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = p.parse_args(argv)
     configure_threads(args.threads)
+    if args.pydoc_text is not None:
+        args.calibration = pydoc_text(args.calibration, args.pydoc_text)
     rows = []
     with tempfile.TemporaryDirectory(prefix="curve-") as tmp:
         work = args.work or Path(tmp)
