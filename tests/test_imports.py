@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pytest
+from tools.layers import body_imports, is_type_checking
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -57,13 +58,6 @@ HEAVY = frozenset(
         "aiohttp",  # 0.8 s (the scripted server's)
     }
 )
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
 
 
 def _ancestors(module: str) -> list[str]:
@@ -134,25 +128,10 @@ class Tree:
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text, str(path))
         comments = _comments(text)
-        at_import_time: set[int] = set()
+        at_import_time = body_imports(tree)  # as the layering check reads a module
         hidden: set[int] = set()  # under TYPE_CHECKING, at any depth
-
-        def body(statements: list[ast.stmt]) -> None:
-            for node in statements:
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    at_import_time.add(id(node))
-                elif isinstance(node, ast.If) and not _is_type_checking(node):
-                    body(node.body)
-                    body(node.orelse)
-                elif isinstance(node, ast.Try):
-                    for block in (node.body, node.orelse, node.finalbody):
-                        body(block)
-                    for handler in node.handlers:
-                        body(handler.body)
-
-        body(tree.body)
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and _is_type_checking(node):
+            if isinstance(node, ast.If) and is_type_checking(node):
                 hidden.update(id(n) for n in ast.walk(node))
         heads = _run_heads(tree)
         for node in ast.walk(tree):

@@ -159,14 +159,14 @@ def _resolve(name: str, src: Path) -> str | None:
     return None
 
 
-def _is_type_checking(node: ast.If) -> bool:
+def is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
 
 
-def _body_imports(tree: ast.Module) -> set[int]:
+def body_imports(tree: ast.Module) -> set[int]:
     """Ids of the import nodes that run when the module is imported: its body's, in its ``if``
     and ``try`` blocks too, but not under ``if TYPE_CHECKING`` nor in a function or class."""
     found: set[int] = set()
@@ -175,7 +175,7 @@ def _body_imports(tree: ast.Module) -> set[int]:
         for node in statements:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 found.add(id(node))
-            elif isinstance(node, ast.If) and not _is_type_checking(node):
+            elif isinstance(node, ast.If) and not is_type_checking(node):
                 visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, ast.Try):
@@ -210,7 +210,7 @@ def imports(src: Path = SRC) -> Iterable[Import]:
         current = _module_name(path, src)
         is_pkg = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        at_import_time = _body_imports(tree)
+        at_import_time = body_imports(tree)
         for node in ast.walk(tree):
             _, names = imported_names(node, current, is_pkg)
             where = f"{path.relative_to(src)}:{getattr(node, 'lineno', 0)}"
