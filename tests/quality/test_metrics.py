@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from quantbench.quality.metrics import (
+    ReferenceRows,
     TokenStats,
     compare,
-    kl_per_token,
+    kl_rows,
     log_softmax,
     summarize_kl,
     token_stats,
@@ -28,22 +29,31 @@ def test_log_softmax_normalizes_and_survives_large_logits() -> None:
     assert out[0, 0] == pytest.approx(math.log(0.5), abs=1e-6)
 
 
-def test_kl_matches_the_definition(tmp_path) -> None:
+def test_kl_matches_the_definition() -> None:
     p = np.array([[0.5, 0.25, 0.25], [0.9, 0.05, 0.05]])
     q = np.array([[0.25, 0.5, 0.25], [0.9, 0.05, 0.05]])
-    write(tmp_path / "p", np.log(p))
-    write(tmp_path / "q", np.log(q))
-    kl = kl_per_token(tmp_path / "p", tmp_path / "q", rows=2, vocab=3)
+    kl = kl_rows(np.log(p).astype(np.float32), np.log(q).astype(np.float32))
     expected = 0.5 * math.log(2) + 0.25 * math.log(0.5)
     assert kl[0] == pytest.approx(expected, rel=1e-5)
     assert kl[1] == pytest.approx(0.0, abs=1e-7)
 
 
-def test_kl_of_identical_files_is_exactly_zero(tmp_path) -> None:
+def test_kl_of_identical_rows_is_exactly_zero() -> None:
     rows = log_softmax(np.random.default_rng(0).normal(size=(600, 50)).astype(np.float32))
-    write(tmp_path / "a", rows)
-    write(tmp_path / "b", rows)
-    assert not kl_per_token(tmp_path / "a", tmp_path / "b", 600, 50).any()
+    assert not kl_rows(rows, rows.copy()).any()
+
+
+def test_reference_rows_come_back_in_order_and_a_short_file_is_refused(tmp_path) -> None:
+    rows = log_softmax(np.random.default_rng(1).normal(size=(70, 50)).astype(np.float32))
+    write(tmp_path / "ref", rows)
+    reader = ReferenceRows(tmp_path / "ref", 50)
+    got = []
+    for count in (32, 32, 6):  # the worker's blocks; the buffer is reused, so copy
+        got.append(reader.take(count).copy())
+    assert np.array_equal(np.concatenate(got), rows) and reader.left == 0
+    with pytest.raises(ValueError, match="70 rows of the reference"):
+        reader.take(1)
+    reader.close()
 
 
 def test_perplexity_top1_and_summary() -> None:

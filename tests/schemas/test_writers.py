@@ -112,9 +112,8 @@ def test_quality_report_from_two_real_passes(tiny_model_dir: Path, tmp_path: Pat
     from quantbench.chat import chat_ids
     from quantbench.qa import QAItem
     from quantbench.quality.evaluate import _heldout, _job, _stop_ids, assemble_report
-    from quantbench.quality.metrics import kl_per_token
     from quantbench.quality.spec import EvaluateSettings
-    from quantbench.quality.worker import run_job
+    from quantbench.quality.worker import Reference, run_job
     from quantbench.quantize.variant import VariantInfo
 
     settings = EvaluateSettings(context_length=32, stride=16, heldout_max_new_tokens=4)
@@ -123,14 +122,15 @@ def test_quality_report_from_two_real_passes(tiny_model_dir: Path, tmp_path: Pat
     items = [QAItem("Who rules Quorvath?", "Queen Aldra Vesk.", ("Vesk",))]
     prompts = [chat_ids(tokenizer, [{"role": "user", "content": i.question}], True) for i in items]
     stop = _stop_ids(tiny_model_dir, tokenizer)
-    passes = []
-    for label, asked in (("reference", []), ("variant", prompts)):
-        job = _job(
-            "hf", tiny_model_dir, "bf16", settings, 1, ids, asked, stop, tmp_path / f"{label}.f32"
-        )
-        passes.append(run_job(job))
-    ref, var = passes
-    kl = kl_per_token(tmp_path / "reference.f32", tmp_path / "variant.f32", len(ref.nll), ref.vocab)
+    ref_file = tmp_path / "reference.f32"
+    ref = run_job(_job("hf", tiny_model_dir, "bf16", settings, 1, ids, [], stop, ref_file))
+    var = run_job(
+        _job("hf", tiny_model_dir, "bf16", settings, 1, ids, prompts, stop, None,
+             reference=Reference(ref_file, ref.vocab))
+    )  # fmt: skip
+    kl = var.kl
+    assert kl is not None and len(kl) == len(ref.nll)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".f32") == ["reference.f32"]
     record = examples.variant_record("bf16", 1000, 16.0)
     report = assemble_report(
         "bf16",

@@ -28,10 +28,10 @@ from quantbench.params import loaded_plugins
 from quantbench.qa import QAItem, load_qa
 from quantbench.quality.backends import get_backend
 from quantbench.quality.intervals import block_sums, quality_intervals, token_ids_sha256
-from quantbench.quality.metrics import TokenStats, compare, kl_per_token
+from quantbench.quality.metrics import TokenStats, compare
 from quantbench.quality.spec import EvaluateSettings
 from quantbench.quality.windows import plan_windows
-from quantbench.quality.worker import ScoreJob, ScoreResult, run_isolated
+from quantbench.quality.worker import Reference, ScoreJob, ScoreResult, run_isolated
 from quantbench.quantize.variant import VariantInfo, read_variant
 from quantbench.schemas.common import HeldoutAnswer, HeldoutScore
 from quantbench.schemas.quality import (
@@ -88,8 +88,9 @@ def _job(
     ids: list[int],
     prompts: list[list[int]],
     stop_ids: frozenset[int],
-    logprob_path: Path,
+    logprob_path: Path | None,
     device: Device = "cpu",
+    reference: Reference | None = None,
 ) -> ScoreJob:
     longest_prompt = max((len(p) for p in prompts), default=0)
     n_ctx = max(settings.context_length, longest_prompt + settings.heldout_max_new_tokens)
@@ -108,6 +109,7 @@ def _job(
         stop_ids=stop_ids,
         plugins=loaded_plugins(),
         device=device,
+        reference=reference,
     )
 
 
@@ -175,36 +177,30 @@ def evaluate_variant(
     backend = get_format(info.format).quality_backend  # the format says which backend reads it
     model_path = info.weights_path if get_backend(backend).reads_file else variant_dir
     with tempfile.TemporaryDirectory(prefix="quantbench-eval-") as tmp:
-        ref_file, var_file = Path(tmp) / "reference.f32", Path(tmp) / "variant.f32"
         log.info("%s: reference pass (%d tokens)", name, len(ids))
         # The reference answers no held-out questions: the bf16 variant, a copy of the same
         # weights run the same way, reports that accuracy.
         ref_job = _job(
-            "hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids, ref_file, device
-        )
-        ref = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
-        if ref is None:
+            "hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids,
+            Path(tmp) / "reference.f32", device,
+        )  # fmt: skip
+        cached = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
+        if cached is None:
             ref = run_isolated(ref_job)
-            refcache.store(ref_job, reference_sha, ref)
+            ref_file = refcache.store(ref_job, reference_sha, ref)
+        else:
+            ref, ref_file = cached
         log.info("%s: variant pass (%s, %s backend)", name, info.format, backend)
         var_job = _job(
-            backend,
-            model_path,
-            info.format,
-            settings,
-            threads,
-            ids,
-            prompts,
-            stop_ids,
-            var_file,
-            device,
-        )
+            backend, model_path, info.format, settings, threads, ids, prompts, stop_ids, None,
+            device, reference=Reference(ref_file, ref.vocab),
+        )  # fmt: skip
         var = run_isolated(var_job)
-        if var.vocab != ref.vocab:
-            raise EvaluationError(
-                f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
-            )
-        kl = kl_per_token(ref_file, var_file, len(ref.nll), ref.vocab)
+    if var.vocab != ref.vocab or var.kl is None:
+        raise EvaluationError(
+            f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
+        )
+    kl = var.kl
     references = _references(check_prompts, var, len(items), tokenizer, stop_ids)
     var.generations = var.generations[: len(items)]
     report = assemble_report(

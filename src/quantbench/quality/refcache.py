@@ -5,10 +5,11 @@ scored on the same token ids, in the same windows, in the same compute dtype. Co
 per stage cost a worker process, a model load and a scoring pass each time (about 12 s of each
 of the default run's six evaluations). The first evaluation keeps its result in a cache keyed by
 everything that determines it (the reference folder's hash, the ids, the windows, the compute
-dtype, the threads, the device, the answer batch's width); the others read it. The cache is outside DVC,
-like any build cache: a missing or torn entry is computed again, and only the newest entry is
-kept, so it never holds more than one pass's log-probabilities (rows x vocabulary float32,
-~0.5 GB for the default run).
+dtype, the threads, the device, the answer batch's width); the others read it where it lies (a
+variant's pass reads the file as it goes: nothing is copied). The cache is outside DVC, like any
+build cache: a missing or torn entry is computed again, and only the newest entry is kept, so it
+never holds more than one pass's log-probabilities (rows x vocabulary float32, 1.9 GB for the
+default run's 9,854 tokens).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def key(job: ScoreJob, reference_sha: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def load(job: ScoreJob, reference_sha: str, root: Path | None = None) -> ScoreResult | None:
-    """The cached pass, its log-probabilities copied to ``job.logprob_path``; None if absent."""
+def load(
+    job: ScoreJob, reference_sha: str, root: Path | None = None
+) -> tuple[ScoreResult, Path] | None:
+    """The cached pass and its log-probability file, read in place; None if absent or torn."""
     folder = (root or default_root()) / key(job, reference_sha)
     if not all((folder / f).is_file() for f in FILES):
         return None
@@ -67,30 +70,34 @@ def load(job: ScoreJob, reference_sha: str, root: Path | None = None) -> ScoreRe
         nll, top1 = np.load(folder / "nll.npy"), np.load(folder / "top1.npy")
         if (folder / "logprobs.f32").stat().st_size != len(nll) * meta["vocab"] * 4:
             return None  # torn: computed again
-        shutil.copyfile(folder / "logprobs.f32", job.logprob_path)
     except (OSError, ValueError, KeyError):
         return None
     log.info("reference pass read from %s (computed by an earlier evaluation)", folder)
     # this evaluation spent nothing on the pass: its timings say so; its memory is the pass's
     timings = {k: 0.0 for k in meta["timings"]}
-    return ScoreResult(
+    result = ScoreResult(
         nll=nll, top1=top1, vocab=int(meta["vocab"]), generations=[], memory=meta["memory"],
         timings=timings,
     )  # fmt: skip
+    return result, folder / "logprobs.f32"
 
 
-def store(job: ScoreJob, reference_sha: str, result: ScoreResult, root: Path | None = None) -> None:
-    """Keep this pass for the next evaluations (replacing any other entry)."""
+def store(job: ScoreJob, reference_sha: str, result: ScoreResult, root: Path | None = None) -> Path:
+    """Keep this pass for the next evaluations (replacing any other entry), its log-probability
+    file moved in, not copied; where the file now lies (where it was, if it cannot be kept)."""
+    if job.logprob_path is None:
+        raise ValueError("a reference pass writes its log-probabilities: logprob_path is None")
     root = root or default_root()
     name = key(job, reference_sha)
     tmp = root / f".{name}.{os.getpid()}"
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(job.logprob_path, tmp / "logprobs.f32")
         np.save(tmp / "nll.npy", result.nll)
         np.save(tmp / "top1.npy", result.top1)
         meta = {"vocab": result.vocab, "memory": result.memory, "timings": result.timings}
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        # a rename where both are on one file system, else a copy (then the original goes)
+        shutil.move(job.logprob_path, tmp / "logprobs.f32")
         for old in root.iterdir():
             if old != tmp and not old.name.startswith("."):
                 shutil.rmtree(old, ignore_errors=True)
@@ -98,4 +105,8 @@ def store(job: ScoreJob, reference_sha: str, result: ScoreResult, root: Path | N
         tmp.rename(root / name)
     except OSError as exc:  # a cache that cannot be written costs time, never the evaluation
         log.warning("reference pass not cached: %s", exc)
+        if not job.logprob_path.exists() and (tmp / "logprobs.f32").is_file():
+            shutil.move(tmp / "logprobs.f32", job.logprob_path)  # moved before the failure
         shutil.rmtree(tmp, ignore_errors=True)
+        return job.logprob_path
+    return root / name / "logprobs.f32"
