@@ -304,3 +304,5 @@ def test_the_plan_prices_a_screened_pair_as_its_bench_stage_runs_it(tmp_path: Pa
     servers, points, out = row()
     assert (servers, points) == ("1", "2")  # one setting, each workload's first load
     assert "gguf-q8_0-llamacpp: screened, mean KL divergence" in out
+    line = next(x for x in out.splitlines() if x.startswith("| gguf-q8_0-llamacpp |"))
+    assert line.split("|")[5].strip() == "–"  # no served task: a screened pair is not asked

@@ -105,3 +105,20 @@ def test_a_task_that_cannot_be_scored_costs_no_point(
     assert task is not None and task.verdict == "not compared", task
     assert "changed since the evaluate stage ran" in task.note
     assert [r.rankable for r in summary.rows] == [True]
+
+
+def test_a_screened_pair_is_not_asked_the_task(
+    tmp_path: Path, fake_engine: FakeEngine, fake_artifact
+) -> None:  # type: ignore[no-untyped-def]
+    """A pair the quality gate already excludes cannot be recommended whatever its server
+    answers: no question is sent (the server that knows none would be flagged otherwise), the
+    summary says why, and its points run at their floor as screening says."""
+    settings = FakeSettings(sweep={"itl_ms": [2.0, 3.0]})
+    job = _job(fake_engine, fake_artifact, settings, _offline([True] * 8))
+    job.screened = "mean KL divergence from the merged model 0.35 [0.32, 0.38] beyond <= 0.15"
+    summary = run_pair(job, tmp_path / "out")
+    task = summary.task
+    assert task is not None and task.verdict == "not scored" and task.scores == []
+    assert task.note == f"not asked: the pair is screened ({job.screened})"
+    assert not any("answered otherwise" in f for r in summary.rows for f in r.flags)
+    assert summary.server_points == 1

@@ -24,7 +24,8 @@ def test_a_batch_is_scored_as_each_prompt_alone(prepared_base: Path) -> None:
     from transformers import AutoTokenizer
 
     from quantbench.chat import chat_ids
-    from quantbench.quality.backends import HFBackend, _common_prefix
+    from quantbench.quality.backends import HFBackend
+    from quantbench.quality.prefix import common_prefix
 
     tokenizer = AutoTokenizer.from_pretrained(prepared_base)
     backend = HFBackend.load(prepared_base, "bf16", "float32")
@@ -47,7 +48,7 @@ def test_a_batch_is_scored_as_each_prompt_alone(prepared_base: Path) -> None:
     inputs.remove()
     assert head_rows and set(head_rows) == {1}, head_rows
     # the chat template's common prefix runs once, for the whole batch; then each row's own
-    shared = _common_prefix(prompts)
+    shared = common_prefix(prompts)
     assert shared >= 20 and all(p[:shared] == prompts[0][:shared] for p in prompts)
     assert calls[0] == (1, shared), calls[:2]
     assert calls[1] == (len(prompts), max(len(p) for p in prompts) - shared), calls[:2]
@@ -55,15 +56,6 @@ def test_a_batch_is_scored_as_each_prompt_alone(prepared_base: Path) -> None:
     for (_, got), (_, want) in zip(batch, alone, strict=True):
         np.testing.assert_allclose(got, want, atol=2e-3)
     assert backend.generate_scored_batch([], 12, stop) == []
-
-
-def test_the_common_prefix_leaves_each_prompt_a_token_of_its_own() -> None:
-    from quantbench.quality.backends import _common_prefix
-
-    assert _common_prefix([[1, 2, 3, 4], [1, 2, 5]]) == 2
-    assert _common_prefix([[1, 2, 3], [1, 2, 3]]) == 2  # identical: the last is each row's own
-    assert _common_prefix([[7], [7, 8]]) == 0
-    assert _common_prefix([[1, 2], [3, 4]]) == 0
 
 
 def test_batched_answers_equal_single_answers(prepared_base: Path) -> None:

@@ -24,6 +24,7 @@ def test_a_gguf_batch_is_answered_as_each_prompt_alone(
     from quantbench.formats.gguf import GgufSpec, build_gguf
     from quantbench.native.llama_build import load_binding
     from quantbench.quality.backends import GGUFBackend, get_backend
+    from quantbench.quality.prefix import common_prefix
 
     built = build_gguf(
         BuildRequest("q8", GgufSpec(format="gguf", type="Q8_0"), prepared_base, tmp_path, None, 2)
@@ -41,14 +42,18 @@ def test_a_gguf_batch_is_answered_as_each_prompt_alone(
     llama_cpp = load_binding()
     calls = []
     decode = llama_cpp.llama_decode
-    counted = lambda *a: calls.append(1) or decode(*a)  # noqa: E731
+    counted = lambda ctx, b: calls.append(b.n_tokens) or decode(ctx, b)  # noqa: E731
     # the package's name and its ctypes module's (which the bindings' own wrappers call)
     monkeypatch.setattr(llama_cpp, "llama_decode", counted)
     monkeypatch.setattr(llama_cpp.llama_cpp, "llama_decode", counted)
     batch = backend.generate_scored_batch(prompts, 24, stop)
     monkeypatch.undo()
-    # one decode for the prompts together, then one a step for every row still answering
-    assert len(calls) <= 1 + max(len(tokens) for tokens, _ in alone), len(calls)
+    # the prompts' common prefix once (the chat template's system turn), the rest of the prompts
+    # together, then one decode a step for every row still answering
+    shared = common_prefix(prompts)
+    assert shared >= 20 and calls[0] == shared, calls[:2]
+    assert calls[1] == sum(len(p) - shared for p in prompts), calls[:2]
+    assert len(calls) <= 2 + max(len(tokens) for tokens, _ in alone), len(calls)
     # llama.cpp rounds a step's activations to 8 bits per row, in kernels chosen by the batch's
     # shape: a winning margin moves by up to about 0.4 logits between one row and ten, so two
     # answers may part only where the one alone won by less than TIE (a leaked sequence, a wrong

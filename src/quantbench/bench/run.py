@@ -694,6 +694,14 @@ def run_pair(job: PairJob, out_dir: Path) -> PairSummary:
     task: ServedTask | None = None
     if job.task is not None and job.store is not None and (old := job.store.task()) is not None:
         task = ServedTask.model_validate(old)  # scored by the interrupted run: kept
+    if job.task is not None and job.screened is not None and task is None:
+        # its variant can never be recommended, whatever its server answers: the task's minute
+        # goes to the pairs that can win, as the points' time does (the served check still
+        # holds the server to the variant's certain answers)
+        task = ServedTask(
+            verdict="not scored", server_point=None,
+            note=f"not asked: the pair is screened ({job.screened})",
+        )  # fmt: skip
     probed = job.store.probe(job.name) if job.probe and job.store is not None else None
     probe_at = probe_point(job.engine, job.settings) if job.probe and server_points else None
     probe_label = probe_at[0] if probe_at is not None else None

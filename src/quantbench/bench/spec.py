@@ -145,9 +145,10 @@ class BenchSettings(Settings):
         description="A pair whose variant the quality gate (`report.quality`) already excludes "
         "from ranking, as its evaluate stage shows, cannot win any decision. screen: it is "
         "served on one server setting (its engine's that batches most, which the probe needs), "
-        "its served task scored, and each load point measured at its workload's "
+        "its server's answers checked but the served task not asked (the gate already withholds "
+        "what the task's flag could), and each load point measured at its workload's "
         "`precision.min_requests` (its figures stay in the report, with wider intervals); full: "
-        "measured as every other pair.",
+        "measured as every other pair, its task included.",
     )
     pairs: dict[str, Pair] = Field(
         {},

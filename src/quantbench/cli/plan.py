@@ -263,10 +263,12 @@ def run_plan(args: argparse.Namespace) -> int:
         engine = get_engine(pair.engine)
         labels = [label for label, _ in pair.settings.sweep_points()]
         measured = workloads
+        asks = task
         why = screened_by_quality(config, _quality(args.quality, bench.pairs[name].variant))
-        if why is not None:  # as its bench stage runs it: one setting, its first load at its floor
-            labels = [probe_point(engine, pair.settings)[0]]
+        if why is not None:  # as its bench stage runs it: one setting, its first load at its
+            labels = [probe_point(engine, pair.settings)[0]]  # floor, no served task
             measured = {w: screened_workload(spec) for w, spec in workloads.items()}
+            asks = TaskShape()
             notes.append(f"{name}: screened, {why}")
         probe = ProbeShape()
         if bench.pairs[name].probe:  # the bench's probe for the estimate (estimate.pair_probe)
@@ -280,7 +282,7 @@ def run_plan(args: argparse.Namespace) -> int:
         startup = _startup(args.bench, name, engine) if here else engine.startup_estimate_s
         plans.append(
             plan_pair(
-                name, labels, measured, shapes, predictions, bench, slo, startup, task, probe,
+                name, labels, measured, shapes, predictions, bench, slo, startup, asks, probe,
             )
         )  # fmt: skip
     print(render(plans))

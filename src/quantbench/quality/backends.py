@@ -28,6 +28,7 @@ from quantbench.fidelity import top_margin
 from quantbench.formats.registry import get_format
 from quantbench.native import llama_build
 from quantbench.quality.gguf_batch import BatchDecoder
+from quantbench.quality.prefix import common_prefix
 
 
 class Backend(Protocol):
@@ -104,14 +105,13 @@ class HFBackend:
         embedded model's answers equal). Rows that hit a stop token stop growing; the loop ends
         when all have.
 
-        The prompts' common prefix (the chat template's system turn: 30 of the held-out prompts'
-        51 tokens on average) is run once and its KV cache shared by every row, the padding
-        placed after it: the batch's prefill was most of an evaluate stage's answering."""
+        The prompts' common prefix (:mod:`quantbench.quality.prefix`) is run once and its KV
+        cache repeated for every row, the padding placed after it."""
         import torch
 
         if not prompts:
             return []
-        shared = _common_prefix(prompts) if len(prompts) > 1 else 0
+        shared = common_prefix(prompts)
         rest = [list(p[shared:]) for p in prompts]
         width = max(len(p) for p in rest)
         pad = next(iter(stop_ids), 0)  # any id: padded slots are masked out
@@ -159,16 +159,6 @@ class HFBackend:
                     use_cache=True,
                 )
         return list(zip(out, margins, strict=True))
-
-
-def _common_prefix(prompts: Sequence[Sequence[int]]) -> int:
-    """Tokens every prompt begins with, leaving each at least one of its own (the row's first
-    logits come from its own last token)."""
-    shortest = min(len(p) for p in prompts)
-    n = 0
-    while n < shortest - 1 and all(p[n] == prompts[0][n] for p in prompts):
-        n += 1
-    return n
 
 
 class GGUFBackend:

@@ -28,6 +28,7 @@ import numpy as np
 
 from quantbench.fidelity import top_margin
 from quantbench.native import llama_build
+from quantbench.quality.prefix import common_prefix
 
 
 class BatchDecoder:
@@ -102,12 +103,22 @@ class BatchDecoder:
                 if status != 0:
                     raise RuntimeError(f"llama_decode failed (status {status}) on {n} tokens")
 
-            # the prompts together, logits on each one's last token only
+            # the prompts' common prefix once, in the first sequence's stream, then copied into
+            # every other's (a whole-stream copy: what llama.cpp supports across streams)
+            shared = common_prefix(prompts)
+            if shared:
+                for pos in range(shared):
+                    put(pos, int(prompts[0][pos]), pos, 0, False)
+                decode(shared)
+                memory = llama_cpp.llama_get_memory(ctx)
+                for seq in range(1, len(prompts)):
+                    llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+            # the rest of the prompts together, logits on each one's last token only
             row: dict[int, int] = {}
             n = 0
             for seq, prompt in enumerate(prompts):
-                for pos, token in enumerate(prompt):
-                    put(n, int(token), pos, seq, pos == len(prompt) - 1)
+                for pos in range(shared, len(prompt)):
+                    put(n, int(prompt[pos]), pos, seq, pos == len(prompt) - 1)
                     n += 1
                 row[seq] = n - 1
             decode(n)

@@ -367,7 +367,9 @@ def summary_markdown(
         parts += [
             "Served on one server setting, each workload's first load point at its "
             "`precision.min_requests` (`bench.quality_gated: screen`): no decision can rank them, "
-            "so their figures carry wider intervals and their lower loads are not run.",
+            "so their figures carry wider intervals, their lower loads are not run and their "
+            "servers are not asked the fine-tune's task (their variants' own answers are in "
+            "their quality rows).",
             "",
         ]
         parts.extend(f"- `{md(name)}`: {md(why)}" for name, why in sorted(screened.items()))
