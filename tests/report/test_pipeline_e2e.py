@@ -199,6 +199,7 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
     assert not (pipeline / "reports/calibrate/pairs").exists()
     best = json.loads((pipeline / "reports/best_config.json").read_text())
     assert set(params["workloads"]) <= set(best)  # one entry per workload
+    scored = []
     for pair in pairs:
         variant, engine = pair.rsplit("-", 1)
         summary = json.loads((pipeline / f"reports/bench/{pair}/summary.json").read_text())
@@ -206,14 +207,21 @@ def test_every_pair_is_benchmarked_and_reported(pipeline: Path) -> None:
         assert variant in html and variant in summary_md
         assert engine in html
         # the fine-tune's task scored by lm-eval through the pair's own bench server, question
-        # by question against the evaluate stage's answers (the same questions, paired)
+        # by question against the evaluate stage's answers (the same questions, paired); a pair
+        # the quality gate screened is not asked (its variant cannot be recommended anyway)
         task = summary["task"]
+        if summary["screened"]:
+            assert task["verdict"] == "not scored" and not task["scores"], (pair, task)
+            assert task["note"] == f"not asked: the pair is screened ({summary['screened']})"
+            continue
+        scored.append(pair)
         assert task["verdict"] == "agrees", (pair, task["note"])
         asked = params["evaluate"]["heldout_limit"]
         paired = task["agreement"]
         cells = ("both", "neither", "served_only", "offline_only")
         assert task["scores"][0]["total"] == asked == sum(paired[c] for c in cells), pair
         assert task["server_point"] == summary["servers"][0]["server_point"], pair
+    assert len(scored) >= 3, scored  # bf16 on both engines and Q8_0 pass the gate at any scale
     for variant in params["variants"]:
         quality = json.loads((pipeline / f"reports/quality/{variant}.json").read_text())
         assert quality["perplexity"] > 1
