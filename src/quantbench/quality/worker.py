@@ -127,7 +127,7 @@ def run_job(job: ScoreJob) -> ScoreResult:
     ids = np.asarray(job.ids, dtype=np.int64)
     nll: list[np.ndarray] = []
     top1: list[np.ndarray] = []
-    kl: list[np.ndarray] | None = [] if job.reference is not None else None
+    kl: list[np.ndarray] = []
     reference = ReferenceRows(job.reference.path, job.reference.vocab) if job.reference else None
     vocab = 0
     start = time.perf_counter()
@@ -144,16 +144,16 @@ def run_job(job: ScoreJob) -> ScoreResult:
                 top1.append(stats.top1)
                 if sink is not None:
                     sink.write(logprobs.tobytes())
-                if kl is not None and reference is not None:
-                    if vocab != reference.vocab:  # the parent refuses the pair, naming both
-                        kl = None
-                        continue
+                if reference is not None and vocab != reference.vocab:
+                    reference.close()  # no KL: the parent refuses the pair, naming both
+                    reference = None
+                if reference is not None:
                     ref_rows = reference.take(hi - lo)
                     for k in range(0, hi - lo, KL_ROWS):
                         kl.append(kl_rows(ref_rows[k : k + KL_ROWS], logprobs[k : k + KL_ROWS]))
     if reference is not None:
         reference.close()
-        if kl is not None and reference.left:
+        if reference.left:
             raise ValueError(
                 f"{reference.path}: {reference.left} rows of the reference left unread (the two "
                 "passes scored different windows)"
