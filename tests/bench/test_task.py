@@ -32,6 +32,13 @@ WORKLOAD = WorkloadSpec.model_validate(
         "name": "chat",
     }
 )
+# The scripted server's per-token delays (ms), one per server setting: long enough that a request
+# (20 ms to its first token, then 4 tokens) outlasts the closed loop's turnaround between one
+# request and the next many times over. At 2-3 ms a token a request took about 28 ms, and on a
+# loaded 2-core CI machine the client's ~2 ms between requests left the one stream 0.93 busy:
+# the load check rightly flagged the row (the harness was the bottleneck) and the test of the
+# task failed on it (an AVX2-only EPYC, 2026-12-02).
+ITL_MS = [40.0, 60.0]
 
 
 def _job(engine, artifact, settings, offline) -> PairJob:  # type: ignore[no-untyped-def]
@@ -57,7 +64,7 @@ def test_the_task_is_scored_once_per_pair_and_exactly(
     """A server that knows 5 of the 8 answers scores 5 of 8 through lm-eval, the same 5 the
     offline run got right: agrees. Two server settings, one scoring (the first server's)."""
     known = {i.question: i.answer for k, i in enumerate(ITEMS) if k % 3}
-    settings = FakeSettings(answers=known, sweep={"itl_ms": [2.0, 3.0]})
+    settings = FakeSettings(answers=known, sweep={"itl_ms": ITL_MS})
     summary = run_pair(_job(fake_engine, fake_artifact, settings, _offline(
         [i.question in known for i in ITEMS])), tmp_path / "out")  # fmt: skip
     task = summary.task
@@ -77,7 +84,7 @@ def test_a_pair_that_answers_the_task_otherwise_is_never_recommended(
 ) -> None:  # type: ignore[no-untyped-def]
     """Offline, the variant knew all 8; its server answers none: exact McNemar p = 2/2^8, beyond
     noise. Every row of the pair, the second server's too, carries the flag; no best."""
-    settings = FakeSettings(sweep={"itl_ms": [2.0, 3.0]})
+    settings = FakeSettings(sweep={"itl_ms": ITL_MS})
     summary = run_pair(_job(fake_engine, fake_artifact, settings, _offline([True] * 8)),
                        tmp_path / "out")  # fmt: skip
     task = summary.task
@@ -100,7 +107,9 @@ def test_a_task_that_cannot_be_scored_costs_no_point(
     scored, not compared, said why; the pair's points run and rank as before."""
     offline = _offline([True] * 8)
     offline[0] = offline[0].model_copy(update={"question": "another question"})
-    summary = run_pair(_job(fake_engine, fake_artifact, FakeSettings(), offline), tmp_path / "o")
+    summary = run_pair(
+        _job(fake_engine, fake_artifact, FakeSettings(itl_ms=ITL_MS[0]), offline), tmp_path / "o"
+    )
     task = summary.task
     assert task is not None and task.verdict == "not compared", task
     assert "changed since the evaluate stage ran" in task.note
@@ -113,7 +122,7 @@ def test_a_screened_pair_is_not_asked_the_task(
     """A pair the quality gate already excludes cannot be recommended whatever its server
     answers: no question is sent (the server that knows none would be flagged otherwise), the
     summary says why, and its points run at their floor as screening says."""
-    settings = FakeSettings(sweep={"itl_ms": [2.0, 3.0]})
+    settings = FakeSettings(sweep={"itl_ms": ITL_MS})
     job = _job(fake_engine, fake_artifact, settings, _offline([True] * 8))
     job.screened = "mean KL divergence from the merged model 0.35 [0.32, 0.38] beyond <= 0.15"
     summary = run_pair(job, tmp_path / "out")
