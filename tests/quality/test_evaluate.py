@@ -127,3 +127,77 @@ def test_a_report_records_the_libraries_its_format_declares() -> None:
                 installed.add((dist, metadata.version(dist)))
         assert set(_versions(fmt).items()) == installed, fmt
     assert "gptqmodel" in _versions("gptq") and "gptqmodel" not in _versions("awq")
+
+
+@pytest.fixture
+def counted_jobs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list:
+    """Every worker job the evaluations of a test start (each a real worker process), with the
+    reference cache in the test's own folder."""
+    import quantbench.quality.evaluate as evaluate_module
+
+    monkeypatch.setenv("QUANTBENCH_REFERENCE_CACHE", str(tmp_path / "refcache"))
+    jobs: list = []
+    real = evaluate_module.run_isolated
+
+    def counting(job):  # type: ignore[no-untyped-def]
+        jobs.append(job)
+        return real(job)
+
+    monkeypatch.setattr(evaluate_module, "run_isolated", counting)
+    return jobs
+
+
+@pytest.mark.slow
+def test_a_variant_whose_files_are_the_references_is_scored_once(
+    tiny_model_dir: Path, tmp_path: Path, counted_jobs: list
+) -> None:
+    copy = build_variant("bf16", Bf16Spec(format="bf16"), tiny_model_dir, tmp_path / "bf16")
+    first = evaluate("bf16", copy.directory, tiny_model_dir)
+    # one process scored the ids (the reference's pass, cached) and answered the questions
+    assert len(counted_jobs) == 1
+    assert counted_jobs[0].windows and len(counted_jobs[0].prompts) >= 3
+    assert first.kl_divergence.max == 0.0 and first.top1_agreement == 1.0
+    assert first.perplexity == first.reference_perplexity
+    assert first.heldout.total == 3
+    assert first.timings.variant.score_s == 0.0 and first.timings.reference.score_s > 0.0
+
+    again = evaluate("bf16", copy.directory, tiny_model_dir)  # the reference pass cached
+    assert len(counted_jobs) == 2 and not counted_jobs[1].windows  # the questions alone
+    assert again.perplexity == first.perplexity
+    assert [a.got for a in again.heldout.answers] == [a.got for a in first.heldout.answers]
+
+    # the same format with other bytes is a variant like any other: its own pass, compared
+    other = evaluate("damaged", damage(copy.directory, tmp_path / "damaged"), tiny_model_dir)
+    assert len(counted_jobs) == 3 and counted_jobs[2].reference is not None
+    assert counted_jobs[2].windows
+    assert other.kl_divergence.mean > 0.0 and other.perplexity != first.perplexity
+
+
+@pytest.mark.slow
+def test_one_jobs_passes_are_bitwise_equal_from_process_to_process(
+    prepared_base: Path, tmp_path: Path
+) -> None:
+    """What lets a copy of the reference be scored once: the same job run twice, each in its
+    own worker, gives the same bytes (scores, log-probabilities, answers)."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from quantbench.chat import chat_ids
+    from quantbench.qa import load_qa
+    from quantbench.quality.evaluate import _eval_ids, _job, _stop_ids
+    from quantbench.quality.worker import run_isolated
+
+    tokenizer = AutoTokenizer.from_pretrained(prepared_base)
+    ids = _eval_ids(tokenizer, REPO / "data" / "eval.txt", SETTINGS)
+    items = load_qa(REPO / "data" / "heldout.jsonl")[:3]
+    prompts = [chat_ids(tokenizer, [{"role": "user", "content": i.question}], True) for i in items]
+    stop = _stop_ids(prepared_base, tokenizer)
+    runs = []
+    for name in ("a.f32", "b.f32"):
+        job = _job("hf", prepared_base, "bf16", SETTINGS, 1, ids, prompts, stop, tmp_path / name)
+        runs.append(run_isolated(job))
+    a, b = runs
+    assert len(a.nll) == len(ids) - 1
+    assert np.array_equal(a.nll, b.nll) and np.array_equal(a.top1, b.top1)
+    assert (tmp_path / "a.f32").read_bytes() == (tmp_path / "b.f32").read_bytes()
+    assert a.generations == b.generations and all(a.generations)

@@ -13,9 +13,12 @@ import json
 import logging
 import tempfile
 import time
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import quantbench.quality.refcache as refcache
 from quantbench.accelerator.nvidia import Device
@@ -184,18 +187,16 @@ def evaluate_variant(
             "hf", reference_dir, "bf16", settings, threads, ids, [], stop_ids,
             Path(tmp) / "reference.f32", device,
         )  # fmt: skip
-        cached = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
-        if cached is None:
-            ref = run_isolated(ref_job)
-            ref_file = refcache.store(ref_job, reference_sha, ref)
-        else:
-            ref, ref_file = cached
-        log.info("%s: variant pass (%s, %s backend)", name, info.format, backend)
         var_job = _job(
             backend, model_path, info.format, settings, threads, ids, prompts, stop_ids, None,
-            device, reference=Reference(ref_file, ref.vocab),
+            device,
         )  # fmt: skip
-        var = run_isolated(var_job)
+        if (backend, info.format) == (ref_job.backend, ref_job.fmt) and _same_model(
+            variant_dir, reference_dir
+        ):
+            ref, var = _one_pass(name, ref_job, var_job, reference_sha)
+        else:
+            ref, var = _two_passes(name, info.format, backend, ref_job, var_job, reference_sha)
     if var.vocab != ref.vocab or var.kl is None:
         raise EvaluationError(
             f"variant {name!r} predicts over {var.vocab} tokens, the reference over {ref.vocab}"
@@ -220,6 +221,57 @@ def evaluate_variant(
         total_s=round(time.perf_counter() - total_start, 3),
     )
     return report.model_copy(update={"served_reference": [r.to_dict() for r in references]})
+
+
+# What the hf backend computes from: a folder's weights and its model config (the tokenizer and
+# the generation config the harness takes from the reference alone).
+_MODEL_FILES = ("*.safetensors", "model.safetensors.index.json", "config.json")
+
+
+def _same_model(variant_dir: Path, reference_dir: Path) -> bool:
+    """Whether the variant's weights and config are the reference's byte for byte (the bf16
+    variant is a copy of the merge)."""
+    return all(sha256_tree(variant_dir, p) == sha256_tree(reference_dir, p) for p in _MODEL_FILES)
+
+
+def _two_passes(
+    name: str, fmt: str, backend: str, ref_job: ScoreJob, var_job: ScoreJob, reference_sha: str
+) -> tuple[ScoreResult, ScoreResult]:
+    """The reference's pass (computed once a run: quantbench.quality.refcache), then the
+    variant's, compared with it row by row as it goes."""
+    cached = refcache.load(ref_job, reference_sha)  # the same for every variant: once a run
+    if cached is None:
+        ref = run_isolated(ref_job)
+        ref_file = refcache.store(ref_job, reference_sha, ref)
+    else:
+        ref, ref_file = cached
+    log.info("%s: variant pass (%s, %s backend)", name, fmt, backend)
+    var = run_isolated(replace(var_job, reference=Reference(ref_file, ref.vocab)))
+    return ref, var
+
+
+def _one_pass(
+    name: str, ref_job: ScoreJob, var_job: ScoreJob, reference_sha: str
+) -> tuple[ScoreResult, ScoreResult]:
+    """A variant whose files are the reference's, run the same way: its pass is the reference
+    pass (one job's passes are bitwise equal from process to process: tests/quality/
+    test_evaluate.py), so one process scores the ids and answers the questions, and the variant's
+    KL is exactly the 0 a second pass would give (docs/QUANTIZE.md, "The quality harness")."""
+    log.info("%s: its files are the reference's: one pass for both", name)
+    cached = refcache.load(ref_job, reference_sha)
+    if cached is None:
+        # the reference's job with the questions added: the scoring and its log-probability
+        # file (kept for the other variants) are the reference's; the hf backend reads no n_ctx
+        both = run_isolated(replace(ref_job, prompts=var_job.prompts, n_ctx=var_job.n_ctx))
+        refcache.store(ref_job, reference_sha, both)
+        zero = {k: 0.0 for k in both.timings}
+        ref = replace(both, generations=[], margins=[], timings={**both.timings, "heldout_s": 0.0})
+        var = replace(both, timings={**zero, "heldout_s": both.timings["heldout_s"]})
+    else:
+        ref, _ = cached
+        answers = run_isolated(replace(var_job, ids=[], windows=[]))
+        var = replace(answers, nll=ref.nll, top1=ref.top1, vocab=ref.vocab)
+    return ref, replace(var, kl=np.zeros(len(ref.nll)))
 
 
 def _references(

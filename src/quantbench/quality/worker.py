@@ -171,8 +171,9 @@ def run_job(job: ScoreJob) -> ScoreResult:
     timings["heldout_s"] = round(time.perf_counter() - start, 3)
     memory["peak_rss_bytes"] = _peak_rss_bytes()
     return ScoreResult(
-        nll=np.concatenate(nll),
-        top1=np.concatenate(top1),
+        # a job of questions alone (quantbench.quality.evaluate._one_pass) scores no rows
+        nll=np.concatenate(nll) if nll else np.empty(0),
+        top1=np.concatenate(top1) if top1 else np.empty(0, dtype=np.int64),
         vocab=vocab,
         generations=generations,
         memory=memory,
