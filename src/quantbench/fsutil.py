@@ -28,16 +28,27 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_tree(root: str | Path, pattern: str = "*") -> str:
-    """One hash over every matching file below root: relative paths and contents, in sorted order."""
+def file_hashes(root: str | Path, pattern: str = "*") -> dict[str, str]:
+    """Each matching file below root, by its path relative to root, with its content's hash."""
     root = Path(root)
+    paths = sorted(p for p in root.rglob(pattern) if p.is_file())
+    return {path.relative_to(root).as_posix(): sha256_file(path) for path in paths}
+
+
+def tree_digest(hashes: dict[str, str]) -> str:
+    """One hash over a folder's :func:`file_hashes`: relative paths and contents, sorted."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob(pattern) if p.is_file()):
-        digest.update(path.relative_to(root).as_posix().encode())
+    for name in sorted(hashes):
+        digest.update(name.encode())
         digest.update(b"\0")
-        digest.update(sha256_file(path).encode())
+        digest.update(hashes[name].encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def sha256_tree(root: str | Path, pattern: str = "*") -> str:
+    """One hash over every matching file below root: relative paths and contents, in sorted order."""
+    return tree_digest(file_hashes(root, pattern))
 
 
 def tree_size(root: str | Path) -> int:

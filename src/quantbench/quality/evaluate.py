@@ -26,7 +26,7 @@ from quantbench.chat import chat_ids
 from quantbench.errors import UserError
 from quantbench.fidelity import GENERAL_PROMPTS, ReferenceAnswer, reference_answer
 from quantbench.formats.registry import get_format
-from quantbench.fsutil import sha256_tree
+from quantbench.fsutil import file_hashes, tree_digest
 from quantbench.params import loaded_plugins
 from quantbench.qa import QAItem, load_qa
 from quantbench.quality.backends import get_backend
@@ -161,7 +161,8 @@ def evaluate_variant(
     total_start = time.perf_counter()
     # KL "from the merged model" only means something if the variant was made from it.
     source_sha = info.record.source.sha256
-    reference_sha = sha256_tree(reference_dir)
+    reference_files = file_hashes(reference_dir)  # read once: the source check and the copy's
+    reference_sha = tree_digest(reference_files)
     same_source = source_sha == reference_sha
     if not same_source:
         log.warning("%s was not built from %s (source hash differs)", name, reference_dir)
@@ -192,7 +193,7 @@ def evaluate_variant(
             device,
         )  # fmt: skip
         if (backend, info.format) == (ref_job.backend, ref_job.fmt) and _same_model(
-            variant_dir, reference_dir
+            variant_dir, reference_files
         ):
             ref, var = _one_pass(name, ref_job, var_job, reference_sha)
         else:
@@ -228,10 +229,14 @@ def evaluate_variant(
 _MODEL_FILES = ("*.safetensors", "model.safetensors.index.json", "config.json")
 
 
-def _same_model(variant_dir: Path, reference_dir: Path) -> bool:
+def _same_model(variant_dir: Path, reference_files: dict[str, str]) -> bool:
     """Whether the variant's weights and config are the reference's byte for byte (the bf16
-    variant is a copy of the merge)."""
-    return all(sha256_tree(variant_dir, p) == sha256_tree(reference_dir, p) for p in _MODEL_FILES)
+    variant is a copy of the merge), against the reference's hashes already read."""
+    for pattern in _MODEL_FILES:
+        theirs = {k: v for k, v in reference_files.items() if Path(k).match(pattern)}
+        if file_hashes(variant_dir, pattern) != theirs:
+            return False
+    return True
 
 
 def _two_passes(
